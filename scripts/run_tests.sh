@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Set up the environment (if needed) and run the test suite. Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup_env.sh
+# shellcheck disable=SC1091
+. .venv/bin/activate
+# One intra-op thread per process: on a loaded 2-core machine two threads are many times slower.
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+exec python -m pytest "$@"

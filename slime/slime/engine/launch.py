@@ -1,0 +1,99 @@
+"""Start an engine server as a child process on a free loopback port, wait until it serves, stop it by PID."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from slime.engine.client import EngineClient
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+class EngineProcess:
+    """`with EngineProcess("tiny") as engine: EngineClient(engine.url)...`
+
+    The child gets its own process group and is stopped by PID (SIGTERM, then SIGKILL after a grace
+    period) when the block exits, whatever happened inside it.
+    """
+
+    def __init__(self, model_path: str | Path = "smollm2", *extra_args: str, port: int | None = None,
+                 api_key: str | None = None, log_path: str | Path | None = None, ready_timeout: float = 300.0,
+                 threads: int = 1):
+        self.model_path = str(model_path)
+        self.extra_args = list(extra_args)
+        self.host = "127.0.0.1"
+        self.port = port or free_port(self.host)
+        self.api_key = api_key
+        self.log_path = Path(log_path) if log_path else None
+        self.ready_timeout = ready_timeout
+        self.threads = threads
+        self.process: subprocess.Popen | None = None
+        self._log_file = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def command(self) -> list[str]:
+        cmd = [sys.executable, "-m", "slime.engine", "--model-path", self.model_path, "--host", self.host,
+               "--port", str(self.port), "--threads", str(self.threads), *self.extra_args]
+        if self.api_key:
+            cmd += ["--api-key", self.api_key]
+        return cmd
+
+    def start(self) -> "EngineProcess":
+        env = {**os.environ, "OMP_NUM_THREADS": str(self.threads), "TOKENIZERS_PARALLELISM": "false",
+               "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+        if self.log_path:
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            self._log_file = open(self.log_path, "ab")
+        out = self._log_file or None  # None: inherit our stderr/stdout, so conversion progress is visible
+        self.process = subprocess.Popen(self.command(), env=env, stdout=out, stderr=subprocess.STDOUT if out else None,
+                                        start_new_session=True)
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_ready(self):
+        deadline = time.monotonic() + self.ready_timeout
+        with EngineClient(self.url, api_key=self.api_key, timeout=5.0) as client:
+            while time.monotonic() < deadline:
+                if self.process.poll() is not None:
+                    raise RuntimeError(f"engine exited with code {self.process.returncode} before serving"
+                                       + (f"; see {self.log_path}" if self.log_path else ""))
+                if client.health():
+                    return
+                time.sleep(0.3)
+        raise TimeoutError(f"engine at {self.url} not ready after {self.ready_timeout:.0f} s")
+
+    def stop(self, grace: float = 10.0):
+        proc = self.process
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if self._log_file:
+            self._log_file.close()
+            self._log_file = None
+
+    def __enter__(self) -> "EngineProcess":
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()

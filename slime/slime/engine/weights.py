@@ -1,0 +1,67 @@
+"""Loading models for serving, and building the replacement model for a weight update."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import torch
+
+log = logging.getLogger(__name__)
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": "auto"}
+
+
+class WeightUpdateError(ValueError):
+    """The given folder cannot replace the served weights (missing, wrong shape, not a model)."""
+
+
+def load_model(path: str | Path, dtype: str = "float32", device: str = "cpu"):
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(str(path), dtype=DTYPES[dtype])
+    model.to(device)
+    model.eval()
+    model.requires_grad_(False)
+    return model
+
+
+def is_lora_adapter(path: Path) -> bool:
+    return (path / "adapter_config.json").exists()
+
+
+def load_update(path: str | Path, base_path: str | Path, current_model, dtype: str, device: str):
+    """Build the model a weight update asks for, without touching the one being served.
+
+    A full-weight folder is loaded as is. A LoRA adapter folder (PEFT format) is applied to a fresh copy
+    of the *base* model and merged, so successive adapter versions never stack on each other.
+    """
+    path = Path(path)
+    if not path.is_dir():
+        raise WeightUpdateError(f"model_path {str(path)!r} is not a folder")
+    if is_lora_adapter(path):
+        from peft import PeftModel
+
+        base = load_model(base_path, dtype, device)
+        adapter_base = json.loads((path / "adapter_config.json").read_text()).get("base_model_name_or_path")
+        if adapter_base and Path(adapter_base).is_dir() and Path(adapter_base).resolve() != Path(base_path).resolve():
+            log.warning("adapter %s was trained on %s but is applied to %s", path, adapter_base, base_path)
+        model = PeftModel.from_pretrained(base, str(path)).merge_and_unload()
+        model.eval()
+        model.requires_grad_(False)
+    elif (path / "config.json").exists():
+        model = load_model(path, dtype, device)
+    else:
+        raise WeightUpdateError(f"{path} holds neither config.json (full weights) nor adapter_config.json (LoRA)")
+    _check_compatible(current_model, model, path)
+    return model
+
+
+def _check_compatible(current, new, path: Path):
+    """The tokenizer and the serving code stay the same across updates, so the shapes must too."""
+    old_cfg, new_cfg = current.config.get_text_config(), new.config.get_text_config()
+    for key in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads"):
+        a, b = getattr(old_cfg, key, None), getattr(new_cfg, key, None)
+        if a != b:
+            raise WeightUpdateError(f"{path}: {key} is {b}, the served model has {a}")

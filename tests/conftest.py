@@ -1,0 +1,49 @@
+"""Shared fixtures: tiny models (built once, cached) and real engine servers on free loopback ports."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import pytest
+import torch
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="session")
+def tiny_model_path():
+    from slime.models.tiny import build_tiny_model
+
+    return build_tiny_model()
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tiny_model_path):
+    """The tiny model loaded in this process, for reference forward passes."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_path, dtype=torch.float32).eval()
+    return model, AutoTokenizer.from_pretrained(tiny_model_path)
+
+
+@pytest.fixture(scope="module")
+def engine_server(tiny_model_path, tmp_path_factory):
+    """A real engine process serving the tiny model, shared by the tests of one module."""
+    from slime.engine.launch import EngineProcess
+
+    log = tmp_path_factory.mktemp("engine") / "engine.log"
+    with EngineProcess(tiny_model_path, log_path=log, ready_timeout=120) as server:
+        yield server
+
+
+@pytest.fixture()
+def engine_client(engine_server):
+    from slime.engine.client import EngineClient
+
+    with EngineClient(engine_server.url, timeout=120.0) as client:
+        yield client
