@@ -15,7 +15,7 @@ from slime.engine.chat_parsing import (
     parse_tool_calls,
     split_reasoning,
 )
-from slime.engine.engine import Engine
+from slime.engine.engine import Engine, raise_if_failed
 from slime.engine.protocol import APIError, ChatCompletionRequest
 from slime.engine.scheduler import Sequence
 
@@ -147,8 +147,8 @@ class ChatResponder:
             yield {**self._envelope("chat.completion.chunk"), "choices": [], "usage": self._usage()}
 
     def _progress_chunk(self, index: int, seq: Sequence, state: "_StreamState", finished: bool) -> dict | None:
-        if finished and seq.finish_reason["type"] == "abort":
-            raise APIError(500, f"generation aborted: {seq.finish_reason.get('message')}", type="server_error")
+        if finished:
+            raise_if_failed([seq])
         text_end = len(seq.text) if finished else seq.stable_text_len
         new_text = seq.text[state.sent_chars:text_end]
         state.sent_chars = max(state.sent_chars, text_end)
@@ -163,8 +163,8 @@ class ChatResponder:
         state.sent_tokens = n_tokens
         if finished:
             choice["finish_reason"] = _finish_reason(seq, state.tool_calls > 0)
-        elif not delta and not new_tokens:
-            return None
+        elif not delta and not (new_tokens and (self.req.logprobs or self.req.return_token_ids)):
+            return None  # e.g. tokens inside a <tool_call> block: nothing to tell the client yet
         return {**self._envelope("chat.completion.chunk"), "choices": [choice]}
 
 

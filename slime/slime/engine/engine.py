@@ -118,12 +118,14 @@ class Engine:
         return SequenceUpdates(self.scheduler, sequences)
 
     async def run(self, sequences: list[Sequence]) -> None:
-        """Run to completion; raise 500 if the engine aborted any of them."""
+        """Run to completion; raise 500 if the engine failed on any of them.
+
+        A requested abort (weight update with abort_all_requests) is not an error: the partial output
+        comes back with finish_reason "abort", as SGLang does, so RL rollouts can mark it ABORTED.
+        """
         async for _ in self.stream(sequences):
             pass
-        for seq in sequences:
-            if seq.finish_reason["type"] == "abort":
-                raise APIError(500, f"generation aborted: {seq.finish_reason.get('message')}", type="server_error")
+        raise_if_failed(sequences)
 
     async def update_weights(self, model_path: str, version: str | None, abort_running: bool) -> str:
         async with self.update_lock:
@@ -135,6 +137,12 @@ class Engine:
                 version = _next_version(self.weight_version)
             future = self.scheduler.request_swap(new_model, str(version), abort_running=abort_running)
             return await asyncio.wrap_future(future)
+
+
+def raise_if_failed(sequences: list[Sequence]) -> None:
+    for seq in sequences:
+        if seq.error is not None:
+            raise APIError(500, f"generation failed: {seq.error}", type="server_error")
 
 
 class SequenceUpdates:
@@ -150,6 +158,10 @@ class SequenceUpdates:
         self._queue: asyncio.Queue[tuple[int, bool]] = asyncio.Queue()
         for index, seq in enumerate(sequences):
             seq.on_update = functools.partial(_post, loop, self._queue, index)
+        limit = scheduler.config.max_waiting
+        if len(sequences) > limit:  # would be refused forever: not a "retry later"
+            raise APIError(400, f"the request asks for {len(sequences)} sequences (prompts x n); "
+                                f"this engine queues at most {limit}")
         try:
             scheduler.submit(sequences)
         except QueueFullError as exc:

@@ -11,6 +11,7 @@ def build_sequences(engine: Engine, req: GenerateRequest) -> tuple[list[Sequence
     """One sequence per (prompt, sample); returns them with whether the request was a batch."""
     params = req.sampling()
     prompts, is_batch = req.prompts()
+    rids = _request_ids(req.rid, len(prompts))
     sequences = []
     for p, prompt in enumerate(prompts):
         param = "text" if req.text is not None else "input_ids"
@@ -25,8 +26,12 @@ def build_sequences(engine: Engine, req: GenerateRequest) -> tuple[list[Sequence
             config.max_new_tokens = min(config.max_new_tokens, room)
             if config.seed is not None:
                 config.seed += i  # n samples of one seeded request must differ from each other
+            extra = {}
+            if rids is not None:
+                extra["rid"] = rids[p] if params.n == 1 else f"{rids[p]}-{i}"
             sequences.append(
                 Sequence(
+                    **extra,
                     prompt_ids=ids,
                     sampling=config,
                     return_logprob=req.return_logprob,
@@ -35,6 +40,16 @@ def build_sequences(engine: Engine, req: GenerateRequest) -> tuple[list[Sequence
                 )
             )
     return sequences, is_batch or params.n > 1
+
+
+def _request_ids(rid, count: int) -> list[str] | None:
+    """The caller's request ids (SGLang's `rid`: one per prompt), echoed as meta_info.id."""
+    if rid is None:
+        return None
+    rids = [rid] if isinstance(rid, str) else list(rid)
+    if len(rids) != count:
+        raise APIError(400, f"rid has {len(rids)} entries for {count} prompts", param="rid")
+    return rids
 
 
 def _entry(engine: Engine, logprob, token_id: int, with_text: bool) -> list:

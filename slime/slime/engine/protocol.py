@@ -31,7 +31,8 @@ def validation_error(exc: ValidationError, prefix: str = "") -> APIError:
     """Turn the first pydantic error into a readable 400 naming the offending field."""
     first = exc.errors()[0]
     param = ".".join(str(p) for p in first["loc"])
-    param = f"{prefix}{param}" if prefix else param
+    if prefix:
+        param = f"{prefix}{param}" if param else prefix.rstrip(".")
     message = first["msg"]
     if first["type"] == "extra_forbidden":
         message = f"unknown field {param!r}"
@@ -59,8 +60,8 @@ class SamplingParams(_Strict):
     spaces_between_special_tokens: bool = True  # accepted for compatibility; decoding ignores it
     no_stop_trim: bool = False
     n: int = Field(1, ge=1, le=64)
-    seed: int | None = None
-    sampling_seed: int | None = None  # SGLang's name for the same thing
+    seed: int | None = Field(None, ge=-(2**63), le=2**63 - 1)
+    sampling_seed: int | None = Field(None, ge=-(2**63), le=2**63 - 1)  # SGLang's name for the same thing
     frequency_penalty: float = 0.0
     presence_penalty: float = 0.0
     repetition_penalty: float = 1.0
@@ -153,7 +154,7 @@ class ChatCompletionRequest(BaseModel):
     n: int = Field(1, ge=1, le=64)
     stop: str | list[str] | None = None
     stop_token_ids: list[int] | None = None
-    seed: int | None = None
+    seed: int | None = Field(None, ge=-(2**63), le=2**63 - 1)
     stream: bool = False
     stream_options: StreamOptions | None = None
     logprobs: bool = False

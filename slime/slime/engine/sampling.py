@@ -55,6 +55,7 @@ def truncate(logprobs: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor, m
     top_k is [B] long (0 = off), top_p and min_p [B] float. Rows with nothing to truncate pass through.
     """
     out = logprobs
+    top_k = top_k.clamp(max=logprobs.shape[-1])  # k beyond the vocabulary keeps everything
     if bool((top_k > 0).any()):
         k_max = int(top_k.max())
         kth = torch.topk(logprobs, k_max, dim=-1).values  # [B, k_max], descending
@@ -67,11 +68,15 @@ def truncate(logprobs: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor, m
         cumulative = sorted_lp.exp().cumsum(-1)
         # keep a token if the mass strictly before it is below top_p (so the top token always stays)
         drop_sorted = (cumulative - sorted_lp.exp()) >= top_p.unsqueeze(-1)
+        # float32 running sums reach 1.0 before the tail: rows without top-p must not lose it
+        drop_sorted &= (top_p < 1.0).unsqueeze(-1)
         drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
         out = out.masked_fill(drop, -float("inf"))
     if bool((min_p > 0).any()):
         best = out.max(dim=-1, keepdim=True).values
-        out = out.masked_fill(out < best + torch.log(min_p.clamp(min=1e-12)).unsqueeze(-1), -float("inf"))
+        threshold = best + torch.log(min_p.clamp(min=1e-12)).unsqueeze(-1)
+        threshold = torch.where(min_p.unsqueeze(-1) > 0, threshold, torch.full_like(threshold, -float("inf")))
+        out = out.masked_fill(out < threshold, -float("inf"))
     return out
 
 

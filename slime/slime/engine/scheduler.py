@@ -64,6 +64,8 @@ class Sequence:
     weight_version: str = ""
     cached_tokens: int = 0
     cancelled: bool = False
+    cancel_reason: str = "cancelled by client"
+    error: str | None = None  # set when the engine failed (as opposed to an abort someone asked for)
     created: float = field(default_factory=time.monotonic)
 
     # scheduler-private state
@@ -179,7 +181,6 @@ class Scheduler:
 
     # --- the loop ---------------------------------------------------------------------------
     def _loop(self):
-        torch.set_num_threads(torch.get_num_threads())  # threads are per-process; keep the configured count
         while True:
             with self._lock:
                 while not self._stop and not self._has_work():
@@ -216,6 +217,7 @@ class Scheduler:
             return
         if swap.abort_running:
             for seq in list(self._prefilling) + self._running:
+                seq.cancel_reason = "aborted for a weight update"
                 seq.cancelled = True
         if self._prefilling or self._running:
             return
@@ -232,15 +234,21 @@ class Scheduler:
         while self._waiting and len(self._running) + len(self._prefilling) < self.config.max_running:
             seq = self._waiting.popleft()
             if seq.cancelled:
-                self._finish(seq, {"type": "abort", "message": "cancelled by client"})
+                self._finish(seq, {"type": "abort", "message": seq.cancel_reason})
                 continue
-            self._start(seq)
+            try:
+                self._start(seq)
+            except Exception as exc:  # fail this request alone, not the batch
+                log.exception("could not start request %s", seq.rid)
+                seq.error = f"{type(exc).__name__}: {exc}"
+                self._finish(seq, {"type": "abort", "message": seq.error})
 
     def _start(self, seq: Sequence):
         seq.weight_version = self.weight_version
         seq._detok = IncrementalDetokenizer(self.tokenizer, seq.sampling.skip_special_tokens)
         if seq.sampling.seed is not None:
-            seq._generator = torch.Generator().manual_seed(seq.sampling.seed)
+            # seed + i for n samples can leave the int64 range torch accepts; fold it back in
+            seq._generator = torch.Generator().manual_seed(seq.sampling.seed % 2**63)
         # positions whose logits we need must be recomputed, so reuse stops before the first of them
         max_reuse = len(seq.prompt_ids) - 1
         if seq.wants_input_logprobs:
@@ -260,7 +268,7 @@ class Scheduler:
             seq = self._prefilling[0]
             if seq.cancelled:
                 self._prefilling.popleft()
-                self._finish(seq, {"type": "abort", "message": "cancelled by client"})
+                self._finish(seq, {"type": "abort", "message": seq.cancel_reason})
                 continue
             start = seq._prefilled
             end = min(len(seq.prompt_ids), start + budget)
@@ -276,16 +284,28 @@ class Scheduler:
             if end < len(seq.prompt_ids):
                 continue  # the same sequence goes on next iteration (or now, if budget is left)
             self._prefilling.popleft()
-            if seq.sampling.max_new_tokens == 0:
-                self._finish(seq, {"type": "length", "length": 0})
-                continue
-            token = self._sample(torch.stack([logits[-1]]), [seq])[0]
-            if not self._append_token(seq, token):
-                self._batch.append_rows(seq._cache)
-                self._running.append(seq)
-            else:
-                self._retire_unbatched(seq)
-            seq._cache = None
+            try:
+                self._complete_prefill(seq, logits)
+            except Exception as exc:
+                # it has left the prefill queue but not joined the batch: nobody else would finish it
+                seq.error = f"{type(exc).__name__}: {exc}"
+                self._finish(seq, {"type": "abort", "message": seq.error})
+                raise
+            finally:
+                seq._cache = None
+
+    def _complete_prefill(self, seq: Sequence, logits: torch.Tensor):
+        """The whole prompt is in the cache: sample the first token and join the batch (or finish)."""
+        if seq.sampling.max_new_tokens == 0:  # scoring only
+            self._finish(seq, {"type": "length", "length": 0})
+            self._retire_unbatched(seq)
+            return
+        token = self._sample(torch.stack([logits[-1]]), [seq])[0]
+        if self._append_token(seq, token):
+            self._retire_unbatched(seq)
+        else:
+            self._batch.append_rows(seq._cache)
+            self._running.append(seq)
 
     def _record_prompt_logits(self, seq: Sequence, logits: torch.Tensor, first_position: int):
         """Turn prompt logits into log-probs of the *next* prompt token, position by position.
@@ -322,7 +342,7 @@ class Scheduler:
         keep = []
         for row, (seq, token) in enumerate(zip(self._running, tokens)):
             if seq.cancelled:
-                self._finish(seq, {"type": "abort", "message": "cancelled by client"})
+                self._finish(seq, {"type": "abort", "message": seq.cancel_reason})
             elif not self._append_token(seq, token):
                 keep.append(row)
                 continue
@@ -362,6 +382,7 @@ class Scheduler:
     def _append_token(self, seq: Sequence, sampled: tuple[int, float, list | None]) -> bool:
         """Record one sampled token; return True if the sequence is now finished."""
         token, logprob, top = sampled
+        text_before = seq._detok.text
         seq.output_ids.append(token)
         seq.output_logprobs.append(logprob)
         if top is not None:
@@ -387,8 +408,12 @@ class Scheduler:
                 reason = {"type": "stop", "matched": stop}
             seq._stop_checked = len(seq._detok.text)
         if reason is not None and reason["type"] == "stop" and isinstance(reason["matched"], int):
-            seq._detok.flush()
-            text = seq._detok.text
+            # like SGLang: the stop token's own text is not part of the answer unless no_stop_trim
+            if sp.no_stop_trim:
+                seq._detok.flush()
+                text = seq._detok.text
+            else:
+                text = text_before
         seq.text = text
         if reason is not None:
             seq.stable_text_len = len(text)
@@ -412,7 +437,8 @@ class Scheduler:
         self.prefix_cache.insert(fed, self._batch.extract_row(row))
 
     def _retire_unbatched(self, seq: Sequence):
-        """A sequence that finished on its first token never joined the batch; cache its prompt KV directly."""
+        """A sequence that finished without joining the batch (scoring, or done on its first token):
+        its single-row cache holds exactly the prompt, so it goes to the prefix cache as is."""
         if self.prefix_cache.enabled and seq._cache is not None:
             self.prefix_cache.insert(list(seq.prompt_ids), seq._cache)
 
@@ -438,6 +464,7 @@ class Scheduler:
         self._running = []
         self._batch = BatchKVCache(self.num_layers)
         for seq in doomed:
+            seq.error = message
             self._finish(seq, {"type": "abort", "message": message})
 
 

@@ -14,7 +14,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ValidationError
 
 from slime.engine import chat_api, generate_api
-from slime.engine.engine import Engine
+from slime.engine.engine import Engine, raise_if_failed
 from slime.engine.protocol import APIError, ChatCompletionRequest, GenerateRequest, validation_error
 from slime.engine.scheduler import SamplingConfig, Sequence
 from slime.engine.weights import WeightUpdateError
@@ -43,8 +43,18 @@ def _sse(obj) -> bytes:
     return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n".encode()
 
 
-def _sse_error(exc: APIError) -> bytes:
-    return _sse(exc.body())
+def _event_stream(objects) -> StreamingResponse:
+    """Server-sent events: one `data:` line per object, `[DONE]` at the end, an error object on failure."""
+
+    async def body():
+        try:
+            async for obj in objects:
+                yield _sse(obj)
+            yield b"data: [DONE]\n\n"
+        except APIError as exc:
+            yield _sse(exc.body())
+
+    return StreamingResponse(body(), media_type="text/event-stream")
 
 
 async def _watch_disconnect(request: Request, sequences: list[Sequence]):
@@ -65,6 +75,28 @@ async def _run_watched(engine: Engine, request: Request, sequences: list[Sequenc
         watcher.cancel()
 
 
+class BearerAuth:
+    """Require `Authorization: Bearer KEY` on every path but liveness.
+
+    A plain ASGI middleware rather than `@app.middleware("http")`: the latter wraps the request body
+    stream in a way that hides client disconnects from handlers, and the engine needs to see them to
+    free the batch slots of abandoned requests.
+    """
+
+    def __init__(self, app, key: str):
+        self.app = app
+        self.expected = f"Bearer {key}".encode()
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and scope["path"] not in _OPEN_PATHS:
+            given = dict(scope["headers"]).get(b"authorization", b"")
+            if not secrets.compare_digest(given, self.expected):
+                err = APIError(401, "missing or wrong API key (Authorization: Bearer ...)", type="authentication_error")
+                await JSONResponse(err.body(), status_code=401)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 def create_app(engine: Engine) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -75,15 +107,8 @@ def create_app(engine: Engine) -> FastAPI:
     app = FastAPI(title="slime embedded engine", lifespan=lifespan)
     started_at = time.time()
 
-    @app.middleware("http")
-    async def authenticate(request: Request, call_next):
-        key = engine.config.api_key
-        if key and request.url.path not in _OPEN_PATHS:
-            given = request.headers.get("authorization", "")
-            if not secrets.compare_digest(given.encode(), f"Bearer {key}".encode()):
-                err = APIError(401, "missing or wrong API key (Authorization: Bearer ...)", type="authentication_error")
-                return JSONResponse(err.body(), status_code=401)
-        return await call_next(request)
+    if engine.config.api_key:
+        app.add_middleware(BearerAuth, key=engine.config.api_key)
 
     @app.exception_handler(APIError)
     async def api_error(request: Request, exc: APIError):
@@ -103,18 +128,16 @@ def create_app(engine: Engine) -> FastAPI:
         if req.stream:
             updates = engine.stream(sequences)
 
-            async def events():
-                try:
-                    async for index, _ in updates:
-                        obj = generate_api.response_object(engine, sequences[index], req)
-                        if many:
-                            obj["index"] = index
-                        yield _sse(obj)
-                    yield b"data: [DONE]\n\n"
-                except APIError as exc:
-                    yield _sse_error(exc)
+            async def objects():
+                async for index, finished in updates:
+                    if finished:
+                        raise_if_failed([sequences[index]])
+                    obj = generate_api.response_object(engine, sequences[index], req)
+                    if many:
+                        obj["index"] = index
+                    yield obj
 
-            return StreamingResponse(events(), media_type="text/event-stream")
+            return _event_stream(objects())
         await _run_watched(engine, request, sequences)
         outputs = [generate_api.response_object(engine, seq, req) for seq in sequences]
         return outputs if many else outputs[0]
@@ -125,17 +148,7 @@ def create_app(engine: Engine) -> FastAPI:
         sequences = chat_api.build_sequences(engine, req)
         responder = chat_api.ChatResponder(engine, req, sequences)
         if req.stream:
-            updates = engine.stream(sequences)
-
-            async def events():
-                try:
-                    async for chunk in responder.chunks(updates):
-                        yield _sse(chunk)
-                    yield b"data: [DONE]\n\n"
-                except APIError as exc:
-                    yield _sse_error(exc)
-
-            return StreamingResponse(events(), media_type="text/event-stream")
+            return _event_stream(responder.chunks(engine.stream(sequences)))
         await _run_watched(engine, request, sequences)
         return responder.response()
 

@@ -40,21 +40,27 @@ def load_update(path: str | Path, base_path: str | Path, current_model, dtype: s
     path = Path(path)
     if not path.is_dir():
         raise WeightUpdateError(f"model_path {str(path)!r} is not a folder")
-    if is_lora_adapter(path):
-        from peft import PeftModel
-
-        base = load_model(base_path, dtype, device)
-        adapter_base = json.loads((path / "adapter_config.json").read_text()).get("base_model_name_or_path")
-        if adapter_base and Path(adapter_base).is_dir() and Path(adapter_base).resolve() != Path(base_path).resolve():
-            log.warning("adapter %s was trained on %s but is applied to %s", path, adapter_base, base_path)
-        model = PeftModel.from_pretrained(base, str(path)).merge_and_unload()
-        model.eval()
-        model.requires_grad_(False)
-    elif (path / "config.json").exists():
-        model = load_model(path, dtype, device)
-    else:
+    if not is_lora_adapter(path) and not (path / "config.json").exists():
         raise WeightUpdateError(f"{path} holds neither config.json (full weights) nor adapter_config.json (LoRA)")
+    try:
+        model = _load_adapter_merged(path, base_path, dtype, device) if is_lora_adapter(path) else \
+            load_model(path, dtype, device)
+    except (OSError, ValueError, RuntimeError, KeyError) as exc:  # missing files, shape mismatches
+        raise WeightUpdateError(f"{path}: cannot load: {exc}") from exc
     _check_compatible(current_model, model, path)
+    return model
+
+
+def _load_adapter_merged(path: Path, base_path: str | Path, dtype: str, device: str):
+    from peft import PeftModel
+
+    base = load_model(base_path, dtype, device)
+    adapter_base = json.loads((path / "adapter_config.json").read_text()).get("base_model_name_or_path")
+    if adapter_base and Path(adapter_base).is_dir() and Path(adapter_base).resolve() != Path(base_path).resolve():
+        log.warning("adapter %s was trained on %s but is applied to %s", path, adapter_base, base_path)
+    model = PeftModel.from_pretrained(base, str(path)).merge_and_unload()
+    model.eval()
+    model.requires_grad_(False)
     return model
 
 
