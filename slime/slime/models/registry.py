@@ -1,0 +1,35 @@
+"""Turn a model argument (a short name or a folder) into a local HF folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+EMBEDDED_DEFAULT = "smollm2"
+_ALIASES = {
+    "smollm2": "smollm2",
+    "smollm2-135m-instruct": "smollm2",
+    "huggingfacetb/smollm2-135m-instruct": "smollm2",
+    "tiny": "tiny",
+}
+
+
+def resolve_model_path(model: str | Path = EMBEDDED_DEFAULT) -> Path:
+    """`smollm2` (the embedded default), `tiny` (random-weight test model) or any HF model folder."""
+    path = Path(model).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").exists():
+            raise FileNotFoundError(f"{path} is a folder but holds no config.json: not a HF model folder")
+        return path.resolve()
+    kind = _ALIASES.get(str(model).lower())
+    if kind == "smollm2":
+        from slime.models.smollm2 import ensure_smollm2
+
+        return ensure_smollm2()
+    if kind == "tiny":
+        from slime.models.tiny import build_tiny_model
+
+        return build_tiny_model()
+    raise FileNotFoundError(
+        f"unknown model {model!r}: give a HF model folder (config.json + weights + tokenizer), "
+        f"or one of the built-in names {sorted(set(_ALIASES))}. There is no model hub on this machine."
+    )
