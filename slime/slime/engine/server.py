@@ -10,6 +10,7 @@ import time
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
+from starlette.requests import ClientDisconnect
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ValidationError
 
@@ -26,7 +27,10 @@ _OPEN_PATHS = {"/health"}
 
 
 async def _parse(request: Request, model: type[BaseModel]):
-    raw = await request.body()
+    try:
+        raw = await request.body()
+    except ClientDisconnect:  # the caller gave up (e.g. a rollout cancelling surplus requests)
+        raise APIError(400, "client disconnected before the request body was read") from None
     try:
         data = json.loads(raw) if raw else {}
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:

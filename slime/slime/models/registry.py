@@ -10,11 +10,13 @@ _ALIASES = {
     "smollm2-135m-instruct": "smollm2",
     "huggingfacetb/smollm2-135m-instruct": "smollm2",
     "tiny": "tiny",
+    "tiny-digits": "tiny-digits",
 }
 
 
 def resolve_model_path(model: str | Path = EMBEDDED_DEFAULT) -> Path:
-    """`smollm2` (the embedded default), `tiny` (random-weight test model) or any HF model folder."""
+    """`smollm2` (the embedded default), `tiny` (random-weight test model), `tiny-digits` (tiny, warm-started
+    for the digit task) or any HF model folder."""
     path = Path(model).expanduser()
     if path.is_dir():
         if not (path / "config.json").exists():
@@ -29,6 +31,10 @@ def resolve_model_path(model: str | Path = EMBEDDED_DEFAULT) -> Path:
         from slime.models.tiny import build_tiny_model
 
         return build_tiny_model()
+    if kind == "tiny-digits":  # the tiny model warm-started for the digit task (fast RL demos and tests)
+        from slime.tasks.digits import build_digit_policy
+
+        return build_digit_policy()
     raise FileNotFoundError(
         f"unknown model {model!r}: give a HF model folder (config.json + weights + tokenizer), "
         f"or one of the built-in names {sorted(set(_ALIASES))}. There is no model hub on this machine."

@@ -1,0 +1,304 @@
+"""The `fsdp` training backend: an HF causal LM under FSDP2 (or DDP), AdamW, LoRA through PEFT.
+
+Every rank builds the same model and runs the same number of forward/backward passes per step
+(micro-batch counts are agreed with an all-reduce, because FSDP2's per-layer all-gathers are
+collectives). Losses come from `slime.utils.loss` or a custom plugin with the same contract.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from pathlib import Path
+
+import torch
+
+from slime.backends.fsdp import batching
+from slime.backends.fsdp.parallel import DistInfo, all_reduce_max, all_reduce_sum
+from slime.utils import ppo_utils
+from slime.utils.loss import BUILT_IN_LOSSES
+
+log = logging.getLogger(__name__)
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def lr_lambda(args, total_steps: int):
+    """Warm-up then constant / linear / cosine decay to min_lr, as a multiplier of --lr."""
+    warmup = args.lr_warmup_iters or int((args.lr_warmup_fraction or 0.0) * total_steps)
+    decay_steps = max(1, (args.lr_decay_iters or total_steps) - warmup)
+    floor = (args.min_lr / args.lr) if args.lr else 0.0
+
+    def factor(step: int) -> float:
+        if warmup and step < warmup:
+            return (step + 1) / warmup
+        if args.lr_decay_style == "constant":
+            return 1.0
+        progress = min(1.0, (step - warmup) / decay_steps)
+        if args.lr_decay_style == "linear":
+            return floor + (1 - floor) * (1 - progress)
+        return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress))
+
+    return factor
+
+
+def _decoder_layers(model) -> list[torch.nn.Module]:
+    """Transformer blocks to shard one by one (by the class names HF lists in `_no_split_modules`)."""
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    names = set(getattr(inner, "_no_split_modules", None) or [])
+    return [m for m in model.modules() if type(m).__name__ in names]
+
+
+class FSDPActor:
+    def __init__(self, args, dist_info: DistInfo, model_path: str, tokenizer, resume_dir: Path | None = None):
+        """`resume_dir`: a checkpoint folder whose weights replace those of `model_path` (before sharding)."""
+        self.args = args
+        self.dist = dist_info
+        self.tokenizer = tokenizer
+        self.pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        self.dtype = torch.bfloat16 if args.bf16 else torch.float16 if args.fp16 else torch.float32
+        self.hf_model = self._build(model_path, resume_dir / "model" if resume_dir else None)
+        self.ref_model = self._build_ref() if args.ref_model_needed and not args.use_lora else None
+        self.strategy = self._strategy()
+        self.model = self._wrap(self.hf_model)
+        trainable = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(trainable, lr=args.lr, betas=(args.adam_beta1, args.adam_beta2),
+                                           eps=args.adam_eps, weight_decay=args.weight_decay)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_lambda(args, max(1, args.train_iters)))
+        self.global_step = 0
+        custom = getattr(args, "hooks", {}).get("custom_loss_function_path")
+        self.loss_fn = custom if args.loss_type == "custom_loss" else BUILT_IN_LOSSES[args.loss_type]
+        self.num_trainable = sum(p.numel() for p in trainable)
+
+    # --- construction -------------------------------------------------------------------
+    def _load_hf(self, path):
+        from transformers import AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_pretrained(str(path), dtype=self.dtype)
+        return model.to(self.dist.device)
+
+    def _build(self, model_path, saved: Path | None):
+        args = self.args
+        torch.manual_seed(args.seed)
+        model = self._load_hf(saved if saved is not None and not args.use_lora else model_path)
+        if args.gradient_checkpointing:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if args.use_lora and saved is not None:
+            from peft import PeftModel
+
+            model = PeftModel.from_pretrained(model, str(saved), is_trainable=True)
+        elif args.use_lora:
+            from peft import LoraConfig, get_peft_model
+
+            targets = [t.strip() for t in args.lora_target_modules.split(",") if t.strip()]
+            config = LoraConfig(r=args.lora_rank, lora_alpha=args.lora_alpha, lora_dropout=args.lora_dropout,
+                                target_modules=targets, bias="none", task_type="CAUSAL_LM",
+                                modules_to_save=args.lora_modules_to_save.split(",")
+                                if getattr(args, "lora_modules_to_save", None) else None)
+            model = get_peft_model(model, config)
+        model.train()
+        return model
+
+    def _build_ref(self):
+        ref = self._load_hf(self.args.ref_load)
+        ref.eval()
+        ref.requires_grad_(False)
+        return ref
+
+    def _strategy(self) -> str:
+        chosen = getattr(self.args, "fsdp_strategy", "auto")
+        if self.dist.world_size == 1:
+            return "none"
+        if chosen == "auto":
+            # On CPU/gloo the per-layer all-gathers of FSDP2 cost more than DDP's single gradient
+            # all-reduce for the model sizes that fit a CPU; on GPUs sharding is what makes models fit.
+            return "fsdp" if self.dist.device.type == "cuda" else "ddp"
+        return chosen
+
+    def _wrap(self, model):
+        if self.strategy == "ddp":
+            from torch.nn.parallel import DistributedDataParallel
+
+            # buffers (rotary tables) are identical on every rank; broadcasting them each forward
+            # would add a collective per micro-batch
+            return DistributedDataParallel(model, broadcast_buffers=False,
+                                           device_ids=[self.dist.local_rank] if self.dist.device.type == "cuda" else None)
+        if self.strategy == "fsdp":
+            from torch.distributed.device_mesh import init_device_mesh
+            from torch.distributed.fsdp import fully_shard
+
+            mesh = init_device_mesh(self.dist.device.type, (self.dist.world_size,))
+            for layer in _decoder_layers(model):
+                fully_shard(layer, mesh=mesh)
+            fully_shard(model, mesh=mesh)
+        return model
+
+    # --- forward passes -------------------------------------------------------------------
+    def _forward(self, model, mb: batching.MicroBatch) -> torch.Tensor:
+        start, end = batching.logit_window(mb)
+        out = model(input_ids=mb.input_ids.to(self.dist.device), attention_mask=mb.attention_mask.to(self.dist.device),
+                    use_cache=False, logits_to_keep=torch.arange(start, end, device=self.dist.device))
+        return batching.response_logits(out.logits.float(), mb, self.args.rollout_temperature, offset=start)
+
+    def _micro_batches(self, rows: list[dict], budget: int | None) -> list[list[int]]:
+        """Split rows by token budget, then agree on one micro-batch count across ranks."""
+        lengths = [len(r["tokens"]) for r in rows]
+        max_rows = None if self.args.use_dynamic_batch_size else self.args.micro_batch_size
+        groups = batching.split_by_token_budget(lengths, budget if self.args.use_dynamic_batch_size else None,
+                                                max_rows)
+        target = all_reduce_max(len(groups), self.dist.device)
+        while len(groups) < target:  # split the largest group; empty groups become zero-loss passes
+            largest = max(range(len(groups)), key=lambda g: len(groups[g]))
+            if len(groups[largest]) > 1:
+                half = len(groups[largest]) // 2
+                groups.append(groups[largest][half:])
+                groups[largest] = groups[largest][:half]
+            else:
+                groups.append([])
+        return groups
+
+    @torch.no_grad()
+    def compute_log_probs(self, rows: list[dict], use_ref: bool = False) -> list[list[float]]:
+        """Per-row response log-probs under the current (or reference) weights, at the rollout temperature."""
+        budget = self.args.log_probs_max_tokens_per_gpu or self.args.max_tokens_per_gpu
+        results: list[list[float]] = [[] for _ in rows]
+        for group in self._micro_batches(rows, budget):
+            mb = batching.collate(rows, group or [0], self.pad_token_id)  # [0]: a pass to keep ranks in step
+            if use_ref and self.ref_model is None:  # LoRA: the reference is the base without the adapter
+                with self.hf_model.disable_adapter():
+                    logits = self._forward(self.model, mb)
+            else:
+                logits = self._forward(self.ref_model if use_ref else self.model, mb)
+            lp = ppo_utils.log_probs_from_logits(logits, batching.response_tokens(mb).to(logits.device)).cpu()
+            if not group:
+                continue
+            for b, row_index in enumerate(group):
+                results[row_index] = lp[b, : mb.response_lengths[b]].tolist()
+        return results
+
+    # --- training -----------------------------------------------------------------------
+    def train_step(self, rows: list[dict], global_batch_size: int) -> dict:
+        """One optimizer step on this rank's share of a global batch; returns metrics averaged globally."""
+        args = self.args
+        started = time.perf_counter()
+        groups = self._micro_batches(rows, args.max_tokens_per_gpu)
+        per_token = args.calculate_per_token_loss
+        if per_token:
+            local_tokens = sum(sum(r["loss_mask"]) for r in rows)
+            denominator = all_reduce_sum([local_tokens], self.dist.device)[0]
+        else:
+            denominator = float(global_batch_size)
+        # DDP/FSDP average gradients over ranks; multiplying by the world size turns that average
+        # into the sum over the global batch divided by `denominator`.
+        scale = self.dist.world_size / max(denominator, 1.0)
+        self.optimizer.zero_grad(set_to_none=True)
+        sums: dict[str, float] = {}
+        trained_tokens = 0
+        for index, group in enumerate(groups):
+            last = index == len(groups) - 1
+            mb = batching.collate(rows, group or [0], self.pad_token_id)
+            self._set_grad_sync(last)
+            logits = self._forward(self.model, mb)
+            batch = self._loss_batch(mb, logits.device)
+            mask = batch["loss_mask"] if group else torch.zeros_like(batch["loss_mask"])
+            batch["loss_mask"] = mask
+            reduce = (lambda x, m=mask: ppo_utils.sum_of_tokens(x, m)) if per_token else \
+                (lambda x, m=mask: ppo_utils.sum_of_sample_mean(x, m))
+            loss, metrics = self.loss_fn(args, batch, logits, reduce)
+            (loss * scale).backward()
+            for key, value in metrics.items():
+                sums[key] = sums.get(key, 0.0) + float(value)
+            trained_tokens += int(mask.sum())
+        self._set_grad_sync(True)
+        grad_norm = self._clip_gradients()
+        self.optimizer.step()
+        self.scheduler.step()
+        self.global_step += 1
+        keys = sorted(sums)
+        totals = all_reduce_sum([sums[k] for k in keys] + [float(trained_tokens)], self.dist.device)
+        result = {f"train/{k}": v / max(denominator, 1.0) for k, v in zip(keys, totals[:-1])}
+        elapsed = time.perf_counter() - started
+        result.update({"train/grad_norm": grad_norm, "train/lr": self.scheduler.get_last_lr()[0],
+                       "train/tokens": totals[-1], "perf/train_step_time": elapsed,
+                       "perf/train_tokens_per_s": totals[-1] / max(elapsed, 1e-9)})
+        return result
+
+    def _loss_batch(self, mb: batching.MicroBatch, device) -> dict:
+        batch = {name: value.to(device) for name, value in mb.fields.items()}
+        batch["loss_mask"] = mb.loss_mask.to(device)
+        batch["tokens"] = batching.response_tokens(mb).to(device)
+        batch["response_lengths"] = mb.response_lengths
+        batch["total_lengths"] = mb.total_lengths
+        return batch
+
+    def _set_grad_sync(self, enabled: bool):
+        # accumulate locally over micro-batches and synchronise once, on the last backward
+        if self.strategy == "ddp":
+            self.model.require_backward_grad_sync = enabled
+        elif self.strategy == "fsdp":
+            self.model.set_requires_gradient_sync(enabled)
+
+    def _clip_gradients(self) -> float:
+        params = [p for p in self.model.parameters() if p.grad is not None]
+        if not params:
+            return 0.0
+        norm = torch.nn.utils.clip_grad_norm_(params, self.args.clip_grad or float("inf"))
+        if hasattr(norm, "full_tensor"):
+            norm = norm.full_tensor()
+        return float(norm)
+
+    # --- weights out ----------------------------------------------------------------------
+    def full_state_dict(self) -> dict[str, torch.Tensor]:
+        """The whole model on rank 0 (collective under FSDP; other ranks get an empty dict)."""
+        if self.strategy == "fsdp":
+            from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+            sd = get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+            return sd if self.dist.is_main else {}
+        if not self.dist.is_main:
+            return {}
+        return {k: v.detach().cpu() for k, v in self.hf_model.state_dict().items()}
+
+    def export_hf(self, out_dir: Path, state_dict: dict | None = None) -> Path:
+        """Write the policy as a folder an engine or `from_pretrained` can load (rank 0 writes).
+
+        Full fine-tuning writes safetensors weights; LoRA writes only the PEFT adapter (the engine
+        merges it into its base weights).
+        """
+        sd = self.full_state_dict() if state_dict is None else state_dict
+        if self.dist.is_main:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            self.hf_model.save_pretrained(str(out_dir), state_dict=sd, safe_serialization=True)
+            if not self.args.use_lora:
+                self.tokenizer.save_pretrained(str(out_dir))
+        return out_dir
+
+    # --- checkpoints --------------------------------------------------------------------
+    def save_checkpoint(self, ckpt_dir: Path):
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
+
+        self.export_hf(ckpt_dir / "model")
+        osd = get_optimizer_state_dict(self.model, self.optimizer,
+                                       options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+        if self.dist.is_main:
+            torch.save({"optimizer": osd, "scheduler": self.scheduler.state_dict(), "global_step": self.global_step},
+                       ckpt_dir / "optimizer.pt")
+
+    def load_training_state(self, ckpt_dir: Path):
+        """Restore optimizer, scheduler and step (the weights were loaded at construction)."""
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
+
+        from slime.backends.fsdp.parallel import broadcast_object
+
+        state = torch.load(ckpt_dir / "optimizer.pt", weights_only=False) if self.dist.is_main else None
+        state = broadcast_object(state)
+        set_optimizer_state_dict(self.model, self.optimizer, state["optimizer"],
+                                 options=StateDictOptions(full_state_dict=True))
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.global_step = state["global_step"]
+
+    def parameter_checksum(self) -> float:
+        """Sum of all trainable parameters (on rank 0 after a gather): cheap equality evidence in tests."""
+        sd = self.full_state_dict()
+        return float(sum(v.double().sum() for v in sd.values())) if self.dist.is_main else 0.0

@@ -1,0 +1,135 @@
+"""From a list of training rows to padded micro-batches, and from model logits back to response rows.
+
+A row is one sample: `tokens` (prompt then response) and per-response-token lists (loss mask,
+advantages, old/ref/rollout/teacher log-probs). Micro-batches are right-padded `[b, L]` inputs whose
+padded size `b * L` stays within the token budget (`--max-tokens-per-gpu`); per-token quantities are
+response-aligned `[b, R]` (R = longest response in the micro-batch) with a mask for padding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+# per-response-token fields a row may carry, all of length response_length
+RESPONSE_FIELDS = ("loss_mask", "advantages", "old_log_probs", "ref_log_probs", "rollout_log_probs",
+                   "teacher_log_probs")
+# per-response-token fields with a trailing K dimension (top-K distillation)
+TOPK_FIELDS = ("teacher_topk_log_probs", "teacher_topk_indices")
+
+
+def split_by_token_budget(lengths: list[int], max_tokens: int | None, max_rows: int | None = None) -> list[list[int]]:
+    """Group row indices into micro-batches whose padded size (rows x longest) fits `max_tokens`.
+
+    Rows are taken longest first so similar lengths share a micro-batch (less padding). A single row
+    longer than the budget still gets a micro-batch of its own: refusing it would drop data, and the
+    budget exists to bound memory, not to reject samples. Without a budget, `max_rows` rows per batch.
+    """
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batches: list[list[int]] = []
+    current: list[int] = []
+    longest = 0
+    for i in order:
+        candidate_longest = max(longest, lengths[i])
+        fits_tokens = max_tokens is None or candidate_longest * (len(current) + 1) <= max_tokens
+        fits_rows = max_rows is None or len(current) < max_rows
+        if current and not (fits_tokens and fits_rows):
+            batches.append(current)
+            current, candidate_longest = [], lengths[i]
+        current.append(i)
+        longest = candidate_longest
+    if current:
+        batches.append(current)
+    return batches
+
+
+@dataclass
+class MicroBatch:
+    input_ids: torch.Tensor  # [b, L], right-padded
+    attention_mask: torch.Tensor  # [b, L]
+    total_lengths: list[int]
+    response_lengths: list[int]
+    response_mask: torch.Tensor  # [b, R]: 1 where a real response token is (before the loss mask)
+    fields: dict[str, torch.Tensor]  # response-aligned [b, R] (or [b, R, K]) per field present
+    rows: list[int]  # indices into the step's row list
+
+    @property
+    def loss_mask(self) -> torch.Tensor:
+        return self.fields["loss_mask"] * self.response_mask
+
+
+def collate(rows: list[dict], indices: list[int], pad_token_id: int) -> MicroBatch:
+    chosen = [rows[i] for i in indices]
+    total = [len(r["tokens"]) for r in chosen]
+    resp = [int(r["response_length"]) for r in chosen]
+    longest, longest_resp = max(total), max(max(resp), 1)
+    input_ids = torch.full((len(chosen), longest), pad_token_id, dtype=torch.long)
+    attention = torch.zeros((len(chosen), longest), dtype=torch.long)
+    response_mask = torch.zeros((len(chosen), longest_resp))
+    for b, row in enumerate(chosen):
+        input_ids[b, : total[b]] = torch.tensor(row["tokens"], dtype=torch.long)
+        attention[b, : total[b]] = 1
+        response_mask[b, : resp[b]] = 1.0
+    fields: dict[str, torch.Tensor] = {}
+    for name in RESPONSE_FIELDS:
+        if chosen[0].get(name) is None:
+            continue
+        out = torch.zeros((len(chosen), longest_resp))
+        for b, row in enumerate(chosen):
+            values = row[name]
+            out[b, : len(values)] = torch.as_tensor(values, dtype=torch.float32)
+        fields[name] = out
+    for name in TOPK_FIELDS:
+        if chosen[0].get(name) is None:
+            continue
+        k = len(chosen[0][name][0]) if chosen[0][name] else 0
+        dtype = torch.long if name.endswith("indices") else torch.float32
+        out = torch.zeros((len(chosen), longest_resp, k), dtype=dtype)
+        for b, row in enumerate(chosen):
+            if row[name]:
+                out[b, : len(row[name])] = torch.as_tensor(row[name], dtype=dtype)
+        fields[name] = out
+    if "loss_mask" not in fields:
+        fields["loss_mask"] = response_mask.clone()
+    return MicroBatch(input_ids, attention, total, resp, response_mask, fields, list(indices))
+
+
+def logit_window(batch: MicroBatch) -> tuple[int, int]:
+    """The sequence positions whose logits predict some response token: [start, end).
+
+    Passing them to the model (`logits_to_keep`) skips the LM head on prompt positions, which for a
+    large vocabulary is a sizeable share of the forward and backward cost.
+    """
+    starts = [n - r - 1 for n, r in zip(batch.total_lengths, batch.response_lengths) if r]
+    ends = [n - 1 for n, r in zip(batch.total_lengths, batch.response_lengths) if r]
+    return (min(starts), max(ends)) if starts else (0, 1)
+
+
+def response_logits(logits: torch.Tensor, batch: MicroBatch, temperature: float, offset: int = 0) -> torch.Tensor:
+    """Pick the logits that predict each response token: `[b, R, V]`, divided by the temperature.
+
+    For a row of n tokens whose last r are the response, positions n-r-1 .. n-2 predict tokens
+    n-r .. n-1 (next-token shift); `offset` is the position of `logits[:, 0]` when only a window was
+    computed. One `index_select` keeps the backward pass to a single scatter (per-row slicing would
+    materialise a full-size zero gradient per row). Padding positions repeat a real row; they are
+    masked out of every loss.
+    """
+    b, length, vocab = logits.shape
+    longest_resp = batch.response_mask.shape[1]
+    index = torch.zeros((b, longest_resp), dtype=torch.long)
+    for i, (n, r) in enumerate(zip(batch.total_lengths, batch.response_lengths)):
+        if r:
+            index[i, :r] = torch.arange(n - r - 1, n - 1) - offset + i * length
+            index[i, r:] = index[i, r - 1]
+    picked = logits.reshape(b * length, vocab).index_select(0, index.flatten().to(logits.device))
+    return picked.view(b, longest_resp, vocab) / temperature
+
+
+def response_tokens(batch: MicroBatch) -> torch.Tensor:
+    """The response token ids, response-aligned `[b, R]` (0 where padded)."""
+    out = torch.zeros_like(batch.response_mask, dtype=torch.long)
+    for i, (n, r) in enumerate(zip(batch.total_lengths, batch.response_lengths)):
+        if r:
+            out[i, :r] = batch.input_ids[i, n - r : n]
+    return out

@@ -1,0 +1,261 @@
+"""The training loops behind `slime/train.py` (synchronous) and `slime/train_async.py` (one-step overlap).
+
+Launched by torchrun: every rank trains; rank 0 also owns the engines, the data source and the rollout
+function, and publishes weights after optimizer steps. Per rollout id:
+
+  sync:  generate(k) -> train(k) -> publish -> generate(k+1) ...          (samples are never stale)
+  async: generate(k+1) runs in a thread while train(k) runs; before publishing, wait for it, so no
+         engine request straddles a weight change and batch k+1 is exactly one version behind.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+import torch
+
+from slime.backends.fsdp.actor import FSDPActor
+from slime.backends.fsdp.parallel import barrier, broadcast_object, init_distributed
+from slime.training import checkpoint
+from slime.training.advantages import attach_advantages
+from slime.training.engines import RolloutEngines
+from slime.training.tracking import Tracker, console_line
+from slime.training.train_data import (flatten, post_process_rewards, rollout_metrics, shard_for_ranks, to_rows,
+                                       trim_to_steps)
+from slime.training.weight_sync import WeightPublisher
+from slime.utils.ppo_utils import SingletonGroupTracker
+from slime.utils.types import RolloutFnTrainOutput
+
+log = logging.getLogger("slime.train")
+
+_SHARED_DIRS = ("run_dir", "tb_dir", "wandb_dir", "update_weight_disk_dir")
+
+
+class StopFlag:
+    """SIGINT/SIGTERM ask for a clean stop: finish the current step, checkpoint, stop engines, exit."""
+
+    def __init__(self):
+        self.requested = False
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, self._handle)
+
+    def _handle(self, signum, frame):
+        if self.requested:  # a second Ctrl-C means now
+            raise KeyboardInterrupt
+        self.requested = True
+        log.warning("stop requested (signal %d): finishing this step, then checkpoint and exit", signum)
+
+
+class RolloutProducer:
+    """Rank 0: turns the rollout function's output into per-rank rows, synchronously or one step ahead."""
+
+    def __init__(self, args, data_source, world_size: int, version_of):
+        self.args = args
+        self.data_source = data_source
+        self.world_size = world_size
+        self.version_of = version_of  # () -> current trainer weight version, for staleness
+        self.rollout_fn = args.hooks["rollout_function_path"]
+        self.tracker = SingletonGroupTracker()
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rollout")
+        self.pending: dict[int, Future] = {}
+        self.state_before: dict[int, dict | None] = {}
+
+    def _data_state(self):
+        return self.data_source.state_dict() if hasattr(self.data_source, "state_dict") else None
+
+    def _produce(self, rollout_id: int):
+        started = time.perf_counter()
+        output = self.rollout_fn(self.args, rollout_id, self.data_source)
+        if not isinstance(output, RolloutFnTrainOutput):
+            output = RolloutFnTrainOutput(samples=output)
+        samples = flatten(output.samples)
+        raw, rewards, metrics = post_process_rewards(self.args, samples, self.tracker)
+        rows = trim_to_steps(to_rows(self.args, samples, rewards, raw), self.args.global_batch_size)
+        if not rows:
+            raise RuntimeError(f"rollout {rollout_id} produced {len(samples)} samples, fewer than "
+                               f"--global-batch-size {self.args.global_batch_size}: nothing to train on")
+        metrics.update(rollout_metrics(rows, samples))
+        metrics.update(output.metrics or {})
+        metrics["perf/rollout_time"] = time.perf_counter() - started
+        return shard_for_ranks(rows, self.args.global_batch_size, self.world_size), metrics
+
+    def start(self, rollout_id: int):
+        """Begin generating `rollout_id` in the background (async mode)."""
+        self.state_before[rollout_id] = self._data_state()
+        self.pending[rollout_id] = self.pool.submit(self._produce, rollout_id)
+
+    def get(self, rollout_id: int):
+        if rollout_id not in self.pending:
+            self.state_before[rollout_id] = self._data_state()
+            return self._produce(rollout_id)
+        return self.pending.pop(rollout_id).result()
+
+    def wait(self, rollout_id: int):
+        """Block until a background rollout finished (its result stays available to `get`)."""
+        future = self.pending.get(rollout_id)
+        if future is not None:
+            future.exception()
+
+    def resume_state(self, next_rollout_id: int):
+        """Data-source state a resumed run must start from: as it was before generating `next_rollout_id`."""
+        return self.state_before.get(next_rollout_id, self._data_state())
+
+    def close(self):
+        for future in self.pending.values():
+            future.cancel()
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _staleness(rows: list[dict], version: int) -> float:
+    versions = [int(r["weight_version"]) for r in rows if str(r.get("weight_version", "")).isdigit()]
+    return sum(version - v for v in versions) / len(versions) if versions else 0.0
+
+
+def train_on_rollout(args, actor: FSDPActor, rows: list[dict], dist) -> list[dict]:
+    """Old/ref log-probs, advantages, then the optimizer steps of one rollout on this rank's rows."""
+    if not args.disable_compute_advantages_and_returns:
+        if args.use_rollout_logprobs:
+            for row in rows:
+                row["old_log_probs"] = list(row["rollout_log_probs"])
+        else:
+            for row, lp in zip(rows, actor.compute_log_probs(rows)):
+                row["old_log_probs"] = lp
+        if args.ref_model_needed:
+            for row, lp in zip(rows, actor.compute_log_probs(rows, use_ref=True)):
+                row["ref_log_probs"] = lp
+        if args.loss_type != "sft_loss":
+            attach_advantages(args, rows, dist.device)
+    local = args.global_batch_size // dist.world_size
+    return [actor.train_step(rows[s : s + local], args.global_batch_size) for s in range(0, len(rows), local)]
+
+
+def main(mode: str, argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(name)s: %(message)s", stream=sys.stdout)
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per engine request otherwise
+    from slime.models import resolve_model_path
+    from slime.utils.arguments import parse_args
+    from slime.utils.hooks import load_hooks
+
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    args = parse_args(argv, mode=mode, world_size=world_size)
+    dist = init_distributed(args.device)
+    # derived output folders contain a timestamp: every rank must use rank 0's
+    for name, value in broadcast_object({k: getattr(args, k, None) for k in _SHARED_DIRS}).items():
+        setattr(args, name, value)
+    torch.manual_seed(args.seed + dist.rank)
+    run_dir = Path(args.run_dir)
+    if dist.is_main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        model_path = resolve_model_path(args.hf_checkpoint)  # may convert/build once: rank 0 first
+    barrier()
+    model_path = resolve_model_path(args.hf_checkpoint)
+    if not args.ref_load or args.ref_load == args.hf_checkpoint:
+        args.ref_load = str(model_path)
+    args.hooks = load_hooks(args)
+
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(model_path))
+    resume = checkpoint.resolve_load(args.load)
+    meta = checkpoint.load_meta(resume) if resume else None
+    if meta and meta["world_size"] != dist.world_size:
+        raise SystemExit(f"--load {resume}: written by {meta['world_size']} ranks, resuming with {dist.world_size}")
+    actor = FSDPActor(args, dist, str(model_path), tokenizer, resume_dir=resume)
+    start_rollout = 0
+    if resume:
+        actor.load_training_state(resume)
+        checkpoint.restore_rng(resume, dist.rank)
+        start_rollout = meta["next_rollout_id"]
+    log.info("rank %d/%d: %s, %d trainable parameters, strategy %s, %s", dist.rank, dist.world_size,
+             model_path.name, actor.num_trainable, actor.strategy, "resumed from " + str(resume) if resume else "fresh")
+
+    stop = StopFlag()
+    engines = producer = publisher = None
+    tracker = Tracker(args, run_dir, enabled=dist.is_main)
+    try:
+        if dist.is_main:
+            engines = RolloutEngines(args, model_path, run_dir)
+            args.engine_urls = engines.urls
+            data_source = args.hooks["data_source_path"](args)
+            if resume and (state := checkpoint.load_data_source_state(resume)) is not None:
+                data_source.load_state_dict(state)
+            start_version = meta["weight_version"] if meta else int(engines.weight_version() or 0)
+        else:
+            data_source, start_version = None, 0
+        start_version = broadcast_object(start_version)
+        publisher = WeightPublisher(args, engines.urls if engines else [], dist.is_main, start_version)
+        if resume:
+            publisher.publish(actor)  # engines must serve the resumed policy, not the base model
+        if dist.is_main:
+            producer = RolloutProducer(args, data_source, dist.world_size, lambda: publisher.version)
+        _run(args, mode, actor, dist, producer, publisher, tracker, stop, start_rollout)
+    finally:
+        if producer is not None:
+            producer.close()
+        if publisher is not None:
+            publisher.close()
+        if engines is not None:
+            engines.stop()
+        tracker.close()
+    return 0
+
+
+def _run(args, mode, actor, dist, producer, publisher, tracker, stop, start_rollout):
+    from tqdm import tqdm
+
+    total = args.num_rollout
+    bar = tqdm(total=total, initial=start_rollout, desc="rollouts", unit="rollout", disable=not dist.is_main,
+               dynamic_ncols=True, file=sys.stdout)
+    if mode == "async" and dist.is_main and start_rollout < total:
+        producer.start(start_rollout)
+    last_saved = last_trained = None
+    for rollout_id in range(start_rollout, total):
+        if broadcast_object(stop.requested):
+            break
+        started = time.perf_counter()
+        if dist.is_main:
+            shards, metrics = producer.get(rollout_id)
+            if mode == "async" and rollout_id + 1 < total:
+                producer.start(rollout_id + 1)  # overlaps the training below
+            metrics["rollout/staleness"] = _staleness([r for s in shards for r in s], publisher.version)
+        else:
+            shards, metrics = None, {}
+        rows = broadcast_object(shards)[dist.rank]
+        train_started = time.perf_counter()
+        step_metrics = train_on_rollout(args, actor, rows, dist)
+        train_time = time.perf_counter() - train_started
+        last_trained = rollout_id
+        if (rollout_id + 1) % args.update_weights_interval == 0:
+            if dist.is_main and mode == "async":
+                producer.wait(rollout_id + 1)
+            metrics.update(publisher.publish(actor))
+        if args.save and _periodic(rollout_id, args.save_interval, total):
+            _save(args, rollout_id, actor, dist, producer, publisher)
+            last_saved = rollout_id
+        if dist.is_main:
+            metrics.update({"perf/step_time": time.perf_counter() - started, "perf/train_time": train_time})
+            for i, step in enumerate(step_metrics):
+                merged = {**metrics, **step} if i == len(step_metrics) - 1 else step
+                tracker.log(merged, step=actor.global_step - len(step_metrics) + i + 1)
+            bar.write(console_line(rollout_id + 1, total, {**metrics, **step_metrics[-1]}))
+            bar.update(1)
+    bar.close()
+    if args.save and last_trained is not None and last_saved != last_trained:
+        _save(args, last_trained, actor, dist, producer, publisher)  # at exit, also after a stop request
+
+
+def _periodic(rollout_id: int, interval: int | None, total: int) -> bool:
+    return bool(interval) and ((rollout_id + 1) % interval == 0 or rollout_id + 1 == total)
+
+
+def _save(args, rollout_id, actor, dist, producer, publisher):
+    state = producer.resume_state(rollout_id + 1) if dist.is_main else None
+    folder = checkpoint.save_checkpoint(args.save, rollout_id, actor, dist, state, publisher.version)
+    if dist.is_main:
+        log.info("saved %s", folder)

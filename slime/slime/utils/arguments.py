@@ -1,0 +1,644 @@
+"""Command-line flags of the trainer, with slime's names, defaults and validation.
+
+`parse_args()` builds the parser, parses and validates. Syntax problems (unknown flag, missing required
+flag, bad choice) are reported by argparse as usual (usage + exit 2); problems with the *combination* of
+values raise `ArgumentError`, whose message names the flag(s) involved. `validate_args()` can be called by
+itself (e.g. by a torchrun rank that knows its data-parallel world size).
+
+Derived values set by validation (beyond filling defaults that depend on other flags):
+`global_batch_size`, `ref_model_needed`, `train_iters` (None while `--num-epoch` decides the number of
+rollouts; `set_num_rollout_from_dataset` fills it once the dataset size is known), `num_rollout_per_epoch`,
+`eval_datasets` (name -> path), `ignored_flags` (accepted-and-ignored flags that were given a value) and
+`disable_*` mirrors of the `--disable-*` switches (`disable_rewards_normalization == not rewards_normalization`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_ROLLOUT_FUNCTION = "slime.rollout.default_rollout.generate_rollout"
+DEFAULT_DATA_SOURCE = "slime.rollout.data_source.RolloutDataSource"
+DEFAULT_LORA_TARGETS = "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"
+BUILTIN_MODEL_NAMES = ("tiny", "smollm2")  # see slime.models.registry.resolve_model_path
+MEGATRON_UNAVAILABLE = ("--train-backend megatron is not available yet (reserved for the Megatron backend "
+                        "issue); use --train-backend fsdp")
+
+# Megatron/SGLang performance knobs that OpenClaw scripts pass: accepted so the scripts parse, no effect
+# on the fsdp backend. dest -> default (a value different from the default is reported once).
+IGNORED_ON_FSDP = {
+    "tensor_model_parallel_size": 1,
+    "sequence_parallel": False,
+    "pipeline_model_parallel_size": 1,
+    "context_parallel_size": 1,
+    "expert_model_parallel_size": 1,
+    "expert_tensor_parallel_size": None,
+    "recompute_granularity": None,
+    "recompute_method": None,
+    "recompute_num_layers": None,
+    "attention_dropout": None,
+    "hidden_dropout": None,
+    "accumulate_allreduce_grads_in_fp32": False,
+    "attention_softmax_in_fp32": False,
+    "attention_backend": None,
+    "log_probs_chunk_size": None,
+    "balance_data": False,
+    "optimizer_cpu_offload": False,
+    "overlap_cpu_optimizer_d2h_h2d": False,
+    "use_precision_aware_optimizer": False,
+    "megatron_to_hf_mode": None,
+    "rotary_base": None,
+    "norm_epsilon": None,
+}
+
+
+class ArgumentError(ValueError):
+    """An invalid combination of flag values; the message names the flag(s)."""
+
+
+# ------------------------------------------------------------------------------------------------ types
+
+def _count(text: str) -> int:
+    """An integer that may be written in float notation (OpenClaw passes `--num-rollout 1e8`)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value != int(value):
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}")
+    return int(value)
+
+
+def _json_object(text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not valid JSON ({exc}): {text!r}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r}")
+    return value
+
+
+def _comma_list(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+# ----------------------------------------------------------------------------------------------- parser
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="slime", description="slime trainer flags (fsdp backend)", allow_abbrev=False)
+    _add_cluster_flags(p.add_argument_group("cluster / backend"))
+    _add_checkpoint_flags(p.add_argument_group("checkpoint / model"))
+    _add_engine_flags(p.add_argument_group("inference engines"))
+    _add_rollout_flags(p.add_argument_group("rollout / data"))
+    _add_eval_flags(p.add_argument_group("evaluation"))
+    _add_algorithm_flags(p.add_argument_group("algorithm / loss"))
+    _add_optimizer_flags(p.add_argument_group("optimizer"))
+    _add_lora_flags(p.add_argument_group("LoRA (fsdp backend)"))
+    _add_prm_flags(p.add_argument_group("PRM / judge engines (OpenClaw)"))
+    _add_logging_flags(p.add_argument_group("logging"))
+    _add_ignored_flags(p.add_argument_group(
+        "accepted for compatibility, no effect on the fsdp backend",
+        "Megatron/SGLang performance knobs used by the OpenClaw scripts; parsed and ignored."))
+    return p
+
+
+def _add_cluster_flags(g):
+    g.add_argument("--train-backend", choices=["fsdp", "megatron"], default="fsdp")
+    g.add_argument("--actor-num-nodes", type=int, default=1, help="nodes running training ranks")
+    g.add_argument("--actor-num-gpus-per-node", type=int, default=1,
+                   help="training ranks per node (GPUs, or processes on CPU)")
+    g.add_argument("--rollout-num-gpus", type=int, default=None,
+                   help="GPUs for the policy engines (default: one embedded engine)")
+    g.add_argument("--rollout-num-gpus-per-engine", type=int, default=1, help="GPUs per engine")
+    g.add_argument("--num-gpus-per-node", type=int, default=8, help="GPUs per node (engine packing)")
+    g.add_argument("--colocate", action="store_true",
+                   help="engines share the training GPUs (synchronous train.py only)")
+    g.add_argument("--fsdp-strategy", choices=["auto", "fsdp", "ddp"], default="auto",
+                   help="data-parallel wrapper; auto picks DDP for tiny models, FSDP2 otherwise")
+    g.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
+                   help="training device; auto = cuda when available")
+
+
+def _add_checkpoint_flags(g):
+    g.add_argument("--hf-checkpoint", required=True,
+                   help=f"HF model folder, or a built-in name ({', '.join(BUILTIN_MODEL_NAMES)})")
+    g.add_argument("--ref-load", default=None, help="reference model (default: --hf-checkpoint)")
+    g.add_argument("--load", default=None, help="resume from this checkpoint directory")
+    g.add_argument("--save", default=None, help="checkpoint directory")
+    g.add_argument("--save-interval", type=int, default=None, help="save every N rollouts (and at the last)")
+    g.add_argument("--seed", type=int, default=1234)
+
+
+def _add_engine_flags(g):
+    g.add_argument("--rollout-external-engine-addrs", nargs="+", default=None, metavar="URL",
+                   help="attach to running engines (http(s)://host:port) instead of starting the embedded one")
+    g.add_argument("--engine-threads", type=int, default=1, help="torch threads of an embedded engine")
+    g.add_argument("--update-weight-disk-dir", default=None,
+                   help="where published weight versions are written (default: <save or run dir>/weights)")
+    g.add_argument("--keep-weight-versions", type=int, default=2,
+                   help="published weight versions kept on disk")
+    g.add_argument("--extra-python-path", nargs="+", action="extend", default=[], metavar="DIR",
+                   help="folders put on sys.path before loading --*-path hooks (the CWD is always added)")
+
+
+def _add_rollout_flags(g):
+    g.add_argument("--rollout-function-path", default=DEFAULT_ROLLOUT_FUNCTION)
+    g.add_argument("--custom-generate-function-path", default=None)
+    g.add_argument("--custom-rm-path", default=None)
+    g.add_argument("--dynamic-sampling-filter-path", default=None)
+    g.add_argument("--data-source-path", default=DEFAULT_DATA_SOURCE)
+    g.add_argument("--custom-reward-post-process-path", default=None)
+    g.add_argument("--custom-rollout-log-function-path", default=None)
+    g.add_argument("--buffer-filter-path", default=None,
+                   help="picks groups from the data-source buffer (default: first in, first out)")
+    g.add_argument("--prompt-data", default=None, help="jsonl/parquet prompts (optionally path@[start:end])")
+    g.add_argument("--input-key", default="prompt")
+    g.add_argument("--label-key", default="label")
+    g.add_argument("--metadata-key", default="metadata")
+    g.add_argument("--tool-key", default=None, help="column with the tools passed to the chat template")
+    g.add_argument("--apply-chat-template", action="store_true")
+    g.add_argument("--apply-chat-template-kwargs", type=_json_object, default={}, metavar="JSON")
+    g.add_argument("--rollout-shuffle", action="store_true")
+    g.add_argument("--rollout-seed", type=int, default=42)
+    g.add_argument("--disable-rollout-global-dataset", dest="rollout_global_dataset", action="store_false",
+                   help="no prompt dataset: the rollout function supplies the samples")
+    g.add_argument("--num-rollout", type=_count, default=None)
+    g.add_argument("--num-epoch", type=int, default=None)
+    g.add_argument("--rollout-batch-size", type=int, required=True, help="prompt groups per rollout")
+    g.add_argument("--n-samples-per-prompt", type=int, default=1)
+    g.add_argument("--num-steps-per-rollout", type=int, default=None,
+                   help="optimizer steps per rollout (sets --global-batch-size)")
+    g.add_argument("--global-batch-size", type=int, default=None, help="samples per optimizer step")
+    g.add_argument("--micro-batch-size", type=int, default=1)
+    g.add_argument("--use-dynamic-batch-size", action="store_true")
+    g.add_argument("--max-tokens-per-gpu", type=int, default=None)
+    g.add_argument("--log-probs-max-tokens-per-gpu", type=int, default=None)
+    g.add_argument("--rollout-max-response-len", type=int, default=None)
+    g.add_argument("--rollout-max-context-len", type=int, default=None)
+    g.add_argument("--rollout-max-prompt-len", type=int, default=None)
+    g.add_argument("--rollout-temperature", type=float, default=1.0)
+    g.add_argument("--rollout-top-p", type=float, default=1.0)
+    g.add_argument("--rollout-top-k", type=int, default=-1)
+    g.add_argument("--rollout-stop", nargs="+", default=None)
+    g.add_argument("--rollout-stop-token-ids", nargs="+", type=int, default=None)
+    g.add_argument("--reward-key", default=None, help="key of the scalar inside dict rewards")
+    g.add_argument("--over-sampling-batch-size", type=int, default=None)
+    g.add_argument("--update-weights-interval", type=int, default=1)
+
+
+def _add_eval_flags(g):
+    g.add_argument("--eval-function-path", default=None, help="default: --rollout-function-path")
+    g.add_argument("--eval-interval", type=int, default=None)
+    g.add_argument("--eval-prompt-data", nargs="+", default=None, metavar="NAME PATH")
+    g.add_argument("--n-samples-per-eval-prompt", type=int, default=1)
+    g.add_argument("--eval-temperature", type=float, default=None)
+    g.add_argument("--eval-top-p", type=float, default=None)
+    g.add_argument("--eval-max-response-len", type=int, default=None)
+    g.add_argument("--eval-max-context-len", type=int, default=None)
+    g.add_argument("--eval-reward-key", default=None)
+
+
+def _add_algorithm_flags(g):
+    g.add_argument("--advantage-estimator", default="grpo", choices=[
+        "grpo", "gspo", "reinforce_plus_plus", "reinforce_plus_plus_baseline", "on_policy_distillation"])
+    g.add_argument("--disable-rewards-normalization", dest="rewards_normalization", action="store_false")
+    g.add_argument("--disable-grpo-std-normalization", dest="grpo_std_normalization", action="store_false")
+    g.add_argument("--normalize-advantages", action="store_true")
+    g.add_argument("--gamma", type=float, default=1.0)
+    g.add_argument("--kl-coef", type=float, default=0.0, help="KL reward shaping (reinforce_plus_plus*)")
+    g.add_argument("--use-kl-loss", action="store_true")
+    g.add_argument("--kl-loss-coef", type=float, default=0.0)
+    g.add_argument("--kl-loss-type", choices=["k1", "k2", "k3", "low_var_kl"], default="k1")
+    g.add_argument("--use-unbiased-kl", action="store_true")
+    g.add_argument("--entropy-coef", type=float, default=0.0)
+    g.add_argument("--eps-clip", type=float, default=0.2)
+    g.add_argument("--eps-clip-high", type=float, default=None, help="default: --eps-clip")
+    g.add_argument("--eps-clip-c", type=float, default=None, help="dual-clip constant (> 1)")
+    g.add_argument("--loss-type", choices=["policy_loss", "custom_loss", "sft_loss"], default="policy_loss")
+    g.add_argument("--custom-loss-function-path", default=None)
+    g.add_argument("--calculate-per-token-loss", action="store_true")
+    g.add_argument("--disable-compute-advantages-and-returns", dest="compute_advantages_and_returns",
+                   action="store_false")
+    g.add_argument("--distill-topk", type=int, default=None, help="K of the teacher top-K log-probs")
+    g.add_argument("--use-rollout-logprobs", action="store_true")
+    g.add_argument("--use-tis", action="store_true")
+    g.add_argument("--tis-clip", type=float, default=2.0)
+    g.add_argument("--tis-clip-low", type=float, default=0.0)
+
+
+def _add_optimizer_flags(g):
+    g.add_argument("--optimizer", choices=["adam"], default="adam", help="AdamW")
+    g.add_argument("--lr", type=float, default=1e-6)
+    g.add_argument("--min-lr", type=float, default=0.0)
+    g.add_argument("--lr-decay-style", choices=["constant", "linear", "cosine"], default="constant")
+    g.add_argument("--lr-warmup-iters", type=int, default=0)
+    g.add_argument("--lr-warmup-fraction", type=float, default=None)
+    g.add_argument("--lr-decay-iters", type=int, default=None, help="default: train_iters")
+    g.add_argument("--weight-decay", type=float, default=0.0)
+    g.add_argument("--adam-beta1", type=float, default=0.9)
+    g.add_argument("--adam-beta2", type=float, default=0.98)
+    g.add_argument("--adam-eps", type=float, default=1e-8)
+    g.add_argument("--clip-grad", type=float, default=1.0)
+    g.add_argument("--gradient-checkpointing", action="store_true")
+    g.add_argument("--bf16", action="store_true")
+    g.add_argument("--fp16", action="store_true")
+
+
+def _add_lora_flags(g):
+    g.add_argument("--use-lora", action="store_true")
+    g.add_argument("--lora-rank", type=int, default=16)
+    g.add_argument("--lora-alpha", type=float, default=32)
+    g.add_argument("--lora-dropout", type=float, default=0.0)
+    g.add_argument("--lora-target-modules", "--target-modules", dest="lora_target_modules", type=_comma_list,
+                   default=_comma_list(DEFAULT_LORA_TARGETS), metavar="NAMES", help="comma-separated module names")
+    g.add_argument("--lora-modules-to-save", type=_comma_list, default=None, metavar="NAMES")
+
+
+def _add_prm_flags(g):
+    g.add_argument("--prm-enable", action="store_true", help="host PRM/judge engines inside the job")
+    g.add_argument("--prm-num-gpus", type=int, default=0)
+    g.add_argument("--prm-num-gpus-per-engine", type=int, default=1)
+    g.add_argument("--prm-model-path", default=None, help="judge model (default: --hf-checkpoint)")
+    g.add_argument("--prm-m", type=int, default=1, help="judge votes per turn")
+    g.add_argument("--prm-temperature", type=float, default=1.0)
+    g.add_argument("--prm-max-new-tokens", type=int, default=1024)
+    g.add_argument("--prm-step-coef", type=float, default=1.0)
+    g.add_argument("--prm-router-ip", default=None, help="set by the rollout manager")
+    g.add_argument("--prm-router-port", type=int, default=None, help="set by the rollout manager")
+
+
+def _add_logging_flags(g):
+    g.add_argument("--use-wandb", action="store_true")
+    g.add_argument("--wandb-project", default="slime")
+    g.add_argument("--wandb-group", default=None)
+    g.add_argument("--wandb-mode", choices=["online", "offline", "disabled"], default="online")
+    g.add_argument("--wandb-dir", default=None, help="default: <run dir>/wandb")
+    g.add_argument("--wandb-key", default=None)
+    g.add_argument("--use-tensorboard", action="store_true", default=True,
+                   help="accepted; TensorBoard event files are always written")
+    g.add_argument("--tb-dir", default=None, help="default: <run dir>/tensorboard")
+    g.add_argument("--run-dir", default=None, help="default: runs/<timestamp>")
+    g.add_argument("--log-interval", type=int, default=1)
+
+
+def _add_ignored_flags(g):
+    for flag in ("--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--context-parallel-size",
+                 "--expert-model-parallel-size", "--expert-tensor-parallel-size", "--recompute-num-layers",
+                 "--log-probs-chunk-size"):
+        g.add_argument(flag, type=int, default=IGNORED_ON_FSDP[_dest(flag)])
+    for flag in ("--sequence-parallel", "--accumulate-allreduce-grads-in-fp32", "--attention-softmax-in-fp32",
+                 "--balance-data", "--optimizer-cpu-offload", "--overlap-cpu-optimizer-d2h-h2d",
+                 "--use-precision-aware-optimizer"):
+        g.add_argument(flag, action="store_true")
+    for flag in ("--attention-dropout", "--hidden-dropout", "--rotary-base", "--norm-epsilon"):
+        g.add_argument(flag, type=float, default=None)
+    for flag in ("--recompute-granularity", "--recompute-method", "--attention-backend", "--megatron-to-hf-mode"):
+        g.add_argument(flag, default=None)
+
+
+def _dest(flag: str) -> str:
+    return flag.lstrip("-").replace("-", "_")
+
+
+def parse_args(argv: list[str] | None = None, *, mode: str = "sync", world_size: int = 1) -> argparse.Namespace:
+    """Parse `argv` (default `sys.argv[1:]`) and validate; see `validate_args` for `mode`/`world_size`."""
+    args = build_parser().parse_args(argv)
+    return validate_args(args, mode=mode, world_size=world_size)
+
+
+# ------------------------------------------------------------------------------------------- validation
+
+MODES = ("sync", "async", "eval")
+
+
+def validate_args(args: argparse.Namespace, mode: str = "sync", world_size: int = 1) -> argparse.Namespace:
+    """Check flag combinations and fill derived values in place; returns `args`.
+
+    `mode`: "sync" (train.py), "async" (train_async.py) or "eval" (eval only).
+    `world_size`: data-parallel size of the trainer (the global batch must split evenly across it).
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if world_size < 1:
+        raise ValueError(f"world_size must be >= 1, got {world_size}")
+    _check_backend(args, mode)
+    _check_positive(args)
+    _check_model_paths(args)
+    _derive_batch_sizes(args, world_size)
+    _check_data(args)
+    _check_engines(args)
+    _check_algorithm(args)
+    _check_optimizer(args)
+    _derive_output_dirs(args)
+    _derive_eval(args)
+    _derive_prm(args)
+    _note_ignored(args)
+    # Negated mirrors of the --disable-* switches (the upstream attributes above stay the source of truth).
+    args.disable_rewards_normalization = not args.rewards_normalization
+    args.disable_grpo_std_normalization = not args.grpo_std_normalization
+    args.disable_compute_advantages_and_returns = not args.compute_advantages_and_returns
+    args.disable_rollout_global_dataset = not args.rollout_global_dataset
+    args.num_rollout_per_epoch = getattr(args, "num_rollout_per_epoch", None)
+    derive_train_iters(args)
+    return args
+
+
+def _fail(message: str):
+    raise ArgumentError(message)
+
+
+def _check_backend(args, mode):
+    if args.use_lora and args.train_backend != "fsdp":
+        _fail(f"--use-lora requires --train-backend fsdp (got --train-backend {args.train_backend})")
+    if args.train_backend == "megatron":
+        _fail(MEGATRON_UNAVAILABLE)
+    if args.colocate and mode == "async":
+        _fail("--colocate cannot be used with the asynchronous loop (train_async): engines and trainer would "
+              "share GPUs while generating and training at the same time; drop --colocate or use train.py")
+    if args.colocate and args.rollout_external_engine_addrs:
+        _fail("--colocate and --rollout-external-engine-addrs contradict each other: external engines do not "
+              "share the training GPUs")
+    if args.bf16 and args.fp16:
+        _fail("--bf16 and --fp16 are mutually exclusive")
+
+
+_POSITIVE = ("actor_num_nodes", "actor_num_gpus_per_node", "rollout_num_gpus_per_engine", "num_gpus_per_node",
+             "rollout_batch_size", "n_samples_per_prompt", "num_steps_per_rollout", "global_batch_size",
+             "micro_batch_size", "max_tokens_per_gpu", "log_probs_max_tokens_per_gpu", "rollout_max_response_len",
+             "rollout_max_context_len", "rollout_max_prompt_len", "over_sampling_batch_size",
+             "update_weights_interval", "eval_interval", "n_samples_per_eval_prompt", "eval_max_response_len",
+             "eval_max_context_len", "save_interval", "engine_threads", "keep_weight_versions", "log_interval",
+             "num_epoch", "distill_topk", "prm_num_gpus_per_engine", "prm_m", "prm_max_new_tokens")
+_NON_NEGATIVE = ("num_rollout", "rollout_num_gpus", "prm_num_gpus", "lr_warmup_iters", "lr_decay_iters",
+                 "lr", "min_lr", "weight_decay", "clip_grad", "kl_loss_coef", "entropy_coef", "eps_clip",
+                 "eps_clip_high", "rollout_temperature", "adam_eps")
+
+
+def _check_positive(args):
+    for name in _POSITIVE:
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            _fail(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+    for name in _NON_NEGATIVE:
+        value = getattr(args, name)
+        if value is not None and value < 0:
+            _fail(f"--{name.replace('_', '-')} must be >= 0, got {value}")
+
+
+def _is_model(ref: str) -> bool:
+    """A folder, or a name `slime.models.resolve_model_path` builds/converts by itself."""
+    from slime.models import registry
+
+    names = set(BUILTIN_MODEL_NAMES) | set(getattr(registry, "_ALIASES", {}))
+    return ref.lower() in names or Path(ref).expanduser().is_dir()
+
+
+def _check_model_paths(args):
+    if not _is_model(args.hf_checkpoint):
+        _fail(f"--hf-checkpoint {args.hf_checkpoint!r} is neither a folder nor a built-in model name "
+              f"({', '.join(BUILTIN_MODEL_NAMES)})")
+    if args.ref_load is None:
+        args.ref_load = args.hf_checkpoint
+    args.ref_model_needed = bool((args.use_kl_loss and args.kl_loss_coef != 0) or args.kl_coef != 0)
+    if args.ref_model_needed and not _is_model(args.ref_load):
+        _fail(f"--ref-load {args.ref_load!r} does not exist, and a reference model is needed "
+              f"(--use-kl-loss with --kl-loss-coef {args.kl_loss_coef}, --kl-coef {args.kl_coef})")
+    if args.load is not None and not Path(args.load).expanduser().is_dir():
+        _fail(f"--load {args.load!r} is not a directory")
+    if args.save_interval is not None and args.save is None:
+        _fail("--save-interval needs --save (where to write the checkpoints)")
+    for folder in args.extra_python_path:
+        if not Path(folder).expanduser().is_dir():
+            _fail(f"--extra-python-path {folder!r} is not a directory")
+
+
+def _derive_batch_sizes(args, world_size):
+    samples_per_rollout = args.rollout_batch_size * args.n_samples_per_prompt
+    if args.num_steps_per_rollout is not None:
+        if samples_per_rollout % args.num_steps_per_rollout:
+            _fail(f"--num-steps-per-rollout {args.num_steps_per_rollout} does not divide --rollout-batch-size × "
+                  f"--n-samples-per-prompt = {args.rollout_batch_size} × {args.n_samples_per_prompt} = "
+                  f"{samples_per_rollout} samples")
+        derived = samples_per_rollout // args.num_steps_per_rollout
+        if args.global_batch_size is not None and args.global_batch_size != derived:
+            _fail(f"--global-batch-size {args.global_batch_size} disagrees with --num-steps-per-rollout "
+                  f"{args.num_steps_per_rollout} (which gives {samples_per_rollout} // "
+                  f"{args.num_steps_per_rollout} = {derived}); give one of them")
+        args.global_batch_size = derived
+    elif args.global_batch_size is None:
+        args.global_batch_size = samples_per_rollout
+    elif samples_per_rollout % args.global_batch_size:
+        logger.warning("--global-batch-size %d does not divide the %d samples of a rollout "
+                       "(--rollout-batch-size × --n-samples-per-prompt): each rollout is trimmed to a multiple "
+                       "of it", args.global_batch_size, samples_per_rollout)
+    if args.global_batch_size % world_size:
+        _fail(f"--global-batch-size {args.global_batch_size} (derived from --rollout-batch-size, "
+              f"--n-samples-per-prompt, --num-steps-per-rollout unless given) is not divisible by the "
+              f"data-parallel world size {world_size} (--actor-num-nodes × --actor-num-gpus-per-node)")
+    if args.use_dynamic_batch_size:
+        if args.max_tokens_per_gpu is None:
+            _fail("--use-dynamic-batch-size requires --max-tokens-per-gpu (the token budget per micro-batch)")
+    elif (args.global_batch_size // world_size) % args.micro_batch_size:
+        _fail(f"--micro-batch-size {args.micro_batch_size} does not divide the per-rank batch "
+              f"--global-batch-size {args.global_batch_size} / world size {world_size}")
+    if args.log_probs_max_tokens_per_gpu is None:
+        args.log_probs_max_tokens_per_gpu = args.max_tokens_per_gpu
+    if args.over_sampling_batch_size is None:
+        args.over_sampling_batch_size = args.rollout_batch_size
+    elif args.over_sampling_batch_size < args.rollout_batch_size:
+        _fail(f"--over-sampling-batch-size {args.over_sampling_batch_size} must be >= --rollout-batch-size "
+              f"{args.rollout_batch_size}")
+
+
+def _check_data(args):
+    if args.num_rollout is None and args.num_epoch is None:
+        _fail("give --num-rollout (number of rollouts) or --num-epoch (passes over --prompt-data)")
+    if args.num_epoch is not None and not args.rollout_global_dataset:
+        _fail("--num-epoch needs the global dataset; it cannot be combined with --disable-rollout-global-dataset")
+    # The default data source is what reads --prompt-data; custom ones may bring their own data.
+    if args.rollout_global_dataset and args.prompt_data is None and args.data_source_path == DEFAULT_DATA_SOURCE:
+        _fail("--prompt-data is required while the global dataset is on (the default --data-source-path reads it); "
+              "pass --disable-rollout-global-dataset if the rollout function supplies its own samples")
+    if args.prompt_data is not None:
+        file = args.prompt_data.split("@[", 1)[0]
+        if not Path(file).expanduser().is_file():
+            _fail(f"--prompt-data file {file!r} does not exist")
+    if args.rollout_max_prompt_len is None and args.rollout_max_context_len is not None:
+        args.rollout_max_prompt_len = args.rollout_max_context_len - 1
+    if (args.rollout_max_context_len is not None and args.rollout_max_response_len is not None
+            and args.rollout_max_response_len > args.rollout_max_context_len):
+        _fail(f"--rollout-max-response-len {args.rollout_max_response_len} exceeds --rollout-max-context-len "
+              f"{args.rollout_max_context_len}")
+    if not 0 < args.rollout_top_p <= 1:
+        _fail(f"--rollout-top-p must be in (0, 1], got {args.rollout_top_p}")
+
+
+def _check_engines(args):
+    normalized = []
+    for url in args.rollout_external_engine_addrs or ():
+        try:
+            parts = urlsplit(url)
+            port = parts.port
+        except ValueError:
+            port = None
+            parts = None
+        if (parts is None or parts.scheme not in ("http", "https") or not parts.hostname or port is None
+                or parts.path not in ("", "/") or parts.query or parts.fragment):
+            _fail(f"--rollout-external-engine-addrs entry {url!r} must look like http://host:port "
+                  f"or https://host:port")
+        normalized.append(url.rstrip("/"))
+    if args.rollout_external_engine_addrs is not None:
+        if len(set(normalized)) != len(normalized):
+            _fail(f"--rollout-external-engine-addrs lists an engine twice: {normalized}")
+        args.rollout_external_engine_addrs = normalized
+    if args.colocate and args.rollout_num_gpus is None:
+        args.rollout_num_gpus = args.actor_num_nodes * args.actor_num_gpus_per_node
+    if args.rollout_num_gpus is not None and args.rollout_num_gpus % args.rollout_num_gpus_per_engine:
+        _fail(f"--rollout-num-gpus {args.rollout_num_gpus} is not a multiple of --rollout-num-gpus-per-engine "
+              f"{args.rollout_num_gpus_per_engine}")
+
+
+def _check_algorithm(args):
+    if args.eps_clip_high is None:
+        args.eps_clip_high = args.eps_clip
+    if args.eps_clip_c is not None and args.eps_clip_c <= 1:
+        _fail(f"--eps-clip-c (dual-clip bound) must be > 1, got {args.eps_clip_c}")
+    if args.kl_coef != 0 and args.use_kl_loss:
+        _fail("--kl-coef (KL reward shaping) and --use-kl-loss (KL loss term) are mutually exclusive")
+    if args.kl_loss_coef != 0 and not args.use_kl_loss:
+        _fail(f"--kl-loss-coef {args.kl_loss_coef} has no effect without --use-kl-loss")
+    if args.kl_coef != 0 and not args.advantage_estimator.startswith("reinforce_plus_plus"):
+        _fail(f"--kl-coef shapes rewards only for --advantage-estimator reinforce_plus_plus/"
+              f"reinforce_plus_plus_baseline (got {args.advantage_estimator}); use --use-kl-loss --kl-loss-coef")
+    if args.use_kl_loss and args.kl_loss_coef == 0:
+        logger.info("--use-kl-loss with --kl-loss-coef 0: the KL term is not computed and no reference model "
+                    "is loaded")
+    if args.advantage_estimator.startswith("reinforce_plus_plus") and not args.normalize_advantages:
+        _fail(f"--advantage-estimator {args.advantage_estimator} requires --normalize-advantages")
+    if args.loss_type == "custom_loss" and not args.custom_loss_function_path:
+        _fail("--loss-type custom_loss requires --custom-loss-function-path")
+    if args.custom_loss_function_path and args.loss_type != "custom_loss":
+        _fail(f"--custom-loss-function-path is only used with --loss-type custom_loss (got --loss-type "
+              f"{args.loss_type})")
+    if args.use_rollout_logprobs and args.use_tis:
+        _fail("--use-rollout-logprobs and --use-tis are mutually exclusive (TIS corrects the gap between "
+              "rollout and recomputed log-probs)")
+    if args.use_tis and not args.tis_clip_low < args.tis_clip:
+        _fail(f"--tis-clip-low {args.tis_clip_low} must be below --tis-clip {args.tis_clip}")
+    if args.n_samples_per_prompt == 1:
+        args.grpo_std_normalization = False
+        if args.rewards_normalization and args.advantage_estimator in (
+                "grpo", "gspo", "reinforce_plus_plus_baseline"):
+            logger.warning(
+                "--n-samples-per-prompt 1 with --advantage-estimator %s and reward normalisation on: every group "
+                "has one sample, so rewards minus the group mean are 0 and all advantages will be zero unless "
+                "--disable-rewards-normalization is given", args.advantage_estimator)
+
+
+def _check_optimizer(args):
+    if args.min_lr > args.lr:
+        _fail(f"--min-lr {args.min_lr} exceeds --lr {args.lr}")
+    if args.lr_warmup_fraction is not None:
+        if not 0 <= args.lr_warmup_fraction <= 1:
+            _fail(f"--lr-warmup-fraction must be in [0, 1], got {args.lr_warmup_fraction}")
+        if args.lr_warmup_iters:
+            _fail("--lr-warmup-fraction and --lr-warmup-iters are mutually exclusive")
+    for name in ("adam_beta1", "adam_beta2"):
+        if not 0 <= getattr(args, name) < 1:
+            _fail(f"--{name.replace('_', '-')} must be in [0, 1), got {getattr(args, name)}")
+    if args.use_lora:
+        if not args.lora_target_modules:
+            _fail("--lora-target-modules is empty")
+        if args.lora_rank < 1 or args.lora_alpha <= 0:
+            _fail(f"--lora-rank must be >= 1 and --lora-alpha > 0 (got {args.lora_rank}, {args.lora_alpha})")
+        if not 0 <= args.lora_dropout < 1:
+            _fail(f"--lora-dropout must be in [0, 1), got {args.lora_dropout}")
+
+
+def _derive_output_dirs(args):
+    if args.run_dir is None:
+        # Launchers must forward the resolved --run-dir to child processes (ranks would disagree on the time).
+        args.run_dir = os.path.join("runs", time.strftime("%Y%m%d-%H%M%S"))
+    if args.tb_dir is None:
+        args.tb_dir = os.path.join(args.run_dir, "tensorboard")
+    if args.wandb_dir is None:
+        args.wandb_dir = os.path.join(args.run_dir, "wandb")
+    if args.update_weight_disk_dir is None:
+        args.update_weight_disk_dir = os.path.join(args.save or args.run_dir, "weights")
+    args.use_tensorboard = True
+
+
+def _derive_eval(args):
+    if args.eval_function_path is None:
+        args.eval_function_path = args.rollout_function_path
+    for name, source in (("eval_temperature", "rollout_temperature"), ("eval_top_p", "rollout_top_p"),
+                         ("eval_max_response_len", "rollout_max_response_len"),
+                         ("eval_max_context_len", "rollout_max_context_len"), ("eval_reward_key", "reward_key")):
+        if getattr(args, name) is None:
+            setattr(args, name, getattr(args, source))
+    args.eval_datasets = {}
+    if args.eval_prompt_data is not None:
+        pairs = args.eval_prompt_data
+        if len(pairs) % 2:
+            _fail(f"--eval-prompt-data takes NAME PATH pairs, got an odd number of values: {pairs}")
+        for name, path in zip(pairs[::2], pairs[1::2]):
+            if name in args.eval_datasets:
+                _fail(f"--eval-prompt-data names {name!r} twice")
+            if not Path(path.split("@[", 1)[0]).expanduser().is_file():
+                _fail(f"--eval-prompt-data {name}: file {path!r} does not exist")
+            args.eval_datasets[name] = path
+    if (args.eval_interval is not None and not args.eval_datasets
+            and args.eval_function_path == DEFAULT_ROLLOUT_FUNCTION):
+        _fail("--eval-interval with the default --eval-function-path needs --eval-prompt-data NAME PATH ...")
+
+
+def _derive_prm(args):
+    if not args.prm_enable:
+        args.prm_num_gpus = 0
+        return
+    if args.prm_model_path is None:
+        args.prm_model_path = args.hf_checkpoint
+    if args.prm_num_gpus % args.prm_num_gpus_per_engine:
+        _fail(f"--prm-num-gpus {args.prm_num_gpus} is not a multiple of --prm-num-gpus-per-engine "
+              f"{args.prm_num_gpus_per_engine}")
+
+
+def _note_ignored(args):
+    args.ignored_flags = sorted(f"--{name.replace('_', '-')}" for name, default in IGNORED_ON_FSDP.items()
+                                if getattr(args, name) != default)
+    if args.ignored_flags:
+        logger.info("accepted but without effect on the %s backend: %s", args.train_backend,
+                    " ".join(args.ignored_flags))
+
+
+def derive_train_iters(args: argparse.Namespace) -> None:
+    """`train_iters = num_rollout × rollout_batch_size × n // global_batch_size` (None until num_rollout is known)."""
+    if args.num_rollout is None:
+        args.train_iters = None
+        return
+    args.train_iters = args.num_rollout * args.rollout_batch_size * args.n_samples_per_prompt // args.global_batch_size
+    if args.lr_decay_iters is None:
+        args.lr_decay_iters = args.train_iters
+
+
+def set_num_rollout_from_dataset(args: argparse.Namespace, num_prompts: int) -> None:
+    """With `--num-epoch` and no `--num-rollout`: `num_rollout = num_epoch × (num_prompts // rollout_batch_size)`."""
+    if args.num_epoch is None:
+        return
+    per_epoch = num_prompts // args.rollout_batch_size
+    if per_epoch == 0:
+        _fail(f"--prompt-data holds {num_prompts} prompts, fewer than --rollout-batch-size "
+              f"{args.rollout_batch_size}: an epoch has no rollout")
+    args.num_rollout_per_epoch = per_epoch
+    if args.num_rollout is None:
+        args.num_rollout = args.num_epoch * per_epoch
+    derive_train_iters(args)

@@ -1,0 +1,11 @@
+"""Synchronous RL training: generate a rollout, train on it, publish weights, repeat.
+
+    torchrun --nproc_per_node=2 slime/train.py --hf-checkpoint tiny --prompt-data data.jsonl ...
+"""
+
+import sys
+
+from slime.training.loop import main
+
+if __name__ == "__main__":
+    sys.exit(main("sync"))
