@@ -13,6 +13,19 @@ from pathlib import Path
 from slime.engine.client import EngineClient
 
 
+def _die_with_parent():
+    """In the child, before exec: ask Linux to SIGTERM us when the parent dies.
+
+    The engine runs in its own session (so a terminal's Ctrl-C reaches the trainer, which then stops it
+    cleanly); this covers the other cases, a killed or crashed parent, so no engine is ever orphaned.
+    """
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
         s.bind((host, 0))
@@ -59,7 +72,7 @@ class EngineProcess:
             self._log_file = open(self.log_path, "ab")
         out = self._log_file or None  # None: inherit our stderr/stdout, so conversion progress is visible
         self.process = subprocess.Popen(self.command(), env=env, stdout=out, stderr=subprocess.STDOUT if out else None,
-                                        start_new_session=True)
+                                        start_new_session=True, preexec_fn=_die_with_parent)
         try:
             self._wait_ready()
         except BaseException:

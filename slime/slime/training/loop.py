@@ -75,6 +75,8 @@ class RolloutProducer:
         if not isinstance(output, RolloutFnTrainOutput):
             output = RolloutFnTrainOutput(samples=output)
         samples = flatten(output.samples)
+        if self.args.save_debug_rollout_data:
+            _dump_samples(self.args.save_debug_rollout_data.format(rollout_id=rollout_id), samples)
         raw, rewards, metrics = post_process_rewards(self.args, samples, self.tracker)
         rows = trim_to_steps(to_rows(self.args, samples, rewards, raw), self.args.global_batch_size)
         if not rows:
@@ -110,6 +112,13 @@ class RolloutProducer:
         for future in self.pending.values():
             future.cancel()
         self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _dump_samples(path: str, samples) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        for sample in samples:
+            f.write(sample.to_json() + "\n")
 
 
 def _staleness(rows: list[dict], version: int) -> float:

@@ -288,6 +288,8 @@ def _add_logging_flags(g):
     g.add_argument("--tb-dir", default=None, help="default: <run dir>/tensorboard")
     g.add_argument("--run-dir", default=None, help="default: runs/<timestamp>")
     g.add_argument("--log-interval", type=int, default=1)
+    g.add_argument("--save-debug-rollout-data", default=None,
+                   help="write each rollout's samples as JSONL to this path; '{rollout_id}' is filled in")
 
 
 def _add_ignored_flags(g):

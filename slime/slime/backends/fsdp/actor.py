@@ -43,6 +43,14 @@ def lr_lambda(args, total_steps: int):
     return factor
 
 
+def _names(value) -> list[str]:
+    """Module names given as a list or a comma-separated string."""
+    if not value:
+        return []
+    items = value.split(",") if isinstance(value, str) else value
+    return [item.strip() for item in items if item.strip()]
+
+
 def _decoder_layers(model) -> list[torch.nn.Module]:
     """Transformer blocks to shard one by one (by the class names HF lists in `_no_split_modules`)."""
     inner = model.get_base_model() if hasattr(model, "get_base_model") else model
@@ -91,11 +99,9 @@ class FSDPActor:
         elif args.use_lora:
             from peft import LoraConfig, get_peft_model
 
-            targets = [t.strip() for t in args.lora_target_modules.split(",") if t.strip()]
             config = LoraConfig(r=args.lora_rank, lora_alpha=args.lora_alpha, lora_dropout=args.lora_dropout,
-                                target_modules=targets, bias="none", task_type="CAUSAL_LM",
-                                modules_to_save=args.lora_modules_to_save.split(",")
-                                if getattr(args, "lora_modules_to_save", None) else None)
+                                target_modules=_names(args.lora_target_modules), bias="none", task_type="CAUSAL_LM",
+                                modules_to_save=_names(getattr(args, "lora_modules_to_save", None)) or None)
             model = get_peft_model(model, config)
         model.train()
         return model
