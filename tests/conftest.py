@@ -9,10 +9,17 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
 torch.set_num_threads(1)
+# shared test helpers (tests/helpers) are imported as `helpers.*` from every tier
+_TESTS = str(Path(__file__).resolve().parent)
+if _TESTS not in sys.path:
+    sys.path.insert(0, _TESTS)
 
 
 @pytest.fixture(scope="session")
@@ -29,6 +36,14 @@ def tiny_model(tiny_model_path):
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model_path, dtype=torch.float32).eval()
     return model, AutoTokenizer.from_pretrained(tiny_model_path)
+
+
+@pytest.fixture(scope="session")
+def tool_model_path(tiny_model_path):
+    """The tiny model fine-tuned to hold the get_weather conversation of helpers.tool_model (cached)."""
+    from helpers.tool_model import build_tool_model
+
+    return build_tool_model()
 
 
 @pytest.fixture(scope="module")

@@ -43,6 +43,17 @@ def lr_lambda(args, total_steps: int):
     return factor
 
 
+def _loss_function(args):
+    if args.loss_type != "custom_loss":
+        return BUILT_IN_LOSSES[args.loss_type]
+    loaded = getattr(args, "hooks", {}).get("custom_loss_function_path")
+    if loaded is None:  # an actor built outside the training loop loads its plugin itself
+        from slime.utils.hooks import load_function
+
+        loaded = load_function(args.custom_loss_function_path, "--custom-loss-function-path")
+    return loaded
+
+
 def _names(value) -> list[str]:
     """Module names given as a list or a comma-separated string."""
     if not value:
@@ -75,8 +86,7 @@ class FSDPActor:
                                            eps=args.adam_eps, weight_decay=args.weight_decay)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_lambda(args, max(1, args.train_iters)))
         self.global_step = 0
-        custom = getattr(args, "hooks", {}).get("custom_loss_function_path")
-        self.loss_fn = custom if args.loss_type == "custom_loss" else BUILT_IN_LOSSES[args.loss_type]
+        self.loss_fn = _loss_function(args)
         self.num_trainable = sum(p.numel() for p in trainable)
 
     # --- construction -------------------------------------------------------------------
