@@ -2,7 +2,7 @@
 # Proof of learning on CPU: async GRPO (slime/train_async.py, 2 torchrun ranks + the embedded engine) on the
 # digit task ("Repeat this digit: 7" -> "7", exact-match reward) from the tiny warm-started policy, which
 # answers right ~23% of the time. Seeded. Writes runs/digits_cpu/ (replaced on every run) and ends with the
-# reward curve read from runs/digits_cpu/metrics.jsonl (mean reward of each rollout's 128 samples); exits 1
+# reward curve read from runs/digits_cpu/metrics.jsonl (mean reward of each rollout's 256 samples); exits 1
 # if the mean reward of the last 3 rollouts is not at least 0.3 above that of the first 3.
 #
 #   bash scripts/run_digits_cpu.sh [extra trainer flags, e.g. --num-rollout 30 --seed 2]
@@ -10,6 +10,7 @@
 # A few minutes on a 2-core CPU (the first run also builds the cached tiny-digits policy, ~15 s).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/setup_env.sh
 # shellcheck disable=SC1091
 . .venv/bin/activate
 # One intra-op thread per process: 2 trainer ranks + 1 engine process share the cores.
@@ -27,10 +28,10 @@ torchrun --nproc_per_node=2 --master_port "$PORT" slime/train_async.py \
     --hf-checkpoint tiny-digits \
     --prompt-data "$PROMPTS" --apply-chat-template \
     --custom-rm-path slime.tasks.digits.reward \
-    --rollout-batch-size 16 --n-samples-per-prompt 8 \
-    --num-rollout 20 \
+    --rollout-batch-size 32 --n-samples-per-prompt 8 \
+    --num-rollout 40 \
     --rollout-max-response-len 4 --rollout-temperature 1.0 \
-    --lr 2e-3 \
+    --lr 1e-3 \
     --seed 1 \
     --run-dir "$RUN_DIR" \
     "$@"
