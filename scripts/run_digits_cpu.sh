@@ -21,6 +21,10 @@ RUN_DIR=runs/digits_cpu
 if [ ! -f "$PROMPTS" ]; then
     python -m slime.tasks.digits --out "$PROMPTS" --n 2000 --seed 0
 fi
+mkdir -p runs
+# Two runs at once would delete each other's folder: the second one waits for the first.
+exec 9>runs/.digits_cpu.lock
+flock 9
 rm -rf "$RUN_DIR"  # metrics.jsonl is appended to: a fresh folder keeps one curve per run
 PORT=$(python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 

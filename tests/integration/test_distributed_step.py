@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -12,13 +11,13 @@ from pathlib import Path
 import pytest
 import torch
 
+from slime.engine.launch import free_port
+
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _step(tmp_path: Path, procs: int, strategy: str, *flags: str) -> tuple[dict, dict]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     out = tmp_path / f"{strategy}-{procs}-{abs(hash(flags))}.pt"
     cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={procs}", "--master-port", str(port),
            str(REPO / "tests" / "helpers" / "one_train_step.py"), str(out), strategy, *flags]

@@ -19,6 +19,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from slime.engine.launch import free_port
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -30,14 +32,8 @@ def prompts(tmp_path_factory) -> Path:
     return make_prompts(400, seed=0, path=tmp_path_factory.mktemp("data") / "digits.jsonl")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _command(entry: str, prompts: Path, run_dir: Path, *extra: str, rollouts: int = 6) -> list[str]:
-    return [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master-port", str(_free_port()),
+    return [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master-port", str(free_port()),
             str(REPO / "slime" / entry), "--hf-checkpoint", "tiny-digits", "--prompt-data", str(prompts),
             "--apply-chat-template", "--rollout-batch-size", "16", "--n-samples-per-prompt", "8",
             "--num-rollout", str(rollouts), "--rollout-max-response-len", "4", "--rollout-temperature", "1.0",

@@ -59,7 +59,10 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CONCURRENCY = 512  # per engine, as SGLang's --sglang-server-concurrency default
+# Requests in flight per engine (--sglang-server-concurrency). Upstream's 512 suits GPU engines; the
+# embedded engine decodes 32 at a time, and a larger pool only makes the HTTP client's connection
+# bookkeeping (quadratic in open connections) dominate small rollouts.
+DEFAULT_CONCURRENCY = 64
 DEFAULT_REQUEST_TIMEOUT = 600.0
 DONE_STATUSES = (Sample.Status.COMPLETED, Sample.Status.TRUNCATED)
 
@@ -195,6 +198,11 @@ async def generate(args, sample: Sample, sampling_params: dict, client: AsyncEng
         if params["max_new_tokens"] <= 0:
             sample.status = Sample.Status.TRUNCATED
             return sample
+    if "seed" not in params and sample.index is not None:
+        # a seed per sample makes rollouts reproducible: the engine's shared generator would hand out
+        # random numbers in whatever order requests happen to be batched
+        base = getattr(args, "rollout_seed", None) or getattr(args, "seed", 0)
+        params["seed"] = (base * 1_000_003 + sample.index * 7_919 + previous) % 2**62
     client = client or get_engine_client(args)
     output = await client.generate(input_ids=input_ids, sampling_params=params, return_logprob=True)
     meta = output["meta_info"]

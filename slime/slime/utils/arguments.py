@@ -169,6 +169,8 @@ def _add_rollout_flags(g):
     g.add_argument("--apply-chat-template-kwargs", type=_json_object, default={}, metavar="JSON")
     g.add_argument("--rollout-shuffle", action="store_true")
     g.add_argument("--rollout-seed", type=int, default=42)
+    g.add_argument("--sglang-server-concurrency", type=int, default=None,
+                   help="requests in flight per engine during a rollout (default 64)")
     g.add_argument("--disable-rollout-global-dataset", dest="rollout_global_dataset", action="store_false",
                    help="no prompt dataset: the rollout function supplies the samples")
     g.add_argument("--num-rollout", type=_count, default=None)
