@@ -11,15 +11,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from slime.engine.launch import free_port
-
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _step(tmp_path: Path, procs: int, strategy: str, *flags: str) -> tuple[dict, dict]:
-    port = free_port()
     out = tmp_path / f"{strategy}-{procs}-{abs(hash(flags))}.pt"
-    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={procs}", "--master-port", str(port),
+    # --standalone lets torchrun pick its own free rendezvous port (no race with a port chosen here)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={procs}",
            str(REPO / "tests" / "helpers" / "one_train_step.py"), str(out), strategy, *flags]
     done = subprocess.run(cmd, cwd=REPO, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True,
                           text=True, timeout=300)

@@ -19,8 +19,6 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from slime.engine.launch import free_port
-
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -33,7 +31,8 @@ def prompts(tmp_path_factory) -> Path:
 
 
 def _command(entry: str, prompts: Path, run_dir: Path, *extra: str, rollouts: int = 6) -> list[str]:
-    return [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master-port", str(free_port()),
+    # --standalone: torchrun picks its own free rendezvous port
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
             str(REPO / "slime" / entry), "--hf-checkpoint", "tiny-digits", "--prompt-data", str(prompts),
             "--apply-chat-template", "--rollout-batch-size", "16", "--n-samples-per-prompt", "8",
             "--num-rollout", str(rollouts), "--rollout-max-response-len", "4", "--rollout-temperature", "1.0",

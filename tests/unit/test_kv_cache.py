@@ -261,10 +261,3 @@ def test_append_rows_of_empty_cache_is_a_no_op(model, layers):
     assert b.cache.batch_size == 1 and b.cache.seq_len == 4
     assert torch.equal(b.cache.layers[0].k_buf[:, :, :4], before)
     b.step()
-
-
-def test_nbytes_counts_all_layer_buffers(model, layers):
-    cache, _ = _prefill(model, layers, _ids(90, 5))
-    expected = sum((l.k_buf.numel() + l.v_buf.numel()) * l.k_buf.element_size() for l in cache.layers)
-    assert cache.nbytes() == expected > 0
-    assert BatchKVCache(layers).nbytes() == 0

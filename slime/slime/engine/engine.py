@@ -8,7 +8,6 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
 
 from slime.engine.protocol import APIError
 from slime.engine.scheduler import QueueFullError, Scheduler, SchedulerConfig, Sequence
@@ -208,6 +207,3 @@ def _eos_ids(model, tokenizer) -> set[int]:
         ids.add(tokenizer.eos_token_id)
     return ids
 
-
-def set_torch_threads(threads: int) -> None:
-    torch.set_num_threads(threads)

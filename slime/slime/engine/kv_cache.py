@@ -148,13 +148,6 @@ class BatchKVCache(Cache):
         copy.next_pos = torch.tensor([length], dtype=torch.long)
         return copy
 
-    def nbytes(self) -> int:
-        return sum(
-            (layer.k_buf.numel() + layer.v_buf.numel()) * layer.k_buf.element_size()
-            for layer in self.layers
-            if layer.k_buf is not None
-        )
-
     def extract_row(self, row: int) -> "BatchKVCache":
         """A single-row, unpadded copy of one row's real positions (for the prefix cache)."""
         start = self.seq_len - int(self.mask[row].sum())

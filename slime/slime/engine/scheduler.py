@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 import uuid
 from collections import deque
 from concurrent.futures import Future
@@ -66,7 +65,6 @@ class Sequence:
     cancelled: bool = False
     cancel_reason: str = "cancelled by client"
     error: str | None = None  # set when the engine failed (as opposed to an abort someone asked for)
-    created: float = field(default_factory=time.monotonic)
 
     # scheduler-private state
     _detok: IncrementalDetokenizer | None = None

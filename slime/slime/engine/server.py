@@ -245,6 +245,9 @@ def create_app(engine: Engine) -> FastAPI:
             "weight_version": engine.weight_version,
             "load": engine.scheduler.load(),
             "stats": dict(engine.scheduler.stats),
+            "prefix_cache": {"tokens": engine.scheduler.prefix_cache.size_tokens,
+                             "lookups": engine.scheduler.prefix_cache.lookups,
+                             "hits": engine.scheduler.prefix_cache.hits},
             "last_error": engine.scheduler.last_error,
         }
 

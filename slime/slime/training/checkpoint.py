@@ -24,12 +24,12 @@ def iteration_dir(save: str | Path, rollout_id: int) -> Path:
 
 
 def save_checkpoint(save: str | Path, rollout_id: int, actor, dist, data_source_state: dict | None,
-                    weight_version: int) -> Path:
+                    weight_version: int, exported: Path | None = None) -> Path:
     folder = iteration_dir(save, rollout_id)
     if dist.is_main:
         folder.mkdir(parents=True, exist_ok=True)
     barrier()
-    actor.save_checkpoint(folder)
+    actor.save_checkpoint(folder, exported)
     torch.save({"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()},
                folder / f"rng_rank{dist.rank}.pt")
     if dist.is_main:

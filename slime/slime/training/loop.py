@@ -55,11 +55,10 @@ class StopFlag:
 class RolloutProducer:
     """Rank 0: turns the rollout function's output into per-rank rows, synchronously or one step ahead."""
 
-    def __init__(self, args, data_source, world_size: int, version_of):
+    def __init__(self, args, data_source, world_size: int):
         self.args = args
         self.data_source = data_source
         self.world_size = world_size
-        self.version_of = version_of  # () -> current trainer weight version, for staleness
         self.rollout_fn = args.hooks["rollout_function_path"]
         self.tracker = SingletonGroupTracker()
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rollout")
@@ -202,7 +201,7 @@ def main(mode: str, argv: list[str] | None = None) -> int:
         if resume:
             publisher.publish(actor)  # engines must serve the resumed policy, not the base model
         if dist.is_main:
-            producer = RolloutProducer(args, data_source, dist.world_size, lambda: publisher.version)
+            producer = RolloutProducer(args, data_source, dist.world_size)
         _run(args, mode, actor, dist, producer, publisher, tracker, stop, start_rollout)
     finally:
         if producer is not None:
@@ -240,6 +239,7 @@ def _run(args, mode, actor, dist, producer, publisher, tracker, stop, start_roll
         step_metrics = train_on_rollout(args, actor, rows, dist)
         train_time = time.perf_counter() - train_started
         last_trained = rollout_id
+        publisher.last_folder = None  # the weights changed: no published folder holds them yet
         if (rollout_id + 1) % args.update_weights_interval == 0:
             if dist.is_main and mode == "async":
                 producer.wait(rollout_id + 1)
@@ -265,6 +265,7 @@ def _periodic(rollout_id: int, interval: int | None, total: int) -> bool:
 
 def _save(args, rollout_id, actor, dist, producer, publisher):
     state = producer.resume_state(rollout_id + 1) if dist.is_main else None
-    folder = checkpoint.save_checkpoint(args.save, rollout_id, actor, dist, state, publisher.version)
+    folder = checkpoint.save_checkpoint(args.save, rollout_id, actor, dist, state, publisher.version,
+                                        exported=publisher.last_folder)
     if dist.is_main:
         log.info("saved %s", folder)

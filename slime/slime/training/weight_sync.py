@@ -21,6 +21,7 @@ class WeightPublisher:
         self.keep = max(1, args.keep_weight_versions)
         self.is_main = is_main
         self.version = start_version
+        self.last_folder: Path | None = None  # the folder of `version`, while it holds the live weights
         self.clients = [EngineClient(url, timeout=1800.0) for url in engine_urls] if is_main else []
 
     def publish(self, actor) -> dict:
@@ -34,6 +35,7 @@ class WeightPublisher:
                 client.update_weights_from_disk(str(folder), weight_version=str(version))
             self._prune()
         self.version = version
+        self.last_folder = folder
         return {"perf/update_weights_time": time.perf_counter() - started, "train/weight_version": version}
 
     def _prune(self):

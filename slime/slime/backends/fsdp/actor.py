@@ -7,8 +7,8 @@ collectives). Losses come from `slime.utils.loss` or a custom plugin with the sa
 
 from __future__ import annotations
 
-import logging
 import math
+import os
 import time
 from pathlib import Path
 
@@ -18,10 +18,6 @@ from slime.backends.fsdp import batching
 from slime.backends.fsdp.parallel import DistInfo, all_reduce_max, all_reduce_sum
 from slime.utils import ppo_utils
 from slime.utils.loss import BUILT_IN_LOSSES
-
-log = logging.getLogger(__name__)
-
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 def lr_lambda(args, total_steps: int):
@@ -41,6 +37,20 @@ def lr_lambda(args, total_steps: int):
         return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress))
 
     return factor
+
+
+def _link_tree(source: Path, target: Path) -> None:
+    """Hard-link every file of `source` into `target` (copy where linking is impossible): the published
+    version folder may be pruned later, the checkpoint keeps its own links."""
+    import shutil
+
+    def link(src, dst):
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copy2(src, dst)
+
+    shutil.copytree(source, target, copy_function=link, dirs_exist_ok=True)
 
 
 def _loss_function(args):
@@ -291,10 +301,15 @@ class FSDPActor:
         return out_dir
 
     # --- checkpoints --------------------------------------------------------------------
-    def save_checkpoint(self, ckpt_dir: Path):
+    def save_checkpoint(self, ckpt_dir: Path, exported: Path | None = None):
+        """`exported`: a folder `export_hf` already wrote from the current weights (the version just
+        published); it is hard-linked instead of gathering and serialising the weights a second time."""
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
 
-        self.export_hf(ckpt_dir / "model")
+        if exported is None:
+            self.export_hf(ckpt_dir / "model")
+        elif self.dist.is_main:
+            _link_tree(exported, ckpt_dir / "model")
         osd = get_optimizer_state_dict(self.model, self.optimizer,
                                        options=StateDictOptions(full_state_dict=True, cpu_offload=True))
         if self.dist.is_main:
@@ -313,8 +328,3 @@ class FSDPActor:
                                  options=StateDictOptions(full_state_dict=True))
         self.scheduler.load_state_dict(state["scheduler"])
         self.global_step = state["global_step"]
-
-    def parameter_checksum(self) -> float:
-        """Sum of all trainable parameters (on rank 0 after a gather): cheap equality evidence in tests."""
-        sd = self.full_state_dict()
-        return float(sum(v.double().sum() for v in sd.values())) if self.dist.is_main else 0.0
