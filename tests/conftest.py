@@ -62,3 +62,12 @@ def engine_client(engine_server):
 
     with EngineClient(engine_server.url, timeout=120.0) as client:
         yield client
+
+
+@pytest.fixture(scope="session")
+def openclaw_captures():
+    """What the real OpenClaw client sent (tests/fixtures/openclaw_capture, see ../shared/reference/openclaw_client.md)."""
+    import json
+
+    folder = Path(_TESTS) / "fixtures" / "openclaw_capture"
+    return {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.json"))}

@@ -1,25 +1,82 @@
-"""The README's main job, as a user runs it: SmolLM2 converted from its PyPI wheel, served, answering."""
+"""The README's main job, as a user runs it: the conversation RL server on SmolLM2 learns from two judged turns.
+
+Starts `openclaw-rl/run_cpu_smollm2_openclaw_rl.sh` (trainer + engine + proxy), chats through the proxy
+with the official `openai` client, gives feedback in the next messages, waits until the two judged turns
+have trained one step and the engine serves the new weights, then stops it with Ctrl-C (SIGINT).
+"""
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
-import sys
+import time
 from pathlib import Path
 
+import httpx
 import pytest
+
+from slime.engine.launch import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 
 
+def _wait_for(predicate, timeout: float, process: subprocess.Popen, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"main job exited with {process.returncode} while waiting for {what}")
+        value = predicate()
+        if value:
+            return value
+        time.sleep(1.0)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _healthz(url: str):
+    try:
+        response = httpx.get(url + "/healthz", timeout=5)
+        return response.json() if response.status_code == 200 else None
+    except httpx.HTTPError:
+        return None
+
+
 @pytest.mark.slow
-def test_main_job_answers_one_chat_request_on_the_embedded_default():
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, str(REPO / "scripts" / "main_job.py"), "--max-tokens", "24"],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout + done.stderr
-    lines = done.stdout.splitlines()
-    answer = next(line for line in lines if line.startswith("[main] assistant:"))
-    assert len(answer.removeprefix("[main] assistant:").strip()) > 0
-    assert any("weight_version=0" in line for line in lines)
-    assert lines[-1] == "[main] engine stopped"
+def test_main_job_serves_judges_and_trains(tmp_path):
+    openai = pytest.importorskip("openai")
+    port = free_port()
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PORT": str(port), "HOST": "127.0.0.1",
+           "RUN_DIR": str(tmp_path / "run"), "ROLLOUT_BATCH_SIZE": "2", "PRM_TYPE": "rules"}
+    log = open(tmp_path / "main.log", "wb")
+    process = subprocess.Popen(["bash", "openclaw-rl/run_cpu_smollm2_openclaw_rl.sh", "--save-interval", "1000"],
+                               cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_for(lambda: _healthz(url), 600, process, "the proxy")
+        client = openai.OpenAI(base_url=url + "/v1", api_key="local", max_retries=0,
+                               default_headers={"X-Session-Id": "main-job"})
+        history = [{"role": "user", "content": "In one sentence: why do plants need sunlight?"}]
+        for feedback in ("thanks, that's perfect", "no, that's wrong, try again", "ok"):
+            answer = client.chat.completions.create(model="smollm2", messages=history, max_tokens=24)
+            assert answer.model_extra["session_id"] == "main-job"
+            history += [{"role": "assistant", "content": answer.choices[0].message.content},
+                        {"role": "user", "content": feedback}]
+        # two judged turns (+1, -1) fill the batch of 2: one step trains and the engine swaps to version 1
+        health = _wait_for(lambda: (h := _healthz(url)) and h.get("weight_version") not in (None, "0") and h,
+                           600, process, "a trained weight version")
+        assert int(health["weight_version"]) >= 1
+        stats = httpx.get(url + "/v1/stats", timeout=10).json()
+        assert stats["samples"]["trained"] + stats["samples"]["in_batch"] >= 2
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C in the terminal sends
+            try:
+                process.wait(timeout=180)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        log.close()
+    output = (tmp_path / "main.log").read_text(errors="replace")
+    assert process.returncode == 0, output[-4000:]
+    assert (tmp_path / "run" / "conversations.db").exists()
+    assert list((tmp_path / "run" / "ckpt").glob("*")), "no checkpoint written at exit"

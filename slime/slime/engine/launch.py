@@ -10,7 +10,6 @@ import sys
 import time
 from pathlib import Path
 
-from slime.engine.client import EngineClient
 
 
 def _die_with_parent():
@@ -32,19 +31,21 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
-class EngineProcess:
-    """`with EngineProcess("tiny") as engine: EngineClient(engine.url)...`
+class ChildServer:
+    """A server started as a child process on a free loopback port, stopped by PID.
 
-    The child gets its own process group and is stopped by PID (SIGTERM, then SIGKILL after a grace
-    period) when the block exits, whatever happened inside it.
+    The child gets its own process group (a terminal's Ctrl-C reaches only the parent, which then stops
+    it cleanly) and dies with its parent otherwise. Subclasses say which command to run and which path
+    answers once it serves.
     """
 
-    def __init__(self, model_path: str | Path = "smollm2", *extra_args: str, port: int | None = None,
-                 api_key: str | None = None, log_path: str | Path | None = None, ready_timeout: float = 300.0,
-                 threads: int = 1):
-        self.model_path = str(model_path)
-        self.extra_args = list(extra_args)
-        self.host = "127.0.0.1"
+    ready_path = "/health"
+    name = "server"
+
+    def __init__(self, *, port: int | None = None, api_key: str | None = None,
+                 log_path: str | Path | None = None, ready_timeout: float = 300.0, threads: int = 1,
+                 host: str = "127.0.0.1"):
+        self.host = host
         self.port = port or free_port(self.host)
         self.api_key = api_key
         self.log_path = Path(log_path) if log_path else None
@@ -55,23 +56,23 @@ class EngineProcess:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "::") else self.host
+        return f"http://{host}:{self.port}"
 
     def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "slime.engine", "--model-path", self.model_path, "--host", self.host,
-               "--port", str(self.port), "--threads", str(self.threads), *self.extra_args]
-        if self.api_key:
-            cmd += ["--api-key", self.api_key]
-        return cmd
+        raise NotImplementedError
 
-    def start(self) -> "EngineProcess":
-        env = {**os.environ, "OMP_NUM_THREADS": str(self.threads), "TOKENIZERS_PARALLELISM": "false",
-               "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    def environment(self) -> dict:
+        return {**os.environ, "OMP_NUM_THREADS": str(self.threads), "TOKENIZERS_PARALLELISM": "false",
+                "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+    def start(self):
         if self.log_path:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             self._log_file = open(self.log_path, "ab")
         out = self._log_file or None  # None: inherit our stderr/stdout, so conversion progress is visible
-        self.process = subprocess.Popen(self.command(), env=env, stdout=out, stderr=subprocess.STDOUT if out else None,
+        self.process = subprocess.Popen(self.command(), env=self.environment(), stdout=out,
+                                        stderr=subprocess.STDOUT if out else None,
                                         start_new_session=True, preexec_fn=_die_with_parent)
         try:
             self._wait_ready()
@@ -81,16 +82,22 @@ class EngineProcess:
         return self
 
     def _wait_ready(self):
+        import httpx
+
         deadline = time.monotonic() + self.ready_timeout
-        with EngineClient(self.url, api_key=self.api_key, timeout=5.0) as client:
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        with httpx.Client(timeout=5.0, headers=headers) as client:
             while time.monotonic() < deadline:
                 if self.process.poll() is not None:
-                    raise RuntimeError(f"engine exited with code {self.process.returncode} before serving"
+                    raise RuntimeError(f"{self.name} exited with code {self.process.returncode} before serving"
                                        + (f"; see {self.log_path}" if self.log_path else ""))
-                if client.health():
-                    return
+                try:
+                    if client.get(self.url + self.ready_path).status_code == 200:
+                        return
+                except httpx.HTTPError:
+                    pass
                 time.sleep(0.3)
-        raise TimeoutError(f"engine at {self.url} not ready after {self.ready_timeout:.0f} s")
+        raise TimeoutError(f"{self.name} at {self.url} not ready after {self.ready_timeout:.0f} s")
 
     def stop(self, grace: float = 10.0):
         proc = self.process
@@ -105,8 +112,28 @@ class EngineProcess:
             self._log_file.close()
             self._log_file = None
 
-    def __enter__(self) -> "EngineProcess":
+    def __enter__(self):
         return self.start()
 
     def __exit__(self, *exc):
         self.stop()
+
+
+class EngineProcess(ChildServer):
+    """`with EngineProcess("tiny") as engine: EngineClient(engine.url)...`"""
+
+    name = "engine"
+
+    def __init__(self, model_path: str | Path = "smollm2", *extra_args: str, port: int | None = None,
+                 api_key: str | None = None, log_path: str | Path | None = None, ready_timeout: float = 300.0,
+                 threads: int = 1):
+        super().__init__(port=port, api_key=api_key, log_path=log_path, ready_timeout=ready_timeout, threads=threads)
+        self.model_path = str(model_path)
+        self.extra_args = list(extra_args)
+
+    def command(self) -> list[str]:
+        cmd = [sys.executable, "-m", "slime.engine", "--model-path", self.model_path, "--host", self.host,
+               "--port", str(self.port), "--threads", str(self.threads), *self.extra_args]
+        if self.api_key:
+            cmd += ["--api-key", self.api_key]
+        return cmd

@@ -87,12 +87,13 @@ class BearerAuth:
     free the batch slots of abandoned requests.
     """
 
-    def __init__(self, app, key: str):
+    def __init__(self, app, key: str, open_paths: frozenset[str] | set[str] = frozenset(_OPEN_PATHS)):
         self.app = app
         self.expected = f"Bearer {key}".encode()
+        self.open_paths = open_paths
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] == "http" and scope["path"] not in _OPEN_PATHS:
+        if scope["type"] == "http" and scope["path"] not in self.open_paths:
             given = dict(scope["headers"]).get(b"authorization", b"")
             if not secrets.compare_digest(given, self.expected):
                 err = APIError(401, "missing or wrong API key (Authorization: Bearer ...)", type="authentication_error")

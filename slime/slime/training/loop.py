@@ -22,6 +22,7 @@ import torch
 
 from slime.backends.fsdp.actor import FSDPActor
 from slime.backends.fsdp.parallel import barrier, broadcast_object, init_distributed
+from slime.rollout import RolloutInterrupted
 from slime.training import checkpoint
 from slime.training.advantages import attach_advantages
 from slime.training.engines import RolloutEngines
@@ -107,10 +108,17 @@ class RolloutProducer:
         """Data-source state a resumed run must start from: as it was before generating `next_rollout_id`."""
         return self.state_before.get(next_rollout_id, self._data_state())
 
+    def mark_trained(self, rollout_id: int):
+        """Tell a data source that keeps per-sample state (live conversations) that a batch has trained."""
+        if hasattr(self.data_source, "mark_trained"):
+            self.data_source.mark_trained(rollout_id)
+
     def close(self):
         for future in self.pending.values():
             future.cancel()
         self.pool.shutdown(wait=True, cancel_futures=True)
+        if hasattr(self.data_source, "close"):
+            self.data_source.close()
 
 
 def _dump_samples(path: str, samples) -> None:
@@ -184,6 +192,7 @@ def main(mode: str, argv: list[str] | None = None) -> int:
              model_path.name, actor.num_trainable, actor.strategy, "resumed from " + str(resume) if resume else "fresh")
 
     stop = StopFlag()
+    args.stop_flag = stop  # rollout functions that wait for live traffic check it
     engines = producer = publisher = None
     tracker = Tracker(args, run_dir, enabled=dist.is_main)
     try:
@@ -228,17 +237,27 @@ def _run(args, mode, actor, dist, producer, publisher, tracker, stop, start_roll
             break
         started = time.perf_counter()
         if dist.is_main:
-            shards, metrics = producer.get(rollout_id)
-            if mode == "async" and rollout_id + 1 < total:
-                producer.start(rollout_id + 1)  # overlaps the training below
-            metrics["rollout/staleness"] = _staleness([r for s in shards for r in s], publisher.version)
+            try:
+                shards, metrics = producer.get(rollout_id)
+            except RolloutInterrupted as exc:
+                log.warning("%s", exc)
+                shards, metrics = None, {}
+            else:
+                if mode == "async" and rollout_id + 1 < total:
+                    producer.start(rollout_id + 1)  # overlaps the training below
+                metrics["rollout/staleness"] = _staleness([r for s in shards for r in s], publisher.version)
         else:
             shards, metrics = None, {}
-        rows = broadcast_object(shards)[dist.rank]
+        shards = broadcast_object(shards)
+        if shards is None:  # interrupted while waiting for data: nothing to train, stop cleanly
+            break
+        rows = shards[dist.rank]
         train_started = time.perf_counter()
         step_metrics = train_on_rollout(args, actor, rows, dist)
         train_time = time.perf_counter() - train_started
         last_trained = rollout_id
+        if dist.is_main:
+            producer.mark_trained(rollout_id)
         publisher.last_folder = None  # the weights changed: no published folder holds them yet
         if (rollout_id + 1) % args.update_weights_interval == 0:
             if dist.is_main and mode == "async":

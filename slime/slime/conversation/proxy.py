@@ -1,0 +1,376 @@
+"""The OpenAI-compatible conversation proxy: serve the policy, keep every turn, judge it from what follows.
+
+    python -m slime.conversation serve --engine-url http://127.0.0.1:30010 --store runs/x/conversations.db
+
+Routes: `POST /v1/chat/completions` (streamed token by token, or whole), `GET /v1/models`, `GET /healthz`
+(200 only while the engine answers), `POST /v1/feedback` (a rating and/or comment on a turn),
+`GET /v1/stats`. A bearer key (`--api-key`, `$OPENCLAW_PROXY_API_KEY`) is required whenever the proxy
+binds beyond loopback; it is the proxy's own key, never the engine's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import sys
+import time
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.requests import ClientDisconnect
+
+from slime.conversation import sessions
+from slime.conversation.relay import (ForwardPolicy, SampledTurn, build_forward_body, client_chunk,
+                                      client_response)
+from slime.conversation.service import ConversationService, FeedbackError
+from slime.conversation.store import ConversationStore
+from slime.engine.client import parse_sse_line
+from slime.engine.protocol import APIError
+from slime.engine.server import BearerAuth
+
+log = logging.getLogger("slime.conversation")
+
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+VALID_ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
+OPEN_PATHS = frozenset({"/healthz"})
+
+
+@dataclass
+class ProxyConfig:
+    engine_url: str
+    store_path: Path
+    engine_api_key: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 30000
+    api_key: str | None = None
+    served_model_name: str | None = None
+    judge: str = "rules+embedding"
+    judge_options: dict = field(default_factory=dict)
+    judge_timeout: float = 300.0
+    judge_concurrency: int = 4
+    method: str = "rl"
+    max_response_tokens: int | None = None
+    temperature: float | None = None
+    session_idle_ttl: float = 1800.0
+    max_body_bytes: int = 32 * 1024 * 1024
+    upstream_timeout: float = 900.0
+
+    def check(self) -> None:
+        if self.host not in LOOPBACK and not self.api_key:
+            raise SystemExit(f"refusing to bind {self.host}:{self.port} without an API key: anyone on the network "
+                             "could use the model and inject training data. Set --api-key or "
+                             "$OPENCLAW_PROXY_API_KEY (clients send it as 'Authorization: Bearer <key>').")
+
+
+def _error(status: int, message: str, type: str = "invalid_request_error", param: str | None = None) -> JSONResponse:
+    return JSONResponse(APIError(status, message, type=type, param=param).body(), status_code=status)
+
+
+def validate_chat_body(body) -> list[dict]:
+    """The checks the proxy needs before bookkeeping; the engine validates the rest."""
+    if not isinstance(body, dict):
+        raise APIError(400, "the JSON body must be an object")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise APIError(400, "messages: a non-empty list of messages is required", param="messages")
+    for i, msg in enumerate(messages):
+        if not isinstance(msg, dict):
+            raise APIError(400, f"messages.{i}: each message must be an object", param=f"messages.{i}")
+        role = msg.get("role")
+        if role not in VALID_ROLES:
+            raise APIError(400, f"messages.{i}.role: {role!r} is not one of {sorted(VALID_ROLES)}",
+                           param=f"messages.{i}.role")
+    return messages
+
+
+def create_app(config: ProxyConfig, judge) -> FastAPI:
+    state: dict = {}
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        headers = {"Authorization": f"Bearer {config.engine_api_key}"} if config.engine_api_key else {}
+        limits = httpx.Limits(max_connections=512, max_keepalive_connections=128)
+        state["http"] = httpx.AsyncClient(base_url=config.engine_url, headers=headers, limits=limits,
+                                          timeout=httpx.Timeout(config.upstream_timeout, connect=10.0))
+        state["store"] = ConversationStore(config.store_path)
+        state["service"] = ConversationService(
+            state["store"], judge, method=config.method, judge_timeout=config.judge_timeout,
+            judge_concurrency=config.judge_concurrency, session_idle_ttl=config.session_idle_ttl)
+        state["health"] = (0.0, False, None)
+        await state["service"].start()
+        yield
+        await state["service"].stop()
+        await state["http"].aclose()
+        state["store"].close()
+
+    app = FastAPI(title="slime conversation proxy", lifespan=lifespan)
+    if config.api_key:
+        app.add_middleware(BearerAuth, key=config.api_key, open_paths=OPEN_PATHS)
+    policy = ForwardPolicy(served_model_name=config.served_model_name,
+                           max_response_tokens=config.max_response_tokens, temperature=config.temperature)
+
+    @app.exception_handler(APIError)
+    async def api_error(request: Request, exc: APIError):
+        return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers)
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception):
+        log.exception("unhandled error on %s", request.url.path)
+        return _error(500, f"internal error: {type(exc).__name__}: {exc}", type="server_error")
+
+    async def read_json(request: Request):
+        declared = request.headers.get("content-length")
+        if declared and declared.isdigit() and int(declared) > config.max_body_bytes:
+            raise APIError(413, f"request body of {declared} bytes exceeds the limit of {config.max_body_bytes}")
+        chunks, size = [], 0
+        try:
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > config.max_body_bytes:
+                    raise APIError(413, f"request body exceeds the limit of {config.max_body_bytes} bytes")
+                chunks.append(chunk)
+        except ClientDisconnect:
+            raise APIError(400, "client disconnected before the request body was read") from None
+        try:
+            return json.loads(b"".join(chunks))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise APIError(400, f"malformed JSON body: {exc}") from None
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request):
+        body = await read_json(request)
+        messages = validate_chat_body(body)
+        meta = sessions.resolve_meta(request.headers, body)
+        service: ConversationService = state["service"]
+        service.begin_request(meta.session_id)
+        streaming = False
+        try:
+            response = await _serve_chat(body, messages, meta, service)
+            streaming = isinstance(response, StreamingResponse)
+            return response
+        finally:
+            if not streaming:  # a stream ends the request when its last byte is out
+                service.end_request(meta.session_id)
+
+    async def _serve_chat(body, messages, meta, service):
+        await service.before_forward(meta, messages)
+        forward, wants = build_forward_body(body, policy)
+        stored_request = {k: v for k, v in forward.items()
+                          if k not in ("logprobs", "return_token_ids", "stream_options", "top_logprobs")}
+        http: httpx.AsyncClient = state["http"]
+        sampled = SampledTurn()
+        if not wants.stream:
+            try:
+                upstream = await http.post("/v1/chat/completions", json=forward)
+            except httpx.HTTPError as exc:
+                raise APIError(502, f"policy engine unreachable: {type(exc).__name__}: {exc}",
+                               type="server_error") from None
+            if upstream.status_code != 200:
+                return _relay_error(upstream.status_code, upstream.content)
+            data = upstream.json()
+            sampled.absorb_response(data)
+            await service.record_turn(meta, stored_request, sampled)
+            return JSONResponse(client_response(data, wants, meta.session_id),
+                                headers={"X-Session-Id": meta.session_id})
+
+        upstream_request = http.build_request("POST", "/v1/chat/completions", json=forward)
+        try:
+            upstream = await http.send(upstream_request, stream=True)
+        except httpx.HTTPError as exc:
+            raise APIError(502, f"policy engine unreachable: {type(exc).__name__}: {exc}", type="server_error") from None
+        if upstream.status_code != 200:
+            content = await upstream.aread()
+            await upstream.aclose()
+            return _relay_error(upstream.status_code, content)
+
+        async def events():
+            try:
+                async for line in upstream.aiter_lines():
+                    item = parse_sse_line(line)
+                    if item is None:
+                        continue
+                    if not isinstance(item, dict):  # [DONE]
+                        sampled.complete = True
+                        break
+                    if "error" in item and "choices" not in item:
+                        yield _sse(item)
+                        return
+                    sampled.absorb_chunk(item)
+                    out = client_chunk(item, wants, meta.session_id)
+                    if out is not None:
+                        yield _sse(out)
+                yield b"data: [DONE]\n\n"
+            except httpx.HTTPError as exc:
+                yield _sse(APIError(502, f"policy engine stream broke: {exc}", type="server_error").body())
+            finally:
+                await upstream.aclose()
+                # after the last byte went out: storing never delays the client
+                try:
+                    await asyncio.shield(service.record_turn(meta, stored_request, sampled,
+                                                             aborted=not sampled.complete))
+                finally:
+                    service.end_request(meta.session_id)
+
+        return StreamingResponse(events(), media_type="text/event-stream", headers={"X-Session-Id": meta.session_id})
+
+    @app.get("/v1/models")
+    async def models():
+        try:
+            upstream = await state["http"].get("/v1/models")
+            data = upstream.json()
+        except (httpx.HTTPError, ValueError) as exc:
+            raise APIError(503, f"policy engine unavailable: {exc}", type="server_error") from None
+        if config.served_model_name:
+            for entry in data.get("data", []):
+                entry["id"] = config.served_model_name
+        return data
+
+    @app.get("/healthz")
+    async def healthz():
+        checked, ok, version = state["health"]
+        if time.monotonic() - checked > 1.0:
+            try:
+                response = await state["http"].get("/health", timeout=5.0)
+                ok = response.status_code == 200
+                version = response.json().get("weight_version") if ok else None
+            except (httpx.HTTPError, ValueError):
+                ok, version = False, None
+            state["health"] = (time.monotonic(), ok, version)
+        body = {"ok": ok, "engine": "ready" if ok else "unavailable", "weight_version": version}
+        return JSONResponse(body, status_code=200 if ok else 503)
+
+    @app.post("/v1/feedback")
+    async def feedback(request: Request):
+        body = await read_json(request)
+        if not isinstance(body, dict):
+            raise APIError(400, "the JSON body must be an object")
+        session_id = body.get("session_id") or request.headers.get("x-session-id")
+        if not isinstance(session_id, str) or not session_id:
+            raise APIError(400, "session_id is required (body or X-Session-Id header)", param="session_id")
+        turn = body.get("turn")
+        if turn is not None and (not isinstance(turn, int) or isinstance(turn, bool) or turn < 1):
+            raise APIError(400, "turn: a positive integer (1-based turn number) or omitted for the latest",
+                           param="turn")
+        rating = parse_rating(body.get("rating"))
+        text = body.get("text")
+        if text is not None and not isinstance(text, str):
+            raise APIError(400, "text must be a string", param="text")
+        if rating is None and not (text and text.strip()):
+            raise APIError(400, "give a rating (1/-1, 'up'/'down') and/or a non-empty text", param="rating")
+        try:
+            return await state["service"].feedback(session_id, turn, rating, text)
+        except FeedbackError as exc:
+            raise APIError(exc.status, str(exc)) from None
+
+    @app.get("/v1/stats")
+    async def stats():
+        data = await asyncio.to_thread(state["store"].stats)
+        data["proxy"] = state["service"].snapshot()
+        return data
+
+    return app
+
+
+def parse_rating(value) -> int | None:
+    if value is None:
+        return None
+    aliases = {"up": 1, "good": 1, "+1": 1, "1": 1, "👍": 1, "down": -1, "bad": -1, "-1": -1, "👎": -1,
+               "0": 0, "neutral": 0}
+    if isinstance(value, bool):
+        raise APIError(400, "rating must be 1, 0, -1, 'up' or 'down'", param="rating")
+    if isinstance(value, (int, float)) and value in (1, 0, -1):
+        return int(value)
+    if isinstance(value, str) and value.strip().lower() in aliases:
+        return aliases[value.strip().lower()]
+    raise APIError(400, f"rating must be 1, 0, -1, 'up' or 'down', got {value!r}", param="rating")
+
+
+def _relay_error(status: int, content: bytes) -> JSONResponse:
+    """The engine's own error (its status and OpenAI-shaped body) reaches the client unchanged."""
+    try:
+        body = json.loads(content)
+    except ValueError:
+        body = APIError(status, content.decode(errors="replace")[:2000] or "engine error", type="server_error").body()
+    return JSONResponse(body, status_code=status)
+
+
+def _sse(obj) -> bytes:
+    return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n".encode()
+
+
+# ------------------------------------------------------------------------------------------- command line
+
+def build_parser() -> argparse.ArgumentParser:
+    env = os.environ.get
+    p = argparse.ArgumentParser(prog="python -m slime.conversation serve",
+                                description="OpenAI-compatible conversation proxy that turns traffic into RL samples")
+    p.add_argument("--engine-url", required=True, help="policy engine (SGLang protocol), e.g. http://127.0.0.1:30010")
+    p.add_argument("--engine-api-key", default=env("SLIME_ENGINE_API_KEY"))
+    p.add_argument("--store", required=True, type=Path, help="SQLite file (created if missing)")
+    p.add_argument("--host", default=env("HOST", "127.0.0.1"), help="bind address (env HOST; default loopback)")
+    p.add_argument("--port", type=int, default=int(env("PORT", "30000")), help="env PORT, default 30000")
+    p.add_argument("--api-key", default=env("OPENCLAW_PROXY_API_KEY"),
+                   help="bearer key clients must send (env OPENCLAW_PROXY_API_KEY); required beyond loopback")
+    p.add_argument("--served-model-name", default=env("SERVED_MODEL_NAME"))
+    p.add_argument("--judge", default="rules+embedding",
+                   help="llm | rules | embedding | rules+embedding | module.path:factory")
+    p.add_argument("--judge-engine-url", default=None, help="engine for --judge llm (default: the policy engine)")
+    p.add_argument("--judge-api-key", default=None)
+    p.add_argument("--prm-m", type=int, default=int(env("PRM_M", "3")), help="votes per judgement (env PRM_M)")
+    p.add_argument("--prm-temperature", type=float, default=0.6)
+    p.add_argument("--prm-max-new-tokens", type=int, default=1024)
+    p.add_argument("--judge-timeout", type=float, default=300.0, help="seconds for one whole judgement")
+    p.add_argument("--judge-vote-timeout", type=float, default=120.0, help="seconds for one LLM judge call")
+    p.add_argument("--judge-concurrency", type=int, default=4)
+    p.add_argument("--method", default="rl", choices=["rl"])
+    p.add_argument("--max-response-tokens", type=int, default=None, help="cap on max_completion_tokens/max_tokens")
+    p.add_argument("--temperature", type=float, default=None,
+                   help="force this sampling temperature (the trainer's --rollout-temperature)")
+    p.add_argument("--session-idle-ttl", type=float, default=1800.0, help="seconds before an idle session ends")
+    p.add_argument("--max-body-mb", type=float, default=32.0)
+    p.add_argument("--log-level", default="info")
+    return p
+
+
+def config_from_args(args) -> ProxyConfig:
+    options: dict = {}
+    if args.judge == "llm":
+        options = {"engine_url": args.judge_engine_url or args.engine_url,
+                   "api_key": args.judge_api_key or (None if args.judge_engine_url else args.engine_api_key),
+                   "m": args.prm_m, "temperature": args.prm_temperature, "max_new_tokens": args.prm_max_new_tokens,
+                   "timeout": args.judge_vote_timeout, "max_concurrency": args.judge_concurrency}
+    return ProxyConfig(engine_url=args.engine_url.rstrip("/"), store_path=args.store, engine_api_key=args.engine_api_key,
+                       host=args.host, port=args.port, api_key=args.api_key, served_model_name=args.served_model_name,
+                       judge=args.judge, judge_options=options, judge_timeout=args.judge_timeout,
+                       judge_concurrency=args.judge_concurrency, method=args.method,
+                       max_response_tokens=args.max_response_tokens, temperature=args.temperature,
+                       session_idle_ttl=args.session_idle_ttl, max_body_bytes=int(args.max_body_mb * 1024 * 1024))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="[%(asctime)s] %(name)s: %(message)s", stream=sys.stdout)
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    config = config_from_args(args)
+    config.check()
+    from slime.conversation.judges.registry import build_judge
+
+    judge = build_judge(config.judge, **config.judge_options)
+    import uvicorn
+
+    log.info("conversation proxy on http://%s:%d -> engine %s, judge %s, store %s%s", config.host, config.port,
+             config.engine_url, config.judge, config.store_path, ", API key required" if config.api_key else "")
+    uvicorn.run(create_app(config, judge), host=config.host, port=config.port, log_level="warning",
+                timeout_graceful_shutdown=5)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,150 @@
+"""The bridge between live conversations and the trainer.
+
+`ConversationDataSource` (pass it as `--data-source-path`) starts the conversation proxy in front of the
+policy engine when the trainer starts, and hands out judged turns from the store as training samples:
+a batch is exactly `--rollout-batch-size` *trainable* samples, the oldest first; surplus samples stay
+pending for the next batch (upstream dropped them), samples of a batch that never finished training go
+back to pending on restart, and trained ones are marked so. Serving never pauses: engines swap weights
+between requests, so there is no 503 window (upstream paused submission during every weight sync).
+
+`generate_rollout` is the rollout function (`--rollout-function-path`) that method folders re-export.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+
+from slime.conversation.launch import ProxyProcess
+from slime.conversation.store import ConversationStore
+from slime.rollout import RolloutInterrupted
+from slime.utils.types import RolloutFnTrainOutput, Sample
+
+log = logging.getLogger("slime.conversation")
+
+POLL_SECONDS = 0.2
+PROGRESS_SECONDS = 30.0
+
+
+class ConversationDataSource:
+    def __init__(self, args):
+        self.args = args
+        run_dir = Path(args.run_dir)
+        self.store_path = Path(args.conversation_store or run_dir / "conversations.db")
+        self.store = ConversationStore(self.store_path)
+        released = self.store.release_untrained(0)  # in a batch but never marked trained: train them again
+        if released:
+            log.info("%d sample(s) from an interrupted batch are pending again", released)
+        self.judge_engine = None
+        self.proxy = None
+        self.proxy_url = args.proxy_url
+        if not self.proxy_url:
+            self._start_proxy(run_dir)
+        self.next_batch = 0
+
+    # --- processes ------------------------------------------------------------------------------
+    def _start_proxy(self, run_dir: Path):
+        args = self.args
+        engine_url = args.engine_urls[0]
+        extra = ["--method", "rl", "--session-idle-ttl", str(args.session_idle_ttl),
+                 "--judge-timeout", str(args.prm_timeout), "--judge-concurrency", str(args.prm_max_concurrency)]
+        if args.rollout_temperature is not None:
+            extra += ["--temperature", str(args.rollout_temperature)]
+        if args.rollout_max_response_len:
+            extra += ["--max-response-tokens", str(args.rollout_max_response_len)]
+        if args.served_model_name:
+            extra += ["--served-model-name", args.served_model_name]
+        if args.prm_type == "llm":
+            extra += ["--judge-engine-url", self._judge_engine_url(run_dir), "--prm-m", str(args.prm_m),
+                      "--prm-temperature", str(args.prm_temperature),
+                      "--prm-max-new-tokens", str(args.prm_max_new_tokens)]
+        self.proxy = ProxyProcess(engine_url, self.store_path, *extra, judge=args.prm_type, host=args.proxy_host,
+                                  port=args.proxy_port, api_key=os.environ.get("OPENCLAW_PROXY_API_KEY") or None,
+                                  log_path=run_dir / "proxy.log", ready_timeout=300)
+        self.proxy.start()
+        self.proxy_url = self.proxy.url
+        log.info("conversation proxy serving on http://%s:%d (log %s); point OpenClaw at %s/v1",
+                 args.proxy_host, self.proxy.port, run_dir / "proxy.log", self.proxy.url)
+
+    def _judge_engine_url(self, run_dir: Path) -> str:
+        args = self.args
+        if args.prm_engine_url:
+            return args.prm_engine_url
+        if not args.prm_enable:
+            return args.engine_urls[0]  # the policy engine judges its own turns
+        from slime.engine.launch import EngineProcess
+        from slime.models import resolve_model_path
+
+        # a frozen copy: it never receives weight updates, so judging stays consistent across steps
+        self.judge_engine = EngineProcess(resolve_model_path(args.prm_model_path), threads=args.engine_threads,
+                                          log_path=run_dir / "judge_engine.log", ready_timeout=600).start()
+        return self.judge_engine.url
+
+    def close(self):
+        if self.proxy is not None:
+            self.proxy.stop()
+            self.proxy = None
+        if self.judge_engine is not None:
+            self.judge_engine.stop()
+            self.judge_engine = None
+        self.store.close()
+
+    # --- batches --------------------------------------------------------------------------------
+    def claim(self, rollout_id: int, n: int) -> list[Sample]:
+        started = last_report = time.monotonic()
+        start_count = self.store.count_pending_samples()
+        stop = getattr(self.args, "stop_flag", None)
+        while True:
+            claimed = self.store.claim_samples(rollout_id, n)
+            if claimed is not None:
+                self.next_batch = rollout_id + 1
+                return [_sample(d) for d in claimed]
+            if stop is not None and stop.requested:
+                raise RolloutInterrupted(f"stopped while waiting for conversation samples for rollout {rollout_id}")
+            now = time.monotonic()
+            if now - last_report >= PROGRESS_SECONDS:
+                have = self.store.count_pending_samples()
+                rate = max(0, have - start_count) / max(now - started, 1e-9) * 60
+                eta = f"{(n - have) / rate:.1f} min" if rate > 0 else "unknown (no new samples yet)"
+                log.info("rollout %d: %d/%d trainable samples, %.1f/min, ETA %s (proxy %s)", rollout_id, have, n,
+                         rate, eta, self.proxy_url)
+                last_report = now
+            time.sleep(POLL_SECONDS)
+
+    def mark_trained(self, rollout_id: int) -> None:
+        self.store.mark_trained(rollout_id)
+
+    def metrics(self) -> dict:
+        stats = self.store.stats()
+        return {"rollout/pending_samples": stats["samples"]["pending"],
+                "rollout/judged_turns": stats["judged"],
+                "rollout/judge_failures": stats["judge_failures"],
+                "rollout/excluded_turns": sum(stats["excluded"].values())}
+
+    # checkpoints: where to resume (samples of batches not yet trained are released at start-up)
+    def state_dict(self) -> dict:
+        return {"next_batch": self.next_batch, "store": str(self.store_path)}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.next_batch = int(state.get("next_batch", 0))
+
+
+def _sample(data: dict) -> Sample:
+    data = dict(data)
+    data.pop("sample_id", None)
+    return Sample.from_dict(data)
+
+
+def generate_rollout(args, rollout_id: int, data_source: ConversationDataSource, evaluation: bool = False):
+    """One batch of judged conversation turns; each sample is its own group (n_samples_per_prompt 1)."""
+    if evaluation:
+        raise NotImplementedError("conversation rollouts have no eval split; evaluate with openclaw-test/")
+    if not isinstance(data_source, ConversationDataSource):
+        raise TypeError("the conversation rollout needs --data-source-path "
+                        "slime.conversation.rollout.ConversationDataSource")
+    samples = data_source.claim(rollout_id, args.rollout_batch_size)
+    rewards = [float(s.reward["score"]) for s in samples]
+    metrics = {"rollout/prm_eval_score": sum(rewards) / len(rewards), **data_source.metrics()}
+    return RolloutFnTrainOutput(samples=[[s] for s in samples], metrics=metrics)

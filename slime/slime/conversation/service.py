@@ -1,0 +1,321 @@
+"""Session and turn bookkeeping behind the proxy: next states, judging, samples, idle sessions.
+
+Every main-line turn ends in exactly one of: a sample (judged, trainable), or an explicit exclusion
+with a reason (no next state, neutral, judge failed, superseded by a retry, aborted by the client).
+The store is the source of truth; this object only caches, per active session, the fingerprints of
+the turns still waiting for their next state, so memory stays flat however many sessions there are.
+All store calls run in worker threads: SQLite commits never stall the event loop that streams tokens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from slime.conversation import sessions
+from slime.conversation.judges.base import Judge, Judgement, TurnForJudge, Vote
+from slime.conversation.samples import SAMPLE_RULES, sample_from_turn
+from slime.conversation.store import ConversationStore
+
+log = logging.getLogger("slime.conversation")
+
+AWAITING = "awaiting_next_state"
+
+
+@dataclass
+class OpenTurn:
+    turn_id: int
+    fingerprints: list[str]  # prompt history + response
+
+
+@dataclass
+class ServiceStats:
+    judged: int = 0
+    judge_failures: int = 0
+    judge_timeouts: int = 0
+    judging: int = 0
+    samples: int = 0
+    excluded: int = 0
+    unclassified_sessions: int = 0
+    counters: dict = field(default_factory=dict)
+
+
+class FeedbackError(Exception):
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+class ConversationService:
+    def __init__(self, store: ConversationStore, judge: Judge, *, method: str = "rl", judge_timeout: float = 300.0,
+                 judge_concurrency: int = 4, session_idle_ttl: float = 1800.0, max_cached_sessions: int = 4096,
+                 max_open_turns: int = 32):
+        if method not in SAMPLE_RULES:
+            raise ValueError(f"unknown method {method!r}; known: {sorted(SAMPLE_RULES)}")
+        self.store = store
+        self.judge = judge
+        self.decide = SAMPLE_RULES[method]
+        self.judge_timeout = judge_timeout
+        self.judge_slots = asyncio.Semaphore(judge_concurrency)
+        self.session_idle_ttl = session_idle_ttl
+        self.max_cached_sessions = max_cached_sessions
+        self.max_open_turns = max_open_turns
+        self.open: OrderedDict[str, list[OpenTurn]] = OrderedDict()  # session -> turns awaiting a next state
+        self.session_locks: dict[str, asyncio.Lock] = {}
+        self.unclassified_logged: OrderedDict[str, None] = OrderedDict()
+        # requests being served per session, and when each session last did anything: a session with a
+        # request in flight is not idle, however long the engine takes
+        self.inflight: dict[str, int] = {}
+        self.last_activity: dict[str, float] = {}
+        self.tasks: set[asyncio.Task] = set()
+        self.stats = ServiceStats()
+        self._sweeper: asyncio.Task | None = None
+
+    # --- lifecycle ---------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Resume judging that a crash interrupted, and start the idle-session sweeper."""
+        pending = await asyncio.to_thread(self.store.turns_to_judge)
+        for turn in pending:
+            self._spawn(self._judge_turn(turn.id))
+        if pending:
+            log.info("resuming judgement of %d turn(s) left from a previous run", len(pending))
+        self._sweeper = asyncio.create_task(self._sweep_forever())
+
+    async def stop(self) -> None:
+        if self._sweeper:
+            self._sweeper.cancel()
+        for task in list(self.tasks):
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        await self.judge.aclose()
+
+    def _spawn(self, coro) -> asyncio.Task:
+        task = asyncio.create_task(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return task
+
+    def _lock(self, session_id: str) -> asyncio.Lock:
+        lock = self.session_locks.get(session_id)
+        if lock is None:
+            lock = self.session_locks[session_id] = asyncio.Lock()
+        return lock
+
+    # --- request lifetime ---------------------------------------------------------------------------
+    def begin_request(self, session_id: str) -> None:
+        self.inflight[session_id] = self.inflight.get(session_id, 0) + 1
+        self.last_activity[session_id] = time.time()
+
+    def end_request(self, session_id: str) -> None:
+        left = self.inflight.get(session_id, 1) - 1
+        if left > 0:
+            self.inflight[session_id] = left
+        else:
+            self.inflight.pop(session_id, None)
+        self.last_activity[session_id] = time.time()
+
+    def _is_idle(self, session_id: str) -> bool:
+        if self.inflight.get(session_id):
+            return False
+        return time.time() - self.last_activity.get(session_id, 0.0) >= self.session_idle_ttl
+
+    # --- before forwarding: attach the next state of an earlier turn ----------------------------
+    async def before_forward(self, meta: sessions.RequestMeta, messages: list[dict]) -> None:
+        if meta.turn_reason == "unclassified" and meta.session_id not in self.unclassified_logged:
+            self.unclassified_logged[meta.session_id] = None
+            if len(self.unclassified_logged) > self.max_cached_sessions:
+                self.unclassified_logged.popitem(last=False)
+            self.stats.unclassified_sessions += 1
+            log.info("session %s: request shape not recognised, treated as main-line", meta.session_id)
+        if meta.turn_type != "main":
+            return
+        async with self._lock(meta.session_id):
+            open_turns = await self._open_turns(meta.session_id)
+            attached = None
+            for turn in sorted(open_turns, key=lambda t: len(t.fingerprints), reverse=True):
+                next_state = sessions.next_state_after(turn.fingerprints, messages)
+                if next_state:
+                    attached = turn
+                    await asyncio.to_thread(self.store.set_next_state, turn.turn_id, next_state, "request")
+                    self._spawn(self._judge_turn(turn.turn_id))
+                    break
+            remaining = [t for t in open_turns if t is not attached]
+            for turn in list(remaining):
+                if sessions.is_retry(turn.fingerprints[:-1], messages):
+                    # the client asked the same thing again: that response will never be continued
+                    remaining.remove(turn)
+                    await self._exclude(turn.turn_id, "superseded_by_retry")
+            self.open[meta.session_id] = remaining
+            self.open.move_to_end(meta.session_id)
+
+    async def _open_turns(self, session_id: str) -> list[OpenTurn]:
+        cached = self.open.get(session_id)
+        if cached is not None:
+            return cached
+        rows = await asyncio.to_thread(self.store.open_turns, session_id)
+        turns = [OpenTurn(r.id, list(r.fingerprints)) for r in rows]
+        self.open[session_id] = turns
+        while len(self.open) > self.max_cached_sessions:
+            self.open.popitem(last=False)  # evicted sessions reload from the store on their next request
+        return turns
+
+    # --- after the response: store the turn ------------------------------------------------------
+    async def record_turn(self, meta: sessions.RequestMeta, request: dict, sampled, *, aborted: bool = False) -> int:
+        """Store one served request. Returns the turn's row id."""
+        messages = request.get("messages") or []
+        response = sampled.message()
+        main = meta.turn_type == "main"
+        if aborted:
+            status = "aborted"
+        elif not main:
+            status = "side"
+        else:
+            status = AWAITING
+        fingerprints = sessions.turn_fingerprints(messages, response) if main else []
+        async with self._lock(meta.session_id):
+            row = await asyncio.to_thread(
+                self.store.add_turn, session_id=meta.session_id, turn_type=meta.turn_type,
+                turn_reason=meta.turn_reason, request=request, response_message=response,
+                prompt_ids=sampled.prompt_ids, response_ids=sampled.response_ids,
+                response_logprobs=sampled.response_logprobs, weight_version=sampled.weight_version,
+                finish_reason=sampled.finish_reason, trace_id=meta.trace_id, fingerprints=fingerprints,
+                status=status)
+            if status == AWAITING:
+                turns = await self._open_turns(meta.session_id)
+                turns.append(OpenTurn(row.id, fingerprints))
+                while len(turns) > self.max_open_turns:
+                    oldest = turns.pop(0)
+                    await self._exclude(oldest.turn_id, "no_next_state")
+            if aborted:
+                self.stats.excluded += 1
+        if meta.session_done:
+            await self.finalize_session(meta.session_id, "session_done")
+        return row.id
+
+    # --- judging ----------------------------------------------------------------------------------
+    async def _judge_turn(self, turn_id: int, judgement: Judgement | None = None) -> None:
+        turn = await asyncio.to_thread(self.store.get_turn, turn_id)
+        if turn is None or not turn.next_state:
+            return
+        if judgement is None:
+            judgement = await self._run_judge(turn)
+        await asyncio.to_thread(self.store.set_judgement, turn_id, judgement.to_dict())
+        self.stats.judged += 1
+        turn = await asyncio.to_thread(self.store.get_turn, turn_id)
+        decision = self.decide(turn)
+        if decision.trainable:
+            sample = sample_from_turn(turn, decision.reward)
+            await asyncio.to_thread(self.store.add_sample, turn_id, sample.to_dict(), decision.reward)
+            self.stats.samples += 1
+        else:
+            await self._exclude(turn_id, decision.reason)
+
+    async def _run_judge(self, turn) -> Judgement:
+        view = TurnForJudge(session_id=turn.session_id, turn_num=turn.turn_num,
+                            prompt_messages=turn.request.get("messages") or [],
+                            response_message=turn.response_message, next_state=turn.next_state)
+        self.stats.judging += 1
+        started = time.perf_counter()
+        try:
+            async with self.judge_slots:
+                return await asyncio.wait_for(self.judge.judge(view), timeout=self.judge_timeout)
+        except asyncio.TimeoutError:
+            self.stats.judge_timeouts += 1
+            error = f"timeout after {self.judge_timeout:.0f} s"
+        except Exception as exc:  # a broken plugin must not lose the turn: it is recorded as a failure
+            log.exception("judge %s failed on turn %d", self.judge.name, turn.id)
+            error = f"{type(exc).__name__}: {exc}"
+        finally:
+            self.stats.judging -= 1
+        self.stats.judge_failures += 1
+        vote = Vote(score=None, rationale="", source=self.judge.name, error=error,
+                    seconds=time.perf_counter() - started)
+        return Judgement(score=0.0, votes=[vote], judge=self.judge.name, failed=True)
+
+    async def _exclude(self, turn_id: int, reason: str) -> None:
+        await asyncio.to_thread(self.store.set_status, turn_id, "excluded", reason)
+        self.stats.excluded += 1
+
+    # --- sessions ----------------------------------------------------------------------------------
+    async def finalize_session(self, session_id: str, reason: str) -> bool:
+        """Session over (explicit done, or idle past the TTL): turns still waiting can never be judged."""
+        async with self._lock(session_id):
+            if reason == "idle" and not self._is_idle(session_id):
+                return False  # it spoke again while we waited for its lock
+            turns = self.open.pop(session_id, None)
+            if turns is None:
+                turns = [OpenTurn(r.id, []) for r in await asyncio.to_thread(self.store.open_turns, session_id)]
+            for turn in turns:
+                await self._exclude(turn.turn_id, "no_next_state")
+            await asyncio.to_thread(self.store.finalize_session, session_id, reason)
+        if not self.inflight.get(session_id):
+            self.session_locks.pop(session_id, None)
+            self.last_activity.pop(session_id, None)
+        return True
+
+    async def sweep_idle(self, now: float | None = None) -> int:
+        idle = await asyncio.to_thread(self.store.idle_sessions, self.session_idle_ttl, now)
+        finished = 0
+        for session_id in idle:
+            finished += await self.finalize_session(session_id, "idle")
+        return finished
+
+    async def _sweep_forever(self) -> None:
+        interval = max(1.0, min(60.0, self.session_idle_ttl / 4))
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                finished = await self.sweep_idle()
+                if finished:
+                    log.info("finalised %d idle session(s)", finished)
+            except Exception:
+                log.exception("idle-session sweep failed; retrying in %.0f s", interval)
+
+    # --- explicit feedback ---------------------------------------------------------------------------
+    async def feedback(self, session_id: str, turn_num: int | None, rating: int | None, text: str | None) -> dict:
+        """A rating and/or a comment about one turn; it becomes (part of) that turn's next state."""
+        async with self._lock(session_id):
+            turn = await asyncio.to_thread(self.store.find_turn, session_id, turn_num)
+            if turn is None:
+                raise FeedbackError(404, f"no main-line turn {turn_num if turn_num else '(latest)'} in session "
+                                         f"{session_id!r}")
+            if turn.status in ("sampled",) and not await asyncio.to_thread(self.store.sample_is_pending, turn.id):
+                raise FeedbackError(409, f"turn {turn.turn_num} of session {session_id!r} is already in a training "
+                                         "batch; feedback can no longer change it")
+            if turn.status == "aborted":
+                raise FeedbackError(409, f"turn {turn.turn_num} was aborted by the client and is not trained")
+            message = {"role": "user", "content": feedback_text(rating, text)}
+            await asyncio.to_thread(self.store.add_feedback, session_id, turn.id, rating, text)
+            if turn.next_state:
+                await asyncio.to_thread(self.store.append_next_state, turn.id, [message], "request+feedback")
+            else:
+                await asyncio.to_thread(self.store.set_next_state, turn.id, [message], "feedback")
+            cached = self.open.get(session_id)
+            if cached is not None:
+                self.open[session_id] = [t for t in cached if t.turn_id != turn.id]
+        judgement = None
+        if rating is not None and rating != 0:
+            # the user's own verdict outranks any judge's reading of it
+            vote = Vote(score=int(rating), rationale=text or "", source="feedback")
+            judgement = Judgement(score=float(rating), votes=[vote], judge="feedback", rationale=text or "")
+        await self._judge_turn(turn.id, judgement)
+        judged = await asyncio.to_thread(self.store.get_turn, turn.id)
+        return {"session_id": session_id, "turn": judged.turn_num, "status": judged.status,
+                "score": (judged.judgement or {}).get("score"), "exclusion_reason": judged.exclusion_reason}
+
+    def snapshot(self) -> dict:
+        s = self.stats
+        return {"judged": s.judged, "judge_failures": s.judge_failures, "judge_timeouts": s.judge_timeouts,
+                "judging_now": s.judging, "samples_emitted": s.samples, "excluded": s.excluded,
+                "unclassified_sessions": s.unclassified_sessions, "cached_sessions": len(self.open),
+                "background_tasks": len(self.tasks), "judge": self.judge.name,
+                "judge_stats": dict(getattr(self.judge, "stats", {}) or {})}
+
+
+def feedback_text(rating: int | None, text: str | None) -> str:
+    if text and text.strip():
+        return text.strip()
+    return {1: "👍 That was good.", -1: "👎 That was not what I wanted."}.get(rating or 0, "(no comment)")

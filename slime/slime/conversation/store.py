@@ -1,0 +1,544 @@
+"""The durable store: sessions, turns, judgements, training samples and feedback in one SQLite file.
+
+Everything the proxy collects lands here before anything else happens to it, so a crash or a restart
+loses nothing (upstream kept all of it in memory and truncated its JSONL logs at every pause, bug B6).
+JSONL is an export (`export_jsonl`), not the source of truth.
+
+Concurrency: the proxy process writes turns, judgements and samples while the trainer process claims
+samples from the same file. WAL mode lets readers and one writer proceed together; every write runs in
+`BEGIN IMMEDIATE`, which takes the write lock up front, so a claim (select + update) is atomic across
+processes and never fails half-way with SQLITE_BUSY on a lock upgrade. Inside one process, threads share
+one connection guarded by a lock.
+
+Samples leave the queue only by being claimed: `claim_samples` takes exactly the n oldest pending samples
+and leaves the rest pending for the next batch (upstream drained the queue and dropped the surplus, B2).
+A trainer that dies mid-batch hands its claims back with `release_untrained`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import sys
+import threading
+import time
+import zlib
+from array import array
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Iterator
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS sessions (
+    id TEXT PRIMARY KEY,
+    source TEXT,
+    created REAL NOT NULL,
+    last_seen REAL NOT NULL,
+    finalized REAL,             -- NULL while the session is active
+    finalize_reason TEXT
+);
+CREATE INDEX IF NOT EXISTS sessions_active_last_seen ON sessions(last_seen) WHERE finalized IS NULL;
+CREATE TABLE IF NOT EXISTS turns (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id TEXT NOT NULL REFERENCES sessions(id),
+    turn_num INTEGER NOT NULL,
+    turn_type TEXT NOT NULL,
+    turn_reason TEXT NOT NULL,
+    status TEXT NOT NULL,
+    created REAL NOT NULL,
+    response_message TEXT NOT NULL,     -- JSON
+    weight_version TEXT,
+    finish_reason TEXT,
+    trace_id TEXT,
+    fingerprints TEXT NOT NULL,         -- JSON list
+    next_state TEXT,                    -- JSON list of messages
+    next_state_source TEXT,
+    judgement TEXT,                     -- JSON (Judgement.to_dict())
+    exclusion_reason TEXT,
+    UNIQUE (session_id, turn_num)
+);
+-- Written once, read rarely, and large: kept out of `turns` because SQLite rewrites a whole row on every
+-- UPDATE, and a turn's status changes several times.
+CREATE TABLE IF NOT EXISTS turn_payloads (
+    turn_id INTEGER PRIMARY KEY REFERENCES turns(id),
+    request BLOB NOT NULL,              -- zlib(JSON): agent system prompts make these 60 KB
+    prompt_ids BLOB NOT NULL,           -- zlib(int32 little-endian): ~5x smaller, 0.6 ms per 15k tokens
+    response_ids BLOB NOT NULL,         -- zlib(int32 little-endian)
+    response_logprobs BLOB NOT NULL     -- float64 little-endian: lossless, 20x faster than JSON
+);
+CREATE INDEX IF NOT EXISTS turns_session_type ON turns(session_id, turn_type);
+CREATE INDEX IF NOT EXISTS turns_status ON turns(status);
+CREATE TABLE IF NOT EXISTS samples (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    turn_id INTEGER NOT NULL UNIQUE REFERENCES turns(id),
+    created REAL NOT NULL,
+    state TEXT NOT NULL,                -- pending | in_batch | trained
+    batch_id INTEGER,
+    reward REAL NOT NULL,
+    data BLOB NOT NULL                  -- zlib(JSON) of Sample.to_dict()
+);
+CREATE INDEX IF NOT EXISTS samples_state_age ON samples(state, created, id);
+CREATE INDEX IF NOT EXISTS samples_batch ON samples(batch_id);
+CREATE TABLE IF NOT EXISTS feedback (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id TEXT NOT NULL,
+    turn_id INTEGER REFERENCES turns(id),
+    rating INTEGER,
+    text TEXT,
+    created REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS feedback_session ON feedback(session_id);
+"""
+
+_TURN_COLUMNS = (
+    "t.id, t.session_id, t.turn_num, t.turn_type, t.turn_reason, t.status, t.created, p.request, "
+    "t.response_message, p.prompt_ids, p.response_ids, p.response_logprobs, t.weight_version, t.finish_reason, "
+    "t.trace_id, t.fingerprints, t.next_state, t.next_state_source, t.judgement, t.exclusion_reason"
+)
+_TURN_FROM = "turns t JOIN turn_payloads p ON p.turn_id = t.id"
+
+
+@dataclass
+class TurnRow:
+    id: int
+    session_id: str
+    turn_num: int
+    turn_type: str
+    turn_reason: str
+    status: str
+    created: float
+    request: dict  # {"messages": [...], "tools": [...] or None, plus other request params}
+    response_message: dict  # assistant message {"role","content","tool_calls"?, "reasoning_content"?}
+    prompt_ids: list[int]
+    response_ids: list[int]
+    response_logprobs: list[float]
+    weight_version: str | None
+    finish_reason: str | None
+    trace_id: str | None
+    fingerprints: list[str]  # history fingerprints of prompt+response (used to match the next request)
+    next_state: list[dict] | None
+    next_state_source: str | None  # "request" | "feedback" | "request+feedback"
+    judgement: dict | None  # Judgement.to_dict()
+    exclusion_reason: str | None
+
+
+# --- payload encoding -------------------------------------------------------------------------------
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _zjson(value: Any) -> bytes:
+    return zlib.compress(_json(value).encode("utf-8"), 6)
+
+
+def _unzjson(blob: bytes) -> Any:
+    return json.loads(zlib.decompress(blob))
+
+
+def _pack(typecode: str, values) -> bytes:
+    arr = array(typecode, values)
+    if sys.byteorder != "little":  # keep the file portable: blobs are always little-endian
+        arr.byteswap()
+    return arr.tobytes()
+
+
+def _unpack(typecode: str, blob: bytes) -> list:
+    arr = array(typecode)
+    arr.frombytes(blob)
+    if sys.byteorder != "little":
+        arr.byteswap()
+    return arr.tolist()
+
+
+def _pack_ids(ids) -> bytes:
+    return zlib.compress(_pack("i", ids), 1)
+
+
+def _unpack_ids(blob: bytes) -> list[int]:
+    return _unpack("i", zlib.decompress(blob))
+
+
+def _loads(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+def _turn_from_row(row: tuple) -> TurnRow:
+    return TurnRow(
+        id=row[0], session_id=row[1], turn_num=row[2], turn_type=row[3], turn_reason=row[4],
+        status=row[5], created=row[6], request=_unzjson(row[7]), response_message=json.loads(row[8]),
+        prompt_ids=_unpack_ids(row[9]), response_ids=_unpack_ids(row[10]),
+        response_logprobs=_unpack("d", row[11]), weight_version=row[12], finish_reason=row[13],
+        trace_id=row[14], fingerprints=json.loads(row[15]), next_state=_loads(row[16]),
+        next_state_source=row[17], judgement=_loads(row[18]), exclusion_reason=row[19],
+    )
+
+
+def _merge_sources(old: str | None, new: str) -> str:
+    """"request" + "feedback" -> "request+feedback"; repeats are not added twice."""
+    parts = old.split("+") if old else []
+    for part in new.split("+"):
+        if part not in parts:
+            parts.append(part)
+    return "+".join(parts)
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="seconds")
+
+
+def _connect(path: str) -> sqlite3.Connection:
+    # isolation_level=None: the sqlite3 module opens no implicit transactions; we issue BEGIN ourselves
+    conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA busy_timeout = 30000")  # before journal_mode, which may have to wait for a lock
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")  # WAL + NORMAL: survives process crashes, fsyncs rarely
+    conn.execute("PRAGMA foreign_keys = ON")
+    return conn
+
+
+class ConversationStore:
+    def __init__(self, path: str | os.PathLike):
+        self.path = os.fspath(path)
+        self._lock = threading.Lock()
+        self._conn = _connect(self.path)
+        with self._write() as db:
+            # statement by statement: executescript() would COMMIT our transaction
+            for statement in filter(str.strip, _SCHEMA.split(";")):
+                db.execute(statement)
+            row = db.execute("SELECT version FROM schema_version").fetchone()
+            if row is None:
+                db.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
+            elif row[0] > SCHEMA_VERSION:
+                raise RuntimeError(f"{self.path}: store schema v{row[0]} is newer than this code (v{SCHEMA_VERSION})")
+
+    # --- plumbing ---------------------------------------------------------------------------------
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction; the write lock is taken up front so multi-statement updates are atomic
+        across processes."""
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        """A read transaction: several SELECTs see one snapshot."""
+        with self._lock:
+            self._conn.execute("BEGIN")
+            try:
+                yield self._conn
+            finally:
+                self._conn.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> "ConversationStore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # --- sessions ---------------------------------------------------------------------------------
+
+    @staticmethod
+    def _touch(db: sqlite3.Connection, session_id: str, source: str | None, now: float) -> None:
+        # A finalized session that speaks again is active again: its new last turn needs finalizing too.
+        db.execute(
+            "INSERT INTO sessions (id, source, created, last_seen) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT(id) DO UPDATE SET last_seen = excluded.last_seen, "
+            "source = COALESCE(sessions.source, excluded.source), finalized = NULL, finalize_reason = NULL",
+            (session_id, source, now, now),
+        )
+
+    def touch_session(self, session_id: str, source: str | None, now: float | None = None) -> None:
+        with self._write() as db:
+            self._touch(db, session_id, source, time.time() if now is None else now)
+
+    def idle_sessions(self, idle_seconds: float, now: float | None = None) -> list[str]:
+        cutoff = (time.time() if now is None else now) - idle_seconds
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT id FROM sessions WHERE finalized IS NULL AND last_seen <= ? ORDER BY last_seen",
+                (cutoff,),
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    def finalize_session(self, session_id: str, reason: str, now: float | None = None) -> None:
+        with self._write() as db:
+            db.execute(
+                "UPDATE sessions SET finalized = ?, finalize_reason = ? WHERE id = ?",
+                (time.time() if now is None else now, reason, session_id),
+            )
+
+    # --- turns ------------------------------------------------------------------------------------
+
+    def add_turn(self, *, session_id: str, turn_type: str, turn_reason: str, request: dict,
+                 response_message: dict, prompt_ids: list[int], response_ids: list[int],
+                 response_logprobs: list[float], weight_version: str | None, finish_reason: str | None,
+                 trace_id: str | None, fingerprints: list[str], status: str,
+                 now: float | None = None) -> TurnRow:
+        now = time.time() if now is None else now
+        # encode outside the lock: compressing a 60 KB request should not stall other threads
+        payload = (_zjson(request), _pack_ids(prompt_ids), _pack_ids(response_ids), _pack("d", response_logprobs))
+        with self._write() as db:
+            self._touch(db, session_id, None, now)
+            # allocated inside the write transaction, so two writers can never get the same number
+            (turn_num,) = db.execute(
+                "SELECT COALESCE(MAX(turn_num), 0) + 1 FROM turns WHERE session_id = ?", (session_id,)
+            ).fetchone()
+            turn_id = db.execute(
+                "INSERT INTO turns (session_id, turn_num, turn_type, turn_reason, status, created, response_message, "
+                "weight_version, finish_reason, trace_id, fingerprints) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (session_id, turn_num, turn_type, turn_reason, status, now, _json(response_message), weight_version,
+                 finish_reason, trace_id, _json(list(fingerprints))),
+            ).lastrowid
+            db.execute("INSERT INTO turn_payloads (turn_id, request, prompt_ids, response_ids, response_logprobs) "
+                       "VALUES (?, ?, ?, ?, ?)", (turn_id, *payload))
+        return TurnRow(
+            id=turn_id, session_id=session_id, turn_num=turn_num, turn_type=turn_type,
+            turn_reason=turn_reason, status=status, created=now, request=request,
+            response_message=response_message, prompt_ids=list(prompt_ids), response_ids=list(response_ids),
+            response_logprobs=list(response_logprobs), weight_version=weight_version,
+            finish_reason=finish_reason, trace_id=trace_id, fingerprints=list(fingerprints),
+            next_state=None, next_state_source=None, judgement=None, exclusion_reason=None,
+        )
+
+    def _select_turns(self, where: str, params: tuple = ()) -> list[TurnRow]:
+        with self._lock:
+            rows = self._conn.execute(f"SELECT {_TURN_COLUMNS} FROM {_TURN_FROM} WHERE {where}", params).fetchall()
+        return [_turn_from_row(r) for r in rows]
+
+    def get_turn(self, turn_id: int) -> TurnRow | None:
+        rows = self._select_turns("t.id = ?", (turn_id,))
+        return rows[0] if rows else None
+
+    def open_turns(self, session_id: str) -> list[TurnRow]:
+        return self._select_turns(
+            "t.session_id = ? AND t.turn_type = 'main' AND t.status = 'awaiting_next_state' ORDER BY t.id",
+            (session_id,),
+        )
+
+    def latest_main_turn(self, session_id: str) -> TurnRow | None:
+        rows = self._select_turns("t.session_id = ? AND t.turn_type = 'main' ORDER BY t.id DESC LIMIT 1",
+                                  (session_id,))
+        return rows[0] if rows else None
+
+    def find_turn(self, session_id: str, turn_num: int | None = None) -> TurnRow | None:
+        """The session's turn with that number (of any type), or its latest main-line turn when None."""
+        if turn_num is None:
+            return self.latest_main_turn(session_id)
+        rows = self._select_turns("t.session_id = ? AND t.turn_num = ?", (session_id, turn_num))
+        return rows[0] if rows else None
+
+    def recent_turns(self, limit: int) -> list[TurnRow]:
+        """The last `limit` turns of all sessions and types, newest first (inspection and tests)."""
+        return self._select_turns("1 ORDER BY t.id DESC LIMIT ?", (limit,))
+
+    def turns_to_judge(self) -> list[TurnRow]:
+        return self._select_turns("t.status = 'judging' ORDER BY t.id")
+
+    def _update_turn(self, db: sqlite3.Connection, turn_id: int, sets: str, params: tuple) -> None:
+        if db.execute(f"UPDATE turns SET {sets} WHERE id = ?", (*params, turn_id)).rowcount == 0:
+            raise KeyError(f"no turn with id {turn_id}")
+
+    @staticmethod
+    def _withdraw_pending_sample(db: sqlite3.Connection, turn_id: int) -> None:
+        # Keeps one invariant whatever order the proxy's tasks finish in: a pending sample exists only while
+        # its turn is "sampled" with the judgement it was made from. Claimed or trained samples are history.
+        db.execute("DELETE FROM samples WHERE turn_id = ? AND state = 'pending'", (turn_id,))
+
+    def set_next_state(self, turn_id: int, messages: list[dict], source: str) -> None:
+        # a new next state invalidates any judgement (and pending sample) made from an older one
+        with self._write() as db:
+            self._update_turn(db, turn_id, "next_state = ?, next_state_source = ?, judgement = NULL, "
+                              "status = 'judging'", (_json(list(messages)), source))
+            self._withdraw_pending_sample(db, turn_id)
+
+    def append_next_state(self, turn_id: int, messages: list[dict], source: str) -> None:
+        """Adds messages (e.g. explicit feedback) after the stored next state; the turn is judged again."""
+        with self._write() as db:
+            row = db.execute("SELECT next_state, next_state_source FROM turns WHERE id = ?", (turn_id,)).fetchone()
+            if row is None:
+                raise KeyError(f"no turn with id {turn_id}")
+            merged = (_loads(row[0]) or []) + list(messages)
+            self._update_turn(db, turn_id, "next_state = ?, next_state_source = ?, judgement = NULL, "
+                              "status = 'judging'", (_json(merged), _merge_sources(row[1], source)))
+            self._withdraw_pending_sample(db, turn_id)
+
+    def set_judgement(self, turn_id: int, judgement: dict) -> None:
+        with self._write() as db:
+            self._update_turn(db, turn_id, "judgement = ?, status = 'judged'", (_json(judgement),))
+
+    def set_status(self, turn_id: int, status: str, reason: str | None = None) -> None:
+        """E.g. "excluded" with a reason. A turn that leaves "sampled" this way loses its pending sample
+        (an exclusion decided after the sample was added wins); the reason belongs to the status set."""
+        with self._write() as db:
+            self._update_turn(db, turn_id, "status = ?, exclusion_reason = ?", (status, reason))
+            if status != "sampled":
+                self._withdraw_pending_sample(db, turn_id)
+
+    # --- samples ----------------------------------------------------------------------------------
+
+    def add_sample(self, turn_id: int, sample: dict, reward: float, now: float | None = None) -> int:
+        """Stores the turn's training sample (state "pending"); the turn becomes "sampled".
+
+        A turn has at most one sample. Re-adding while the old one is still pending replaces it (e.g. the
+        turn was re-judged after feedback); once claimed or trained it raises ValueError."""
+        now = time.time() if now is None else now
+        data = _zjson(sample)
+        with self._write() as db:
+            self._update_turn(db, turn_id, "status = 'sampled', exclusion_reason = NULL", ())  # KeyError first
+            existing = db.execute("SELECT id, state FROM samples WHERE turn_id = ?", (turn_id,)).fetchone()
+            if existing is None:
+                sample_id = db.execute(
+                    "INSERT INTO samples (turn_id, created, state, reward, data) VALUES (?, ?, 'pending', ?, ?)",
+                    (turn_id, now, float(reward), data),
+                ).lastrowid
+            elif existing[1] == "pending":
+                sample_id = existing[0]
+                db.execute("UPDATE samples SET created = ?, reward = ?, data = ? WHERE id = ?",
+                           (now, float(reward), data, sample_id))
+            else:
+                raise ValueError(f"turn {turn_id} already has a sample in state {existing[1]!r}")
+        return sample_id
+
+    def sample_is_pending(self, turn_id: int) -> bool:
+        """True while the turn's sample can still be replaced (it is not in a batch or trained)."""
+        with self._lock:
+            row = self._conn.execute("SELECT state FROM samples WHERE turn_id = ?", (turn_id,)).fetchone()
+        return row is not None and row[0] == "pending"
+
+    def count_pending_samples(self) -> int:
+        with self._lock:
+            return self._conn.execute("SELECT COUNT(*) FROM samples WHERE state = 'pending'").fetchone()[0]
+
+    def claim_samples(self, batch_id: int, n: int) -> list[dict] | None:
+        """All or nothing: the n oldest pending samples become batch `batch_id`, or None if fewer than n
+        are pending. Samples beyond n stay pending for the next batch."""
+        if n < 1:
+            raise ValueError(f"n must be >= 1, got {n}")
+        with self._write() as db:
+            rows = db.execute(
+                "SELECT id, data FROM samples WHERE state = 'pending' ORDER BY created, id LIMIT ?", (n,)
+            ).fetchall()
+            if len(rows) < n:
+                return None
+            db.executemany("UPDATE samples SET state = 'in_batch', batch_id = ? WHERE id = ?",
+                           [(batch_id, r[0]) for r in rows])
+        out = []
+        for sample_id, blob in rows:
+            sample = _unzjson(blob)
+            sample["sample_id"] = sample_id
+            out.append(sample)
+        return out
+
+    def mark_trained(self, batch_id: int) -> int:
+        with self._write() as db:
+            return db.execute("UPDATE samples SET state = 'trained' WHERE state = 'in_batch' AND batch_id = ?",
+                              (batch_id,)).rowcount
+
+    def release_untrained(self, from_batch_id: int = 0) -> int:
+        """Claimed but untrained samples of batches >= from_batch_id go back to the queue (they keep their
+        age, so they are the first to be claimed again)."""
+        with self._write() as db:
+            return db.execute(
+                "UPDATE samples SET state = 'pending', batch_id = NULL WHERE state = 'in_batch' AND batch_id >= ?",
+                (from_batch_id,),
+            ).rowcount
+
+    # --- feedback ---------------------------------------------------------------------------------
+
+    def add_feedback(self, session_id: str, turn_id: int | None, rating: int | None, text: str | None,
+                     now: float | None = None) -> int:
+        with self._write() as db:
+            return db.execute(
+                "INSERT INTO feedback (session_id, turn_id, rating, text, created) VALUES (?, ?, ?, ?, ?)",
+                (session_id, turn_id, rating, text, time.time() if now is None else now),
+            ).lastrowid
+
+    # --- reporting --------------------------------------------------------------------------------
+
+    def stats(self) -> dict:
+        with self._read() as db:
+            total, finalized = db.execute(
+                "SELECT COUNT(*), COUNT(finalized) FROM sessions").fetchone()
+            by_type = dict(db.execute("SELECT turn_type, COUNT(*) FROM turns GROUP BY turn_type").fetchall())
+            by_status = dict(db.execute("SELECT status, COUNT(*) FROM turns GROUP BY status").fetchall())
+            judged, failures = db.execute(
+                "SELECT COUNT(*), COALESCE(SUM(json_extract(judgement, '$.failed') = 1), 0) "
+                "FROM turns WHERE judgement IS NOT NULL").fetchone()
+            by_state = dict(db.execute("SELECT state, COUNT(*) FROM samples GROUP BY state").fetchall())
+            excluded = dict(db.execute(
+                "SELECT COALESCE(exclusion_reason, 'unspecified'), COUNT(*) FROM turns "
+                "WHERE status = 'excluded' GROUP BY 1").fetchall())
+            neg, zero, pos, mean = db.execute(
+                "SELECT COALESCE(SUM(reward < 0), 0), COALESCE(SUM(reward = 0), 0), "
+                "COALESCE(SUM(reward > 0), 0), AVG(reward) FROM samples").fetchone()
+            feedback = db.execute("SELECT COUNT(*) FROM feedback").fetchone()[0]
+        return {
+            "sessions": {"total": total, "active": total - finalized, "finalized": finalized},
+            "turns": {"main": by_type.get("main", 0), "side": by_type.get("side", 0), "by_status": by_status},
+            "judged": judged,
+            "judge_failures": failures,
+            "samples": {s: by_state.get(s, 0) for s in ("pending", "in_batch", "trained")},
+            "excluded": excluded,
+            # rewards are bucketed by sign so fractional rewards (combined methods) still count
+            "rewards": {"-1": neg, "0": zero, "1": pos, "mean": mean},
+            "feedback": feedback,
+        }
+
+    def export_jsonl(self, conversations_path: str | os.PathLike,
+                     judgements_path: str | os.PathLike) -> tuple[int, int]:
+        """Writes every main-line turn and every judgement as JSONL; returns the two line counts.
+
+        Reads through its own connection, streaming, so a large export never holds the lock that the
+        proxy's writes need. Files are written beside their target and renamed into place."""
+        conn = _connect(self.path)
+        n_conv = n_judge = 0
+        conv_tmp, judge_tmp = f"{conversations_path}.tmp", f"{judgements_path}.tmp"
+        try:
+            conn.execute("BEGIN")  # one snapshot for both files
+            rows = conn.execute(
+                "SELECT t.session_id, t.turn_num, t.created, p.request, t.response_message, t.next_state, t.status, "
+                f"t.weight_version, t.judgement FROM {_TURN_FROM} WHERE t.turn_type = 'main' ORDER BY t.id")
+            with open(conv_tmp, "w", encoding="utf-8") as conv, open(judge_tmp, "w", encoding="utf-8") as judge:
+                for session_id, turn, created, request, response, next_state, status, version, jdg in rows:
+                    response = json.loads(response)
+                    conv.write(_json({
+                        "session_id": session_id, "turn": turn, "timestamp": _iso(created),
+                        "messages": _unzjson(request).get("messages", []), "response": response,
+                        "tool_calls": response.get("tool_calls") or None, "next_state": _loads(next_state),
+                        "status": status, "weight_version": version,
+                    }) + "\n")
+                    n_conv += 1
+                    if jdg is not None:
+                        j = json.loads(jdg)
+                        judge.write(_json({
+                            "session_id": session_id, "turn": turn, "score": j.get("score"),
+                            "votes": j.get("votes", []), "rationale": j.get("rationale", ""),
+                            "judge": j.get("judge"), "failed": bool(j.get("failed", False)),
+                        }) + "\n")
+                        n_judge += 1
+            conn.execute("COMMIT")
+            os.replace(conv_tmp, conversations_path)
+            os.replace(judge_tmp, judgements_path)
+        finally:
+            conn.close()
+            for tmp in (conv_tmp, judge_tmp):
+                if os.path.exists(tmp):
+                    os.remove(tmp)
+        return n_conv, n_judge
