@@ -22,7 +22,6 @@ fi
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 export HOST=${HOST:-127.0.0.1} PORT=${PORT:-30000}
 RUN_DIR=${RUN_DIR:-runs/openclaw-rl-cpu}
-MASTER_PORT=$(python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 
 ROLLOUT_ARGS=(
     --disable-rollout-global-dataset
@@ -42,7 +41,8 @@ OPTIMIZER_ARGS=(--lr "${LR:-1e-5}" --lr-decay-style constant --weight-decay 0.1 
 PRM_ARGS=(--prm-type "${PRM_TYPE:-rules+embedding}" --prm-m "${PRM_M:-3}" --prm-temperature 0.6
           --prm-max-new-tokens 512)
 
-exec torchrun --nproc_per_node=1 --master_port "$MASTER_PORT" slime/train_async.py \
+# One trainer process: started directly (a group of one), so Ctrl-C reaches the trainer's clean-stop handler.
+exec python slime/train_async.py \
     --hf-checkpoint smollm2 \
     "${ROLLOUT_ARGS[@]}" "${GRPO_ARGS[@]}" "${OPTIMIZER_ARGS[@]}" "${PRM_ARGS[@]}" \
     --run-dir "$RUN_DIR" --save "$RUN_DIR/ckpt" --save-interval 10 \

@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+import orjson
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.requests import ClientDisconnect
 
 from slime.conversation import sessions
@@ -31,7 +32,6 @@ from slime.conversation.relay import (ForwardPolicy, SampledTurn, build_forward_
                                       client_response)
 from slime.conversation.service import ConversationService, FeedbackError
 from slime.conversation.store import ConversationStore
-from slime.engine.client import parse_sse_line
 from slime.engine.protocol import APIError
 from slime.engine.server import BearerAuth
 
@@ -139,8 +139,8 @@ def create_app(config: ProxyConfig, judge) -> FastAPI:
         except ClientDisconnect:
             raise APIError(400, "client disconnected before the request body was read") from None
         try:
-            return json.loads(b"".join(chunks))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            return orjson.loads(b"".join(chunks))
+        except orjson.JSONDecodeError as exc:
             raise APIError(400, f"malformed JSON body: {exc}") from None
 
     @app.post("/v1/chat/completions")
@@ -174,11 +174,12 @@ def create_app(config: ProxyConfig, judge) -> FastAPI:
                                type="server_error") from None
             if upstream.status_code != 200:
                 return _relay_error(upstream.status_code, upstream.content)
-            data = upstream.json()
+            data = orjson.loads(upstream.content)
             sampled.absorb_response(data)
+            sampled.complete = True
             await service.record_turn(meta, stored_request, sampled)
-            return JSONResponse(client_response(data, wants, meta.session_id),
-                                headers={"X-Session-Id": meta.session_id})
+            return Response(orjson.dumps(client_response(data, wants, meta.session_id)),
+                            media_type="application/json", headers={"X-Session-Id": meta.session_id})
 
         upstream_request = http.build_request("POST", "/v1/chat/completions", json=forward)
         try:
@@ -191,22 +192,35 @@ def create_app(config: ProxyConfig, judge) -> FastAPI:
             return _relay_error(upstream.status_code, content)
 
         async def events():
+            # Whatever the engine has sent so far is relayed in one write: under load several tokens arrive
+            # together, and one write per token would cost more than everything else the proxy does.
+            pending = b""
             try:
-                async for line in upstream.aiter_lines():
-                    item = parse_sse_line(line)
-                    if item is None:
-                        continue
-                    if not isinstance(item, dict):  # [DONE]
-                        sampled.complete = True
-                        break
-                    if "error" in item and "choices" not in item:
-                        yield _sse(item)
-                        return
-                    sampled.absorb_chunk(item)
-                    out = client_chunk(item, wants, meta.session_id)
-                    if out is not None:
-                        yield _sse(out)
-                yield b"data: [DONE]\n\n"
+                async for raw in upstream.aiter_raw():
+                    pending += raw
+                    *lines, pending = pending.split(b"\n")
+                    out = []
+                    for line in lines:
+                        if not line.startswith(b"data:"):
+                            continue
+                        payload = line[5:].strip()
+                        if payload == b"[DONE]":
+                            sampled.complete = True
+                            continue
+                        item = orjson.loads(payload)
+                        if "error" in item and "choices" not in item:
+                            out.append(b"data: " + orjson.dumps(item) + b"\n\n")
+                            continue
+                        sampled.absorb_chunk(item)
+                        chunk = client_chunk(item, wants, meta.session_id)
+                        if chunk is not None:
+                            out.append(b"data: " + orjson.dumps(chunk) + b"\n\n")
+                    if sampled.complete:
+                        out.append(b"data: [DONE]\n\n")
+                    if out:
+                        yield b"".join(out)
+                if not sampled.complete:
+                    yield _sse(APIError(502, "policy engine stream ended early", type="server_error").body())
             except httpx.HTTPError as exc:
                 yield _sse(APIError(502, f"policy engine stream broke: {exc}", type="server_error").body())
             finally:
@@ -302,7 +316,7 @@ def _relay_error(status: int, content: bytes) -> JSONResponse:
 
 
 def _sse(obj) -> bytes:
-    return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n".encode()
+    return b"data: " + orjson.dumps(obj) + b"\n\n"
 
 
 # ------------------------------------------------------------------------------------------- command line

@@ -12,6 +12,7 @@ between requests, so there is no 503 window (upstream paused submission during e
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
@@ -29,6 +30,8 @@ PROGRESS_SECONDS = 30.0
 
 
 class ConversationDataSource:
+    live_traffic = True  # the trainer publishes after every step instead of waiting for the next batch
+
     def __init__(self, args):
         self.args = args
         run_dir = Path(args.run_dir)
@@ -123,12 +126,39 @@ class ConversationDataSource:
                 "rollout/judge_failures": stats["judge_failures"],
                 "rollout/excluded_turns": sum(stats["excluded"].values())}
 
-    # checkpoints: where to resume (samples of batches not yet trained are released at start-up)
+    # --- the data-source contract (get_samples / add_samples / save / load) -------------------------
+    def get_samples(self, num_groups: int) -> list[list[Sample]]:
+        """`num_groups` single-sample groups for the next batch (blocks until that many are judged)."""
+        return [[s] for s in self.claim(self.next_batch, num_groups)]
+
+    def add_samples(self, groups: list[list[Sample]]) -> None:
+        """Give claimed samples back: they are pending again and go into the next batch first."""
+        turn_ids = [s.index for group in groups for s in group]
+        self.store.return_samples(turn_ids)
+
+    # checkpoints: the store itself is durable; the state only says which batch comes next
     def state_dict(self) -> dict:
         return {"next_batch": self.next_batch, "store": str(self.store_path)}
 
     def load_state_dict(self, state: dict) -> None:
         self.next_batch = int(state.get("next_batch", 0))
+
+    def save(self, where) -> Path:
+        path = Path(where) if not isinstance(where, int) else \
+            Path(self.args.save or self.args.run_dir) / "rollout" / f"conversation_state_{where}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.state_dict()))
+        return path
+
+    def load(self, where=None) -> bool:
+        if where is None:
+            return False
+        path = Path(where) if not isinstance(where, int) else \
+            Path(self.args.load or self.args.run_dir) / "rollout" / f"conversation_state_{where}.json"
+        if not path.is_file():
+            return False
+        self.load_state_dict(json.loads(path.read_text()))
+        return True
 
 
 def _sample(data: dict) -> Sample:

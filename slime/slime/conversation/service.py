@@ -139,15 +139,15 @@ class ConversationService:
                 next_state = sessions.next_state_after(turn.fingerprints, messages)
                 if next_state:
                     attached = turn
-                    await asyncio.to_thread(self.store.set_next_state, turn.turn_id, next_state, "request")
-                    self._spawn(self._judge_turn(turn.turn_id))
+                    # stored and judged in the background: the request goes on to the engine right away
+                    self._spawn(self._attach_and_judge(turn.turn_id, next_state))
                     break
             remaining = [t for t in open_turns if t is not attached]
             for turn in list(remaining):
                 if sessions.is_retry(turn.fingerprints[:-1], messages):
                     # the client asked the same thing again: that response will never be continued
                     remaining.remove(turn)
-                    await self._exclude(turn.turn_id, "superseded_by_retry")
+                    self._spawn(self._exclude(turn.turn_id, "superseded_by_retry"))
             self.open[meta.session_id] = remaining
             self.open.move_to_end(meta.session_id)
 
@@ -196,19 +196,27 @@ class ConversationService:
         return row.id
 
     # --- judging ----------------------------------------------------------------------------------
+    async def _attach_and_judge(self, turn_id: int, next_state: list[dict]) -> None:
+        await asyncio.to_thread(self.store.set_next_state, turn_id, next_state, "request")
+        await self._judge_turn(turn_id)
+
     async def _judge_turn(self, turn_id: int, judgement: Judgement | None = None) -> None:
         turn = await asyncio.to_thread(self.store.get_turn, turn_id)
         if turn is None or not turn.next_state:
             return
         if judgement is None:
             judgement = await self._run_judge(turn)
-        await asyncio.to_thread(self.store.set_judgement, turn_id, judgement.to_dict())
+        turn.judgement = judgement.to_dict()
+        await asyncio.to_thread(self.store.set_judgement, turn_id, turn.judgement)
         self.stats.judged += 1
-        turn = await asyncio.to_thread(self.store.get_turn, turn_id)
         decision = self.decide(turn)
         if decision.trainable:
             sample = sample_from_turn(turn, decision.reward)
-            await asyncio.to_thread(self.store.add_sample, turn_id, sample.to_dict(), decision.reward)
+            try:
+                await asyncio.to_thread(self.store.add_sample, turn_id, sample.to_dict(), decision.reward)
+            except ValueError as exc:  # claimed for training meanwhile (late feedback): the trained one stands
+                log.info("turn %d: %s; keeping the sample already in a batch", turn_id, exc)
+                return
             self.stats.samples += 1
         else:
             await self._exclude(turn_id, decision.reason)

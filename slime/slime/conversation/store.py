@@ -460,6 +460,15 @@ class ConversationStore:
                 (from_batch_id,),
             ).rowcount
 
+    def return_samples(self, turn_ids: list[int]) -> int:
+        """Claimed samples of these turns go back to the queue (a rollout that could not use them)."""
+        if not turn_ids:
+            return 0
+        with self._write() as db:
+            return db.executemany(
+                "UPDATE samples SET state = 'pending', batch_id = NULL WHERE state = 'in_batch' AND turn_id = ?",
+                [(int(t),) for t in turn_ids]).rowcount
+
     # --- feedback ---------------------------------------------------------------------------------
 
     def add_feedback(self, session_id: str, turn_id: int | None, rating: int | None, text: str | None,

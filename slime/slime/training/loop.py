@@ -6,6 +6,9 @@ function, and publishes weights after optimizer steps. Per rollout id:
   sync:  generate(k) -> train(k) -> publish -> generate(k+1) ...          (samples are never stale)
   async: generate(k+1) runs in a thread while train(k) runs; before publishing, wait for it, so no
          engine request straddles a weight change and batch k+1 is exactly one version behind.
+         Live traffic (a data source with `live_traffic = True`, e.g. conversations) publishes right
+         after the step instead: users keep talking to the newest weights, each sample records its
+         version, and `rollout/staleness` reports the lag.
 """
 
 from __future__ import annotations
@@ -107,6 +110,13 @@ class RolloutProducer:
     def resume_state(self, next_rollout_id: int):
         """Data-source state a resumed run must start from: as it was before generating `next_rollout_id`."""
         return self.state_before.get(next_rollout_id, self._data_state())
+
+    @property
+    def live_traffic(self) -> bool:
+        """Data that real users generate (conversations) is served by whatever weights are live and records
+        their version; publishing must not wait until the next batch is full, or feedback would only reach
+        the model one whole batch later."""
+        return bool(getattr(self.data_source, "live_traffic", False))
 
     def mark_trained(self, rollout_id: int):
         """Tell a data source that keeps per-sample state (live conversations) that a batch has trained."""
@@ -260,7 +270,7 @@ def _run(args, mode, actor, dist, producer, publisher, tracker, stop, start_roll
             producer.mark_trained(rollout_id)
         publisher.last_folder = None  # the weights changed: no published folder holds them yet
         if (rollout_id + 1) % args.update_weights_interval == 0:
-            if dist.is_main and mode == "async":
+            if dist.is_main and mode == "async" and not producer.live_traffic:
                 producer.wait(rollout_id + 1)
             metrics.update(publisher.publish(actor))
         if args.save and _periodic(rollout_id, args.save_interval, total):

@@ -58,8 +58,8 @@ _TOOL_ERRORS = _alternatives(
      r"^npm (?:error|err!)"),
     ("error_field", r"\"error\"\s*:(?!\s*(?:null\b|false\b|\"\"|\[\]|\{\}))",  # JSON {"error": "..."}
      r"\"status\"\s*:\s*\"(?:error|failed|failure)\""),
-    ("exception", r"^[\w.$]*Exception\b(?!\s*[,)])", r"\b[\w.$]*Exception\s+at\s", r"\b(?:unhandled|uncaught) exception\b",
-     r"^Exception in thread\b"),
+    ("exception", r"^[\w.$]*Exception\b(?!\s*[,)])", r"\b[\w.$]*Exception\s+at\s",
+     r"\b(?:unhandled|uncaught) exception\b", r"^Exception in thread\b"),
     ("command_not_found", r"command not found", r"is not recognized as an internal or external command"),
     ("no_such_file", r"no such file(?: or directory)?"),
     ("nonzero_exit", r"\bexit(?:ed)?(?: with)? (?:code|status)\s*[:=]?\s*-?[1-9]\d*\b"),

@@ -1,0 +1,179 @@
+"""Does serving survive training? Clients keep chatting while the trainer publishes weight after weight.
+
+Starts the Binary RL job of `openclaw-rl/run_cpu_smollm2_openclaw_rl.sh` (trainer + engine + proxy; the tiny
+model by default so that steps are quick), with a rollout batch of 2. Several client sessions chat through
+the proxy without pause, streaming like OpenClaw, and answer each reply with feedback ("thanks" / "try
+again") so that judged samples keep flowing and the trainer keeps stepping. The run lasts until the engine
+has swapped in at least `--syncs` new weight versions. Every request that does not complete (non-200,
+an error event in the stream, a broken connection, no [DONE]) counts as failed. Baseline in the same run:
+the same clients against the same proxy before the first training step (no weight sync can happen yet).
+
+    python bench/serve_during_training.py [--model-path tiny] [--syncs 5] [--sessions 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[1]
+FEEDBACK = ["thanks, that's perfect", "no, that's wrong, try again", "great, thank you", "not what I asked, redo it"]
+
+
+class Tally:
+    def __init__(self):
+        self.ok = 0
+        self.failed = 0
+        self.errors: list[str] = []
+        self.versions: set[str] = set()
+
+
+async def _one_request(client, url, session, history, tally: Tally) -> str | None:
+    body = {"messages": history, "stream": True, "stream_options": {"include_usage": True},
+            "max_completion_tokens": 12}
+    text, done = [], False
+    try:
+        async with client.stream("POST", url, json=body, headers={"X-Session-Id": session}) as response:
+            if response.status_code != 200:
+                raise RuntimeError(f"HTTP {response.status_code}: {(await response.aread())[:200]!r}")
+            async for line in response.aiter_lines():
+                if line == "data: [DONE]":
+                    done = True
+                elif line.startswith("data: "):
+                    event = json.loads(line[6:])
+                    if "error" in event:
+                        raise RuntimeError(f"error event: {event['error']}")
+                    if event.get("weight_version") is not None:
+                        tally.versions.add(str(event["weight_version"]))
+                    for choice in event.get("choices") or []:
+                        text.append((choice.get("delta") or {}).get("content") or "")
+        if not done:
+            raise RuntimeError("stream ended without [DONE]")
+    except Exception as exc:  # every way a user could see a failure counts
+        tally.failed += 1
+        tally.errors.append(f"{type(exc).__name__}: {exc}")
+        return None
+    tally.ok += 1
+    return "".join(text)
+
+
+async def _chat(url: str, sessions: int, stop, tally: Tally, prefix: str):
+    async def session(i):
+        history = [{"role": "user", "content": f"{prefix} session {i}: say something nice."}]
+        turn = 0
+        async with httpx.AsyncClient(timeout=300) as client:
+            while not stop():
+                reply = await _one_request(client, url, f"{prefix}-{i}", history, tally)
+                if reply is None:
+                    await asyncio.sleep(0.2)
+                    continue
+                history = history[-6:] + [{"role": "assistant", "content": reply},
+                                          {"role": "user", "content": FEEDBACK[(i + turn) % len(FEEDBACK)]}]
+                turn += 1
+
+    await asyncio.gather(*(session(i) for i in range(sessions)))
+
+
+def _version(url: str) -> int:
+    try:
+        return int(httpx.get(url + "/healthz", timeout=5).json().get("weight_version") or 0)
+    except (httpx.HTTPError, ValueError):
+        return -1
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model-path", default="tiny")
+    parser.add_argument("--syncs", type=int, default=5)
+    parser.add_argument("--sessions", type=int, default=4)
+    parser.add_argument("--baseline-seconds", type=float, default=20.0)
+    parser.add_argument("--timeout", type=float, default=1200.0)
+    args = parser.parse_args()
+    from slime.engine.launch import free_port
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    with tempfile.TemporaryDirectory() as run_dir:
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "PORT": str(port), "HOST": "127.0.0.1", "RUN_DIR": run_dir,
+               "ROLLOUT_BATCH_SIZE": "2", "PRM_TYPE": "rules"}
+        log_path = Path(run_dir) / "job.log"
+        with open(log_path, "wb") as log:
+            job = subprocess.Popen(["bash", "openclaw-rl/run_cpu_smollm2_openclaw_rl.sh", "--hf-checkpoint",
+                                    args.model_path, "--save-interval", "100000", "--lr", "1e-4"],
+                                   cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            try:
+                deadline = time.monotonic() + 600
+                while _version(url) < 0:
+                    if job.poll() is not None or time.monotonic() > deadline:
+                        raise SystemExit(f"the job did not come up; see {log_path}:\n{log_path.read_text()[-3000:]}")
+                    time.sleep(1)
+                # baseline: chat before any step could have trained (no sample judged yet at start); the
+                # feedback-free first turns of fresh sessions cannot produce samples, so nothing trains
+                baseline = Tally()
+                started = time.monotonic()
+                base_stop = lambda: time.monotonic() - started > args.baseline_seconds  # noqa: E731
+                asyncio.run(_chat_without_feedback(url + "/v1/chat/completions", args.sessions, base_stop, baseline))
+                print(f"baseline (no training yet): {baseline.ok} ok, {baseline.failed} failed, "
+                      f"weight version {_version(url)}", flush=True)
+
+                during = Tally()
+                start_version = _version(url)
+                started = time.monotonic()
+                last_report = [started]
+
+                def stop():
+                    now = time.monotonic()
+                    version = _version(url) if now - last_report[0] > 2 else None
+                    if version is not None:
+                        last_report[0] = now
+                        print(f"  {now - started:6.0f} s: weight version {version}, {during.ok} ok, "
+                              f"{during.failed} failed", flush=True)
+                        if version - start_version >= args.syncs:
+                            return True
+                    if job.poll() is not None:
+                        raise SystemExit(f"the job exited with {job.returncode}; see {log_path}")
+                    return now - started > args.timeout
+
+                asyncio.run(_chat(url + "/v1/chat/completions", args.sessions, stop, during, "train"))
+                syncs = _version(url) - start_version
+            finally:
+                if job.poll() is None:
+                    os.killpg(job.pid, signal.SIGINT)
+                    try:
+                        job.wait(timeout=120)
+                    except subprocess.TimeoutExpired:
+                        os.killpg(job.pid, signal.SIGKILL)
+    print(f"during training: {during.ok} requests ok, {during.failed} failed, {syncs} weight syncs, "
+          f"versions seen in responses: {sorted(during.versions, key=int)}")
+    for error in during.errors[:5]:
+        print("  failure:", error)
+    verdict = "PASS" if during.failed <= 0 and syncs >= args.syncs else "FAIL"
+    print(f"RESULT serve_during_training value={during.failed} target=<=0 {verdict}")
+    return 0
+
+
+async def _chat_without_feedback(url, sessions, stop, tally):
+    async def session(i):
+        async with httpx.AsyncClient(timeout=300) as client:
+            n = 0
+            while not stop():
+                # a new session per request: a turn that never gets a next state is never a sample
+                history = [{"role": "user", "content": f"baseline {i}-{n}: hello"}]
+                await _one_request(client, url, f"base-{i}-{n}", history, tally)
+                n += 1
+
+    await asyncio.gather(*(session(i) for i in range(sessions)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
