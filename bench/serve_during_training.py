@@ -130,8 +130,11 @@ def main() -> int:
                 start_version = _version(url)
                 started = time.monotonic()
                 last_report = [started]
+                finished = [False]
 
                 def stop():
+                    if finished[0]:
+                        return True
                     now = time.monotonic()
                     version = _version(url) if now - last_report[0] > 2 else None
                     if version is not None:
@@ -139,10 +142,12 @@ def main() -> int:
                         print(f"  {now - started:6.0f} s: weight version {version}, {during.ok} ok, "
                               f"{during.failed} failed", flush=True)
                         if version - start_version >= args.syncs:
+                            finished[0] = True
                             return True
                     if job.poll() is not None:
                         raise SystemExit(f"the job exited with {job.returncode}; see {log_path}")
-                    return now - started > args.timeout
+                    finished[0] = now - started > args.timeout
+                    return finished[0]
 
                 asyncio.run(_chat(url + "/v1/chat/completions", args.sessions, stop, during, "train"))
                 syncs = _version(url) - start_version
@@ -154,7 +159,7 @@ def main() -> int:
                     except subprocess.TimeoutExpired:
                         os.killpg(job.pid, signal.SIGKILL)
     print(f"during training: {during.ok} requests ok, {during.failed} failed, {syncs} weight syncs, "
-          f"versions seen in responses: {sorted(during.versions, key=int)}")
+          f"versions seen in responses: {sorted(during.versions, key=lambda v: (len(v), v))}")
     for error in during.errors[:5]:
         print("  failure:", error)
     verdict = "PASS" if during.failed <= 0 and syncs >= args.syncs else "FAIL"

@@ -136,7 +136,12 @@ def test_kill_9_and_restart_loses_nothing(engine_server, tmp_path):
                                     headers={"X-Session-Id": f"crash-{session}"}, timeout=60).json()
                 history += [answer["choices"][0]["message"], {"role": "user", "content": reply}]
         store = ConversationStore(db)
-        before = {t.id: t.status for t in store.recent_turns(1000)}
+        deadline = time.monotonic() + 10  # turn rows are written just after each response
+        while True:
+            before = {t.id: t.status for t in store.recent_turns(1000)}
+            if list(before.values()).count("judging") == 6 or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
         store.close()
         assert list(before.values()).count("judging") == 6  # turns 1-2 of each session wait for the slow judge
     finally:

@@ -25,10 +25,18 @@ log = logging.getLogger("slime.conversation")
 AWAITING = "awaiting_next_state"
 
 
-@dataclass
 class OpenTurn:
-    turn_id: int
-    fingerprints: list[str]  # prompt history + response
+    """A main-line turn waiting for its next state. Its row id arrives once the store has written it:
+    the turn is matchable as soon as the response is out, and every store update about it waits for the id."""
+
+    def __init__(self, fingerprints: list[str], turn_id: int | None = None):
+        self.fingerprints = fingerprints  # prompt history + response
+        self.stored: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        if turn_id is not None:
+            self.stored.set_result(turn_id)
+
+    async def turn_id(self) -> int:
+        return await self.stored
 
 
 @dataclass
@@ -70,7 +78,8 @@ class ConversationService:
         # request in flight is not idle, however long the engine takes
         self.inflight: dict[str, int] = {}
         self.last_activity: dict[str, float] = {}
-        self.tasks: set[asyncio.Task] = set()
+        self.tasks: set[asyncio.Task] = set()  # judging: cancelled at shutdown, resumed from the store
+        self.writes: set[asyncio.Task] = set()  # store writes: always finished before shutdown
         self.stats = ServiceStats()
         self._sweeper: asyncio.Task | None = None
 
@@ -87,15 +96,19 @@ class ConversationService:
     async def stop(self) -> None:
         if self._sweeper:
             self._sweeper.cancel()
+        while self.writes:
+            await asyncio.gather(*list(self.writes), return_exceptions=True)
         for task in list(self.tasks):
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
         await self.judge.aclose()
 
-    def _spawn(self, coro) -> asyncio.Task:
+    def _spawn(self, coro, write: bool = False) -> asyncio.Task:
         task = asyncio.create_task(coro)
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
+        group = self.writes if write else self.tasks
+        group.add(task)
+        task.add_done_callback(group.discard)
+        task.add_done_callback(_log_failure)
         return task
 
     def _lock(self, session_id: str) -> asyncio.Lock:
@@ -140,14 +153,14 @@ class ConversationService:
                 if next_state:
                     attached = turn
                     # stored and judged in the background: the request goes on to the engine right away
-                    self._spawn(self._attach_and_judge(turn.turn_id, next_state))
+                    self._spawn(self._attach_and_judge(turn, next_state), write=True)
                     break
             remaining = [t for t in open_turns if t is not attached]
             for turn in list(remaining):
                 if sessions.is_retry(turn.fingerprints[:-1], messages):
                     # the client asked the same thing again: that response will never be continued
                     remaining.remove(turn)
-                    self._spawn(self._exclude(turn.turn_id, "superseded_by_retry"))
+                    self._spawn(self._exclude(turn, "superseded_by_retry"), write=True)
             self.open[meta.session_id] = remaining
             self.open.move_to_end(meta.session_id)
 
@@ -156,26 +169,38 @@ class ConversationService:
         if cached is not None:
             return cached
         rows = await asyncio.to_thread(self.store.open_turns, session_id)
-        turns = [OpenTurn(r.id, list(r.fingerprints)) for r in rows]
+        turns = [OpenTurn(list(r.fingerprints), r.id) for r in rows]
         self.open[session_id] = turns
         while len(self.open) > self.max_cached_sessions:
             self.open.popitem(last=False)  # evicted sessions reload from the store on their next request
         return turns
 
     # --- after the response: store the turn ------------------------------------------------------
-    async def record_turn(self, meta: sessions.RequestMeta, request: dict, sampled, *, aborted: bool = False) -> int:
-        """Store one served request. Returns the turn's row id."""
+    async def record_turn(self, meta: sessions.RequestMeta, request: dict, sampled, *, aborted: bool = False) -> None:
+        """Keep one served request. The turn can be matched by the session's next request at once; the row
+        is written in the background, so the client's response never waits for the disk."""
         messages = request.get("messages") or []
         response = sampled.message()
         main = meta.turn_type == "main"
-        if aborted:
-            status = "aborted"
-        elif not main:
-            status = "side"
-        else:
-            status = AWAITING
+        status = "aborted" if aborted else ("awaiting_next_state" if main else "side")
         fingerprints = sessions.turn_fingerprints(messages, response) if main else []
-        async with self._lock(meta.session_id):
+        turn = OpenTurn(fingerprints)
+        if status == AWAITING:
+            async with self._lock(meta.session_id):
+                turns = await self._open_turns(meta.session_id)
+                turns.append(turn)
+                overflow = turns[:-self.max_open_turns] if len(turns) > self.max_open_turns else []
+                del turns[:len(overflow)]
+            for oldest in overflow:
+                self._spawn(self._exclude(oldest, "no_next_state"), write=True)
+        elif aborted:
+            self.stats.excluded += 1
+        self._spawn(self._persist(turn, meta, request, response, sampled, status, fingerprints), write=True)
+        if meta.session_done:
+            await self.finalize_session(meta.session_id, "session_done")
+
+    async def _persist(self, turn: OpenTurn, meta, request, response, sampled, status, fingerprints) -> None:
+        try:
             row = await asyncio.to_thread(
                 self.store.add_turn, session_id=meta.session_id, turn_type=meta.turn_type,
                 turn_reason=meta.turn_reason, request=request, response_message=response,
@@ -183,22 +208,16 @@ class ConversationService:
                 response_logprobs=sampled.response_logprobs, weight_version=sampled.weight_version,
                 finish_reason=sampled.finish_reason, trace_id=meta.trace_id, fingerprints=fingerprints,
                 status=status)
-            if status == AWAITING:
-                turns = await self._open_turns(meta.session_id)
-                turns.append(OpenTurn(row.id, fingerprints))
-                while len(turns) > self.max_open_turns:
-                    oldest = turns.pop(0)
-                    await self._exclude(oldest.turn_id, "no_next_state")
-            if aborted:
-                self.stats.excluded += 1
-        if meta.session_done:
-            await self.finalize_session(meta.session_id, "session_done")
-        return row.id
+        except BaseException as exc:
+            turn.stored.set_exception(exc)
+            raise
+        turn.stored.set_result(row.id)
 
     # --- judging ----------------------------------------------------------------------------------
-    async def _attach_and_judge(self, turn_id: int, next_state: list[dict]) -> None:
+    async def _attach_and_judge(self, turn: OpenTurn, next_state: list[dict]) -> None:
+        turn_id = await turn.turn_id()
         await asyncio.to_thread(self.store.set_next_state, turn_id, next_state, "request")
-        await self._judge_turn(turn_id)
+        self._spawn(self._judge_turn(turn_id))
 
     async def _judge_turn(self, turn_id: int, judgement: Judgement | None = None) -> None:
         turn = await asyncio.to_thread(self.store.get_turn, turn_id)
@@ -243,7 +262,8 @@ class ConversationService:
                     seconds=time.perf_counter() - started)
         return Judgement(score=0.0, votes=[vote], judge=self.judge.name, failed=True)
 
-    async def _exclude(self, turn_id: int, reason: str) -> None:
+    async def _exclude(self, turn: "int | OpenTurn", reason: str) -> None:
+        turn_id = await turn.turn_id() if isinstance(turn, OpenTurn) else turn
         await asyncio.to_thread(self.store.set_status, turn_id, "excluded", reason)
         self.stats.excluded += 1
 
@@ -255,9 +275,9 @@ class ConversationService:
                 return False  # it spoke again while we waited for its lock
             turns = self.open.pop(session_id, None)
             if turns is None:
-                turns = [OpenTurn(r.id, []) for r in await asyncio.to_thread(self.store.open_turns, session_id)]
+                turns = [OpenTurn([], r.id) for r in await asyncio.to_thread(self.store.open_turns, session_id)]
             for turn in turns:
-                await self._exclude(turn.turn_id, "no_next_state")
+                await self._exclude(turn, "no_next_state")
             await asyncio.to_thread(self.store.finalize_session, session_id, reason)
         if not self.inflight.get(session_id):
             self.session_locks.pop(session_id, None)
@@ -285,6 +305,8 @@ class ConversationService:
     # --- explicit feedback ---------------------------------------------------------------------------
     async def feedback(self, session_id: str, turn_num: int | None, rating: int | None, text: str | None) -> dict:
         """A rating and/or a comment about one turn; it becomes (part of) that turn's next state."""
+        if self.writes:  # a turn answered a moment ago may still be on its way to the store
+            await asyncio.gather(*list(self.writes), return_exceptions=True)
         async with self._lock(session_id):
             turn = await asyncio.to_thread(self.store.find_turn, session_id, turn_num)
             if turn is None:
@@ -303,7 +325,8 @@ class ConversationService:
                 await asyncio.to_thread(self.store.set_next_state, turn.id, [message], "feedback")
             cached = self.open.get(session_id)
             if cached is not None:
-                self.open[session_id] = [t for t in cached if t.turn_id != turn.id]
+                self.open[session_id] = [t for t in cached if not (t.stored.done() and not t.stored.exception()
+                                                                   and t.stored.result() == turn.id)]
         judgement = None
         if rating is not None and rating != 0:
             # the user's own verdict outranks any judge's reading of it
@@ -327,3 +350,8 @@ def feedback_text(rating: int | None, text: str | None) -> str:
     if text and text.strip():
         return text.strip()
     return {1: "👍 That was good.", -1: "👎 That was not what I wanted."}.get(rating or 0, "(no comment)")
+
+
+def _log_failure(task: asyncio.Task) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("background task failed: %r", task.exception(), exc_info=task.exception())

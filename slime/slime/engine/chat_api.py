@@ -96,7 +96,9 @@ class ChatResponder:
             "object": obj,
             "created": self.created,
             "model": self.engine.served_model_name,
-            "weight_version": self.sequences[0].weight_version,
+            # null in a stream's first chunk, sent before the request is admitted to a batch: the version
+            # is only known once the engine starts it
+            "weight_version": self.sequences[0].weight_version or None,
         }
 
     # --- whole response ---------------------------------------------------------------------
