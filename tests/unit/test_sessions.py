@@ -403,3 +403,22 @@ def test_junk_never_raises(body):
     is_retry(fps, messages)  # type: ignore[arg-type]
     for msg in messages if isinstance(messages, list) else []:
         message_fingerprint(msg)
+
+
+def test_openclaw_system_prompt_date_change_keeps_the_history_matching():
+    """After midnight OpenClaw's system prompt has a new `Current date`; the turn before must still match."""
+    from slime.conversation.sessions import next_state_after, turn_fingerprints
+
+    def system(day):
+        return {"role": "system", "content": "<!-- openclaw:attempt:STABLE -->\nYou are a personal assistant running "
+                "inside OpenClaw.\n<!-- /openclaw:attempt:STABLE -->\n<!-- openclaw:attempt:DYNAMIC -->\n"
+                f"Current date: 2026-11-{day}\n<!-- /openclaw:attempt:DYNAMIC -->"}
+
+    user = {"role": "user", "content": "[Sat 2026-11-21 23:59 UTC] hi"}
+    reply = {"role": "assistant", "content": "hello"}
+    fps = turn_fingerprints([system(21), user], reply)
+    nxt = {"role": "user", "content": "[Sun 2026-11-22 00:01 UTC] thanks"}
+    assert next_state_after(fps, [system(22), user, reply, nxt]) == [nxt]
+    plain = {"role": "system", "content": "Current date: 2026-11-22"}  # other clients: the whole text counts
+    assert next_state_after(turn_fingerprints([{"role": "system", "content": "Current date: 2026-11-21"}, user],
+                                              reply), [plain, user, reply, nxt]) is None

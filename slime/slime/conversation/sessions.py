@@ -45,6 +45,7 @@ __all__ = [
 # OpenClaw appends one user message starting with this marker to every request and drops it again from the
 # history it replays, so it is never part of the conversation proper.
 INTERNAL_CONTEXT_MARKER = "<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>"
+OPENCLAW_DYNAMIC_MARKER = "<!-- openclaw:attempt:DYNAMIC -->"
 
 # Written once into the first user message of an OpenClaw session and replayed verbatim afterwards (after
 # compaction it moves into the second text part of that message), so it identifies the session.
@@ -175,7 +176,13 @@ def message_fingerprint(msg: dict) -> str:
     ids, `tool_call_id`, `name` and `reasoning_content` (clients rewrite or drop them when replaying history).
     """
     if isinstance(msg, dict):
-        key = [_role(msg), message_text(msg).strip(), _tool_call_signatures(msg)]
+        role = _role(msg)
+        text = message_text(msg)
+        if role == "system" and OPENCLAW_DYNAMIC_MARKER in text:
+            # OpenClaw's system prompt ends with a part that changes with the date ("Current date: ..."):
+            # the conversation is the same after midnight, so only the stable part identifies it
+            text = text.split(OPENCLAW_DYNAMIC_MARKER, 1)[0]
+        key = [role, text.strip(), _tool_call_signatures(msg)]
     else:
         # Not a message at all: fingerprint its value so it matches only an identical junk entry.
         key = ["<junk>", _canonical_arguments(msg), []]
