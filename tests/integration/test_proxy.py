@@ -240,3 +240,28 @@ def test_healthz_follows_the_engine(tiny_model_path, tmp_path):
             assert chat.status_code == 502 and "unreachable" in chat.json()["error"]["message"]
     finally:
         engine.stop()
+
+
+def test_llm_judge_through_the_engine_protocol(tool_engine, tmp_path):
+    """--judge llm: votes from the engine (the random tiny model cannot answer in \\boxed{}: every vote is
+    unparseable, so the turn is excluded as a judge failure, with the votes kept)."""
+    with ProxyProcess(tool_engine.url, tmp_path / "llm.db", "--prm-m", "2", "--prm-max-new-tokens", "8",
+                      "--judge-vote-timeout", "60", judge="llm", log_path=tmp_path / "proxy.log") as server:
+        client = _client(server, "llm-1")
+        history = [{"role": "user", "content": "Hello"}]
+        answer = client.chat.completions.create(model="tiny", messages=history, max_tokens=6, temperature=0.0)
+        history += [{"role": "assistant", "content": answer.choices[0].message.content},
+                    {"role": "user", "content": "thanks!"}]
+        client.chat.completions.create(model="tiny", messages=history, max_tokens=6, temperature=0.0)
+        store = ConversationStore(server.store_path)
+        try:
+            turn = _wait(lambda: (t := store.find_turn("llm-1", 1)) is not None and t.judgement is not None and t,
+                         timeout=60)
+            votes = turn.judgement["votes"]
+            assert turn.judgement["judge"] == "llm" and len(votes) == 2
+            assert all(v["source"] == "llm" and v["rationale"] is not None for v in votes)
+            if all(v["score"] is None for v in votes):
+                assert turn.status == "excluded" and turn.exclusion_reason == "judge_failed"
+        finally:
+            store.close()
+        assert httpx.get(server.url + "/v1/stats").json()["proxy"]["judge_stats"]["votes"] >= 2

@@ -163,3 +163,50 @@ def test_kill_9_and_restart_loses_nothing(engine_server, tmp_path):
         finally:
             store.close()
         assert httpx.get(restarted.url + "/healthz").status_code == 200
+
+
+def _rss_mb(pid: int) -> float:
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmRSS")
+
+
+@pytest.mark.slow
+def test_thousands_of_sessions_keep_memory_flat(engine_server, tmp_path):
+    """Sessions that end (idle TTL) free their state: the second thousand costs no more memory than the first."""
+    with ProxyProcess(engine_server.url, tmp_path / "many.db", "--session-idle-ttl", "2", judge="rules",
+                      log_path=tmp_path / "proxy.log") as proxy:
+        url = proxy.url + "/v1/chat/completions"
+
+        async def wave(start: int, count: int):
+            async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(max_connections=16)) as client:
+                slots = asyncio.Semaphore(16)
+
+                async def one(i):
+                    async with slots:
+                        body = {"messages": [{"role": "user", "content": f"user {i} says hi"}], "max_tokens": 1}
+                        response = await client.post(url, json=body, headers={"X-Session-Id": f"many-{i}"})
+                        assert response.status_code == 200
+
+                await asyncio.gather(*(one(i) for i in range(start, start + count)))
+
+        def settle():
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                snapshot = httpx.get(proxy.url + "/v1/stats").json()
+                if snapshot["proxy"]["cached_sessions"] == 0 and snapshot["sessions"]["active"] == 0:
+                    return snapshot
+                time.sleep(0.5)
+            raise AssertionError(f"sessions not finalised: {snapshot}")
+
+        asyncio.run(wave(0, 1000))
+        settle()
+        after_first = _rss_mb(proxy.process.pid)
+        asyncio.run(wave(1000, 1000))
+        stats = settle()
+        after_second = _rss_mb(proxy.process.pid)
+        assert stats["sessions"]["finalized"] == 2000 and stats["turns"]["main"] == 2000
+        assert stats["excluded"].get("no_next_state") == 2000
+        print(f"proxy RSS after 1000 sessions {after_first:.1f} MB, after 2000 {after_second:.1f} MB")
+        assert after_second - after_first < 16, (after_first, after_second)

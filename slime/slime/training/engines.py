@@ -18,7 +18,12 @@ class RolloutEngines:
         if external:
             self.urls = external
         else:
-            engine = EngineProcess(model_path, "--random-seed", str(args.seed), threads=args.engine_threads,
+            extra = ["--random-seed", str(args.seed)]
+            if getattr(args, "rollout_max_context_len", None):
+                # the configured context limit is enforced where prompts are rendered: prompts that do not
+                # fit get a clear 400 (through the proxy too) instead of being silently cut
+                extra += ["--context-length", str(args.rollout_max_context_len)]
+            engine = EngineProcess(model_path, *extra, threads=args.engine_threads,
                                    log_path=run_dir / "engine.log", ready_timeout=600)
             log.info("starting the embedded engine on %s (log: %s)", model_path, run_dir / "engine.log")
             self.processes.append(engine.start())
