@@ -5,12 +5,13 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
 
 check_layout() {
-    local total=$((ACTOR_GPUS + ROLLOUT_GPUS + PRM_GPUS))
+    local total
     for name in NUM_GPUS ACTOR_GPUS ROLLOUT_GPUS PRM_GPUS; do
         if ! [[ "${!name}" =~ ^[0-9]+$ ]]; then
             echo "error: $name must be a non-negative integer, got '${!name}'" >&2; exit 2
         fi
     done
+    total=$((ACTOR_GPUS + ROLLOUT_GPUS + PRM_GPUS))
     if [ "$ACTOR_GPUS" -lt 1 ] || [ "$ROLLOUT_GPUS" -lt 1 ]; then
         echo "error: ACTOR_GPUS and ROLLOUT_GPUS must be >= 1 (got $ACTOR_GPUS, $ROLLOUT_GPUS)" >&2; exit 2
     fi
@@ -37,3 +38,31 @@ if [ "$HOST" != "127.0.0.1" ] && [ "$HOST" != "localhost" ] && [ -z "${OPENCLAW_
     echo "error: HOST=$HOST exposes the proxy: set OPENCLAW_PROXY_API_KEY (clients send it as the bearer key)" >&2
     exit 2
 fi
+
+# Flags every Qwen3-4B Binary RL script shares (upstream's values; see README.md).
+ROLLOUT_ARGS=(
+    --disable-rollout-global-dataset
+    --rollout-function-path openclaw_rollout.generate_rollout_openclaw
+    --data-source-path slime.conversation.rollout.ConversationDataSource --extra-python-path "$HERE"
+    --num-rollout 100000000 --rollout-batch-size 16 --n-samples-per-prompt 1 --num-steps-per-rollout 1
+    --rollout-max-response-len 8192 --rollout-max-context-len 32768 --rollout-temperature 0.6 --reward-key score
+)
+GRPO_ARGS=(
+    --advantage-estimator grpo --disable-rewards-normalization --kl-loss-coef 0.0 --kl-loss-type low_var_kl
+    --entropy-coef 0.0 --eps-clip 0.2 --eps-clip-high 0.28
+)
+OPTIMIZER_ARGS=(--optimizer adam --lr 1e-5 --lr-decay-style constant --weight-decay 0.1 --adam-beta1 0.9
+                --adam-beta2 0.98)
+prm_args() {  # $1: judge engine tensor-parallel size
+    echo --prm-enable --prm-num-gpus "$PRM_GPUS" --prm-num-gpus-per-engine "$1" --prm-model-path "$PRM_MODEL_PATH" \
+         --prm-type llm --prm-m "${PRM_M:-3}" --prm-temperature "${PRM_TEMPERATURE:-0.6}" \
+         --prm-max-new-tokens "${PRM_MAX_NEW_TOKENS:-4096}"
+}
+
+launch() {  # DRY_RUN=1 prints the command (shell-quoted) instead of running it
+    if [ "${DRY_RUN:-0}" = 1 ]; then
+        printf '%q ' "$@"; echo
+    else
+        exec "$@"
+    fi
+}

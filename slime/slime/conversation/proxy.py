@@ -33,7 +33,7 @@ from slime.conversation.relay import (ForwardPolicy, SampledTurn, build_forward_
 from slime.conversation.service import ConversationService, FeedbackError
 from slime.conversation.store import ConversationStore
 from slime.engine.protocol import APIError
-from slime.engine.server import BearerAuth
+from slime.engine.server import BearerAuth, install_error_handlers
 
 log = logging.getLogger("slime.conversation")
 
@@ -67,10 +67,6 @@ class ProxyConfig:
             raise SystemExit(f"refusing to bind {self.host}:{self.port} without an API key: anyone on the network "
                              "could use the model and inject training data. Set --api-key or "
                              "$OPENCLAW_PROXY_API_KEY (clients send it as 'Authorization: Bearer <key>').")
-
-
-def _error(status: int, message: str, type: str = "invalid_request_error", param: str | None = None) -> JSONResponse:
-    return JSONResponse(APIError(status, message, type=type, param=param).body(), status_code=status)
 
 
 def validate_chat_body(body) -> list[dict]:
@@ -119,14 +115,7 @@ def create_app(config: ProxyConfig, judge) -> FastAPI:
     policy = ForwardPolicy(served_model_name=config.served_model_name,
                            max_response_tokens=config.max_response_tokens, temperature=config.temperature)
 
-    @app.exception_handler(APIError)
-    async def api_error(request: Request, exc: APIError):
-        return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers)
-
-    @app.exception_handler(Exception)
-    async def unexpected(request: Request, exc: Exception):
-        log.exception("unhandled error on %s", request.url.path)
-        return _error(500, f"internal error: {type(exc).__name__}: {exc}", type="server_error")
+    install_error_handlers(app, log)
 
     async def read_json(request: Request):
         declared = request.headers.get("content-length")

@@ -102,6 +102,20 @@ class BearerAuth:
         await self.app(scope, receive, send)
 
 
+def install_error_handlers(app: FastAPI, logger: logging.Logger) -> None:
+    """Every error leaves in the OpenAI shape: `APIError`s as raised, anything unexpected as a logged 500."""
+
+    @app.exception_handler(APIError)
+    async def api_error(request: Request, exc: APIError):
+        return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers)
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception):
+        logger.exception("unhandled error on %s", request.url.path)
+        err = APIError(500, f"internal error: {type(exc).__name__}: {exc}", type="server_error")
+        return JSONResponse(err.body(), status_code=500)
+
+
 def create_app(engine: Engine) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -115,15 +129,7 @@ def create_app(engine: Engine) -> FastAPI:
     if engine.config.api_key:
         app.add_middleware(BearerAuth, key=engine.config.api_key)
 
-    @app.exception_handler(APIError)
-    async def api_error(request: Request, exc: APIError):
-        return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers)
-
-    @app.exception_handler(Exception)
-    async def unexpected(request: Request, exc: Exception):
-        log.exception("unhandled error on %s", request.url.path)
-        err = APIError(500, f"internal error: {type(exc).__name__}: {exc}", type="server_error")
-        return JSONResponse(err.body(), status_code=500)
+    install_error_handlers(app, log)
 
     # --- generation -----------------------------------------------------------------------
     @app.post("/generate")
