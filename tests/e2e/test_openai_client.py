@@ -17,8 +17,8 @@ from openai import BadRequestError, OpenAI
 
 from helpers.tool_model import FINAL_ANSWER, TOOL_ARGUMENTS, TOOL_NAME, TOOL_RESULT, TOOLS, turn1_messages
 
-# Captured requests of the real OpenClaw client live in shared/ beside the checkout (not in the repo).
-OPENCLAW_CAPTURE = (Path(__file__).resolve().parents[3] / "shared" / "reference" / "openclaw_capture"
+# A request the real OpenClaw client sent (tests/fixtures/openclaw_capture, see ../shared/reference/openclaw_client.md)
+OPENCLAW_CAPTURE = (Path(__file__).resolve().parents[1] / "fixtures" / "openclaw_capture"
                     / "03_local_tool_result_followup.json")
 
 PROMPT = [{"role": "user", "content": "Write a short Python function that adds two numbers."}]
@@ -313,8 +313,6 @@ def test_tool_choice_none_returns_raw_text(tool_client):
 
 
 def _openclaw_body() -> dict:
-    if not OPENCLAW_CAPTURE.exists():
-        pytest.skip(f"no OpenClaw capture at {OPENCLAW_CAPTURE} (shared/ is not beside this checkout)")
     body = json.loads(OPENCLAW_CAPTURE.read_text())["body"]
     assert body["stream"] is True and body["tool_choice"] == "auto" and body["max_completion_tokens"] == 4096
     assert body["stream_options"] == {"include_usage": True}
