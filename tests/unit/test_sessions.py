@@ -422,3 +422,15 @@ def test_openclaw_system_prompt_date_change_keeps_the_history_matching():
     plain = {"role": "system", "content": "Current date: 2026-11-22"}  # other clients: the whole text counts
     assert next_state_after(turn_fingerprints([{"role": "system", "content": "Current date: 2026-11-21"}, user],
                                               reply), [plain, user, reply, nxt]) is None
+
+
+def test_reply_replayed_without_its_reasoning_still_matches():
+    from slime.conversation.sessions import next_state_after, turn_fingerprints
+
+    user = {"role": "user", "content": "hi"}
+    said = {"role": "assistant", "content": "<think>the user greets me</think>\n\nHello!"}
+    nxt = {"role": "user", "content": "thanks"}
+    fps = turn_fingerprints([user], said)
+    assert next_state_after(fps, [user, {"role": "assistant", "content": "Hello!"}, nxt]) == [nxt]
+    assert next_state_after(fps, [user, said, nxt]) == [nxt]
+    assert next_state_after(fps, [user, {"role": "assistant", "content": "Bye!"}, nxt]) is None

@@ -79,9 +79,11 @@ class ConversationDataSource:
             return args.engine_urls[0]  # the policy engine judges its own turns
         from slime.engine.launch import EngineProcess
         from slime.models import resolve_model_path
+        from slime.training.engines import engine_device_args
 
         # a frozen copy: it never receives weight updates, so judging stays consistent across steps
-        self.judge_engine = EngineProcess(resolve_model_path(args.prm_model_path), threads=args.engine_threads,
+        self.judge_engine = EngineProcess(resolve_model_path(args.prm_model_path), *engine_device_args(args),
+                                          threads=args.engine_threads,
                                           log_path=run_dir / "judge_engine.log", ready_timeout=600).start()
         return self.judge_engine.url
 

@@ -46,6 +46,7 @@ __all__ = [
 # history it replays, so it is never part of the conversation proper.
 INTERNAL_CONTEXT_MARKER = "<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>"
 OPENCLAW_DYNAMIC_MARKER = "<!-- openclaw:attempt:DYNAMIC -->"
+_THINK_BLOCK = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL)
 
 # Written once into the first user message of an OpenClaw session and replayed verbatim afterwards (after
 # compaction it moves into the second text part of that message), so it identifies the session.
@@ -178,6 +179,9 @@ def message_fingerprint(msg: dict) -> str:
     if isinstance(msg, dict):
         role = _role(msg)
         text = message_text(msg)
+        if role == "assistant" and "<think>" in text:
+            # clients often replay a reply without its reasoning (chat templates drop it from history)
+            text = _THINK_BLOCK.sub("", text)
         if role == "system" and OPENCLAW_DYNAMIC_MARKER in text:
             # OpenClaw's system prompt ends with a part that changes with the date ("Current date: ..."):
             # the conversation is the same after midnight, so only the stable part identifies it

@@ -11,6 +11,16 @@ from slime.engine.launch import EngineProcess
 log = logging.getLogger(__name__)
 
 
+def engine_device_args(args) -> list[str]:
+    """Engines follow the trainer onto the GPU (placement per GPU arrives with the scale-out issue)."""
+    import torch
+
+    device = getattr(args, "device", "auto")
+    if device == "cuda" or (device == "auto" and torch.cuda.is_available()):
+        return ["--device", "cuda", "--dtype", "bfloat16"]
+    return []
+
+
 class RolloutEngines:
     def __init__(self, args, model_path: Path, run_dir: Path):
         self.processes: list[EngineProcess] = []
@@ -18,7 +28,7 @@ class RolloutEngines:
         if external:
             self.urls = external
         else:
-            extra = ["--random-seed", str(args.seed)]
+            extra = ["--random-seed", str(args.seed), *engine_device_args(args)]
             if getattr(args, "rollout_max_context_len", None):
                 # the configured context limit is enforced where prompts are rendered: prompts that do not
                 # fit get a clear 400 (through the proxy too) instead of being silently cut
