@@ -116,10 +116,16 @@ def test_openclaw_two_turns_first_becomes_a_sample(long_context_engine, tmp_path
         t1, _ = _run_two_turns(client, session, record_property)
 
         session_id = f"openclaw:{session}"  # the proxy reads sessionId from OpenClaw's "Runtime:" line
-        with sqlite3.connect(f"file:{store_path}?mode=ro", uri=True, timeout=30) as db:
-            main_ids = [r[0] for r in db.execute(
-                "SELECT id FROM turns WHERE session_id = ? AND turn_type = 'main' ORDER BY turn_num", (session_id,))]
-            sessions = [r[0] for r in db.execute("SELECT id FROM sessions")]
+        deadline = time.monotonic() + 30  # the proxy writes each turn's row just after its response
+        while True:
+            with sqlite3.connect(f"file:{store_path}?mode=ro", uri=True, timeout=30) as db:
+                main_ids = [r[0] for r in db.execute(
+                    "SELECT id FROM turns WHERE session_id = ? AND turn_type = 'main' ORDER BY turn_num",
+                    (session_id,))]
+                sessions = [r[0] for r in db.execute("SELECT id FROM sessions")]
+            if len(main_ids) >= 2 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
         assert len(main_ids) >= 2, f"main turns of {session_id}: {main_ids}; sessions in store: {sessions}"
         sample = _wait_for_sample(store_path, main_ids[0])
 

@@ -122,7 +122,7 @@ def test_tool_call_then_tool_result_becomes_a_judged_sample(proxy, store):
     first = _wait(lambda: (t := store.find_turn("tools-1", 1)) is not None and t.status == "sampled" and t)
     assert first.next_state == [messages[-1]] or first.next_state[0]["content"] == "sunny, 21 C"
     assert first.judgement["score"] == 1.0 and first.judgement["judge"] == "rules"
-    assert store.find_turn("tools-1", 2).status == "awaiting_next_state"
+    assert _wait(lambda: store.find_turn("tools-1", 2)).status == "awaiting_next_state"
 
 
 def test_user_replies_are_judged_and_neutral_turns_excluded(proxy, store):
@@ -147,7 +147,7 @@ def test_retry_is_not_a_next_state(proxy, store):
     client.chat.completions.create(model="tiny", messages=messages, max_tokens=8, temperature=1.0, seed=2)
     first = _wait(lambda: (t := store.find_turn("retry-1", 1)) is not None and t.status == "excluded" and t)
     assert first.exclusion_reason == "superseded_by_retry" and first.next_state is None
-    assert store.find_turn("retry-1", 2).status == "awaiting_next_state"
+    assert _wait(lambda: store.find_turn("retry-1", 2)).status == "awaiting_next_state"
 
 
 def test_feedback_endpoint_rates_the_latest_turn(proxy, store):
@@ -180,10 +180,12 @@ def test_captured_openclaw_requests_classified(proxy, store, openclaw_captures):
         session = first["session_id"]
         if not expected_side:
             assert session == "openclaw:sessA"
-    turns = _turns(store, "openclaw:sessA")
-    assert len(turns) == 3 and all(t.turn_type == "main" and t.turn_reason == "openclaw-main" for t in turns)
-    side = [t for t in store.recent_turns(20) if t.turn_type == "side"]
-    assert {t.turn_reason for t in side} >= {"openclaw-compaction", "openclaw-heartbeat"}
+    # rows are written just after each response: wait for the last ones
+    turns = _wait(lambda: len(t := _turns(store, "openclaw:sessA")) == 3 and t)
+    assert all(t.turn_type == "main" and t.turn_reason == "openclaw-main" for t in turns)
+    side = _wait(lambda: {t.turn_reason for t in store.recent_turns(20) if t.turn_type == "side"}
+                 >= {"openclaw-compaction", "openclaw-heartbeat"})
+    assert side
 
 
 def test_bad_inputs_get_clean_4xx(proxy):

@@ -112,7 +112,7 @@ def test_judge_timeout_never_delays_serving(engine_server, tmp_path):
         store = ConversationStore(proxy.store_path)
         try:
             deadline = time.monotonic() + 30
-            while time.monotonic() < deadline and store.find_turn("slow-1", 2).status == "judging":
+            while time.monotonic() < deadline and ((t := store.find_turn("slow-1", 2)) is None or t.status == "judging"):
                 time.sleep(0.2)
             turn = store.find_turn("slow-1", 1)
             assert turn.status == "excluded" and turn.exclusion_reason == "judge_failed"

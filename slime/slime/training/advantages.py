@@ -6,6 +6,7 @@ import torch
 
 from slime.backends.fsdp.parallel import all_reduce_sum
 from slime.utils import ppo_utils
+from slime.utils.loss import opd_advantage_bound
 
 
 def _kl(args, old: torch.Tensor, ref: torch.Tensor | None) -> torch.Tensor:
@@ -32,7 +33,7 @@ def attach_advantages(args, rows: list[dict], device: torch.device) -> None:
             if row.get("teacher_log_probs") is None:
                 raise ValueError("--advantage-estimator on_policy_distillation needs teacher_log_probs on every sample")
             teacher = torch.tensor(row["teacher_log_probs"], dtype=torch.float64).unsqueeze(0)
-            adv = ppo_utils.on_policy_distillation_advantages(teacher, old, mask)
+            adv = ppo_utils.on_policy_distillation_advantages(teacher, old, mask, opd_advantage_bound(args))
         else:
             raise ValueError(f"unknown --advantage-estimator {estimator}")
         row["advantages"] = adv[0].tolist()

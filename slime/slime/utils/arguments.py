@@ -232,6 +232,12 @@ def _add_algorithm_flags(g):
     g.add_argument("--disable-compute-advantages-and-returns", dest="compute_advantages_and_returns",
                    action="store_false")
     g.add_argument("--distill-topk", type=int, default=None, help="K of the teacher top-K log-probs")
+    g.add_argument("--opd-advantage-bound", type=float, default=None,
+                   help="clamp the per-token OPD advantage teacher - old to [-B, B] (env OPENCLAW_OPD_ADVANTAGE_BOUND)")
+    g.add_argument("--combine-w-rl", type=float, default=None,
+                   help="Combine loss: weight of the reward term (env OPENCLAW_COMBINE_W_RL, default 1.0)")
+    g.add_argument("--combine-w-opd", type=float, default=None,
+                   help="Combine loss: weight of the OPD term (env OPENCLAW_COMBINE_W_OPD, default 1.0)")
     g.add_argument("--use-rollout-logprobs", action="store_true")
     g.add_argument("--use-tis", action="store_true")
     g.add_argument("--tis-clip", type=float, default=2.0)

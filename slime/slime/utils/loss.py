@@ -14,9 +14,11 @@ returned as reduced scalars, so they aggregate the same way.
 
 from __future__ import annotations
 
+import os
+
 import torch
 
-from slime.utils import ppo_utils
+from slime.utils import distill, ppo_utils
 
 
 def response_log_probs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
@@ -68,6 +70,82 @@ def sft_loss_function(args, batch: dict, logits: torch.Tensor, reduce) -> tuple[
     """Negative log-likelihood of the masked response tokens."""
     loss = reduce(-response_log_probs(logits, batch["tokens"]))
     return loss, {"loss": loss.detach()}
+
+
+def topk_distillation_loss_function(args, batch: dict, logits: torch.Tensor, reduce) -> tuple[torch.Tensor, dict]:
+    """Top-K reverse KL to the teacher (spec §7.4): K teacher tokens + a tail bin, no PPO ratio.
+
+    A plain on-policy gradient of the truncated KL(student || teacher); `logits` are already divided by
+    the rollout temperature, the same temperature the teacher must have been scored at (bug B10).
+    Teacher rows that are not a distribution (padding, bug B9) contribute 0.
+    """
+    if batch.get("teacher_topk_log_probs") is None or batch.get("teacher_topk_indices") is None:
+        raise ValueError("topk_distillation_loss_function needs teacher_topk_log_probs/teacher_topk_indices "
+                         "on every sample (score the teacher with --distill-topk K)")
+    teacher_log_probs = batch["teacher_topk_log_probs"]
+    student = distill.with_tail_bin(distill.student_topk_log_probs(logits, batch["teacher_topk_indices"]))
+    teacher = distill.with_tail_bin(distill.sanitize_teacher_topk_log_probs(teacher_log_probs)).to(student.dtype)
+    valid = distill.valid_teacher_topk_rows(teacher_log_probs).to(student.dtype)
+    kl_loss = reduce(distill.reverse_kl_over_bins(student, teacher) * valid)
+    # without an entropy bonus the (K+1-bin) entropy is only reported: keep it out of the autograd graph
+    with torch.set_grad_enabled(bool(args.entropy_coef) and torch.is_grad_enabled()):
+        entropy_loss = reduce(distill.entropy_over_bins(student) * valid)
+    loss = kl_loss - args.entropy_coef * entropy_loss if args.entropy_coef else kl_loss
+    metrics = {"loss": loss.detach(), "kl_loss": kl_loss.detach(), "entropy_loss": entropy_loss.detach(),
+               "teacher_topk_invalid_frac": reduce(1.0 - valid).detach()}
+    return loss, metrics
+
+
+def _flag_or_env(args, name: str, env: str, default):
+    value = getattr(args, name, None)
+    if value is not None:
+        return value
+    raw = os.environ.get(env, "").strip()
+    return type(default)(raw) if raw else default
+
+
+def combine_weights(args) -> tuple[float, float]:
+    """(w_rl, w_opd): `--combine-w-rl/--combine-w-opd`, else OPENCLAW_COMBINE_W_RL/_W_OPD, else 1.0 each.
+
+    Read at every call, as upstream does, so a running job can be re-weighted through its environment.
+    """
+    return (float(_flag_or_env(args, "combine_w_rl", "OPENCLAW_COMBINE_W_RL", 1.0)),
+            float(_flag_or_env(args, "combine_w_opd", "OPENCLAW_COMBINE_W_OPD", 1.0)))
+
+
+def opd_advantage_bound(args) -> float | None:
+    """Optional +-bound on the per-token OPD advantage (bug B13): `--opd-advantage-bound` or
+    OPENCLAW_OPD_ADVANTAGE_BOUND; unset or 0 means unbounded, as upstream."""
+    bound = float(_flag_or_env(args, "opd_advantage_bound", "OPENCLAW_OPD_ADVANTAGE_BOUND", 0.0))
+    return bound if bound > 0 else None
+
+
+def combine_loss_function(args, batch: dict, logits: torch.Tensor, reduce) -> tuple[torch.Tensor, dict]:
+    """Combine (spec §8.2): the PPO policy loss with advantage `w_rl * r + w_opd * (teacher - old)`.
+
+    Run with `--advantage-estimator grpo --disable-rewards-normalization`, so `batch["advantages"]` is
+    the raw reward broadcast over the response. `old` is `old_log_probs` (recomputed, or the rollout's
+    with --use-rollout-logprobs). A `teacher_mask` field (1 where a real teacher log-prob exists) makes
+    RL-only samples' OPD term exactly 0 (bug B11); without one every sample of a batch that carries
+    `teacher_log_probs` is taken to have a teacher.
+    """
+    if batch.get("advantages") is None or batch.get("old_log_probs") is None:
+        raise ValueError("combine_loss_function needs advantages and old_log_probs: run it with "
+                         "--advantage-estimator grpo --disable-rewards-normalization, without "
+                         "--disable-compute-advantages-and-returns")
+    w_rl, w_opd = combine_weights(args)
+    bound = opd_advantage_bound(args)
+    teacher, old, mask = batch.get("teacher_log_probs"), batch["old_log_probs"], batch["loss_mask"]
+    advantages = distill.combine_advantages(batch["advantages"], teacher, old, w_rl, w_opd, bound, mask,
+                                            batch.get("teacher_mask"))
+    loss, metrics = policy_loss_function(args, {**batch, "advantages": advantages}, logits, reduce)
+    opd = (distill.opd_advantages(teacher, old, mask, bound, batch.get("teacher_mask"))
+           if teacher is not None else torch.zeros_like(old))
+    metrics.update({"advantage_mean": reduce(advantages).detach(),
+                    "rl_advantage_mean": reduce(batch["advantages"]).detach(),
+                    "opd_advantage_mean": reduce(opd).detach(),
+                    "opd_advantage_abs_mean": reduce(opd.abs()).detach()})
+    return loss, metrics
 
 
 BUILT_IN_LOSSES = {"policy_loss": policy_loss_function, "sft_loss": sft_loss_function}

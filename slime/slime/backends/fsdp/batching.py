@@ -73,21 +73,28 @@ def collate(rows: list[dict], indices: list[int], pad_token_id: int) -> MicroBat
         response_mask[b, : resp[b]] = 1.0
     fields: dict[str, torch.Tensor] = {}
     for name in RESPONSE_FIELDS:
-        if chosen[0].get(name) is None:
+        present = [row.get(name) is not None for row in chosen]
+        if not any(present):
             continue
         out = torch.zeros((len(chosen), longest_resp))
         for b, row in enumerate(chosen):
-            values = row[name]
-            out[b, : len(values)] = torch.as_tensor(values, dtype=torch.float32)
+            if present[b]:
+                values = row[name]
+                out[b, : len(values)] = torch.as_tensor(values, dtype=torch.float32)
         fields[name] = out
+        if name == "teacher_log_probs" and not all(present):
+            # Combine mixes samples with a teacher (a hint was accepted) and without: the mask tells the
+            # loss which zeros are fillers, so their OPD term is exactly 0 instead of 0 - log p_old
+            fields["teacher_mask"] = torch.tensor(present, dtype=torch.float32)[:, None] * response_mask
     for name in TOPK_FIELDS:
-        if chosen[0].get(name) is None:
+        sized = [row[name] for row in chosen if row.get(name)]
+        if not sized:
             continue
-        k = len(chosen[0][name][0]) if chosen[0][name] else 0
+        k = len(sized[0][0])
         dtype = torch.long if name.endswith("indices") else torch.float32
         out = torch.zeros((len(chosen), longest_resp, k), dtype=dtype)
         for b, row in enumerate(chosen):
-            if row[name]:
+            if row.get(name):
                 out[b, : len(row[name])] = torch.as_tensor(row[name], dtype=dtype)
         fields[name] = out
     if "loss_mask" not in fields:

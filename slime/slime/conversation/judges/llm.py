@@ -20,6 +20,7 @@ __all__ = ["LLMJudge"]
 
 class LLMJudge:
     name = "llm"
+    allowed_scores: tuple[int, ...] = (1, -1, 0)  # a valid vote's values (the hint judge allows only +1 / -1)
 
     def __init__(
         self,
@@ -96,7 +97,7 @@ class LLMJudge:
                 return Vote(score=None, rationale="", source=self.name,
                             error=f"engine error: {type(exc).__name__}: {exc}", seconds=time.monotonic() - started)
         seconds = time.monotonic() - started
-        score = parse_boxed_score(text)
+        score = parse_boxed_score(text, self.allowed_scores)
         if score is None:
             self.stats["unparseable"] += 1
             return Vote(score=None, rationale=text, source=self.name, error="unparseable", seconds=seconds)

@@ -3,6 +3,7 @@
     build_judge("llm", engine_url="http://127.0.0.1:30000", m=3)
     build_judge("rules+embedding", threshold=0.4)      # options go to the judges that accept them
     build_judge("my_pkg.judges:make_judge", foo=1)      # plugin: make_judge(**options) -> Judge
+    build_hint_judge("rules+llm", engine_url=...)       # hint judges (OPD): rules first, then the LLM
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import importlib
 import inspect
 from slime.conversation.judges.base import Judge
 
-__all__ = ["BUILTIN_KINDS", "build_judge"]
+__all__ = ["BUILTIN_KINDS", "HINT_KINDS", "build_hint_judge", "build_judge"]
 
 
 BUILTIN_KINDS = ("llm", "rules", "embedding")
@@ -74,26 +75,82 @@ def _build_cascade(kind: str, options: dict) -> Judge:
     return CascadeJudge(judges)
 
 
-def _build_plugin(spec: str, options: dict) -> Judge:
+def _build_plugin(spec: str, options: dict, *, method: str = "judge", what: str = "judge",
+                  kinds_help=None) -> Judge:
+    """`module:factory(**options)`, checked to have async `method`(turn) and aclose() and a name string."""
+    kinds_help = kinds_help or _kinds_help
     module_name, _, attribute = spec.partition(":") if ":" in spec else spec.rpartition(".")
     if not module_name or not attribute:
-        raise ValueError(f"plugin judge {spec!r} must look like 'module.path:factory' or 'module.path.factory'")
+        raise ValueError(f"plugin {what} {spec!r} must look like 'module.path:factory' or 'module.path.factory'")
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise ValueError(f"plugin judge {spec!r}: cannot import module {module_name!r} ({exc}); "
-                         f"built-in kinds are {_kinds_help()}") from exc
+        raise ValueError(f"plugin {what} {spec!r}: cannot import module {module_name!r} ({exc}); "
+                         f"built-in kinds are {kinds_help()}") from exc
     factory = getattr(module, attribute, None)
     if not callable(factory):
-        raise ValueError(f"plugin judge {spec!r}: {module_name} has no callable {attribute!r}")
+        raise ValueError(f"plugin {what} {spec!r}: {module_name} has no callable {attribute!r}")
     judge = factory(**options)
-    missing = [method for method in ("judge", "aclose") if not callable(getattr(judge, method, None))]
+    missing = [name for name in (method, "aclose") if not callable(getattr(judge, name, None))]
     if missing:
-        raise ValueError(f"plugin judge {spec!r} returned {type(judge).__name__}, which has no "
-                         f"{' or '.join(missing)} method; a judge needs async judge(turn) and aclose()")
-    for method in ("judge", "aclose"):
-        if not inspect.iscoroutinefunction(getattr(judge, method)):
-            raise ValueError(f"plugin judge {spec!r}: {method}() must be async")
+        raise ValueError(f"plugin {what} {spec!r} returned {type(judge).__name__}, which has no "
+                         f"{' or '.join(missing)} method; a {what} needs async {method}(turn) and aclose()")
+    for name in (method, "aclose"):
+        if not inspect.iscoroutinefunction(getattr(judge, name)):
+            raise ValueError(f"plugin {what} {spec!r}: {name}() must be async")
     if not isinstance(getattr(judge, "name", None), str):
-        raise ValueError(f"plugin judge {spec!r} returned {type(judge).__name__} without a 'name' string")
+        raise ValueError(f"plugin {what} {spec!r} returned {type(judge).__name__} without a 'name' string")
     return judge
+
+
+# ---------------------------------------------------------------------------------------------------
+# Hint judges (OPD / Combine): the same shapes, speaking the HintJudge protocol of `hints`
+# ---------------------------------------------------------------------------------------------------
+
+HINT_KINDS = ("llm", "rules")
+
+
+def _hint_judge_class(kind: str) -> type:
+    if kind == "llm":
+        from slime.conversation.judges.hint_llm import LLMHintJudge
+
+        return LLMHintJudge
+    from slime.conversation.judges.hint_rules import RulesHintJudge
+
+    return RulesHintJudge
+
+
+def _hint_kinds_help() -> str:
+    return (", ".join(sorted(HINT_KINDS)) + ", a '+'-joined cascade of them (e.g. rules+llm), "
+            "or a plugin 'module.path:factory'")
+
+
+def build_hint_judge(kind: str, **options):
+    """A hint judge: `llm`, `rules`, a cascade such as `rules+llm` (the first accepted hint wins), or a
+    plugin `module.path:factory` whose factory(**options) returns an object with async hint(turn) and
+    aclose() and a `name`."""
+    kind = (kind or "").strip()
+    if "+" in kind:
+        from slime.conversation.judges.hints import CascadeHintJudge
+
+        parts = [part.strip() for part in kind.split("+")]
+        unknown = [part for part in parts if part not in HINT_KINDS]
+        if unknown or len(parts) < 2:
+            raise ValueError(f"bad hint-judge cascade {kind!r}: parts {unknown or parts} are not built-in kinds "
+                             f"({', '.join(sorted(HINT_KINDS))})")
+        accepted = {part: set(inspect.signature(_hint_judge_class(part)).parameters) for part in parts}
+        unused = set(options) - set().union(*accepted.values())
+        if unused:
+            raise ValueError(f"options {sorted(unused)} are accepted by no hint judge of cascade {kind!r}")
+        return CascadeHintJudge([build_hint_judge(part, **{k: v for k, v in options.items() if k in accepted[part]})
+                                 for part in parts])
+    if kind in HINT_KINDS:
+        if kind == "llm" and not options.get("engine_url"):
+            raise ValueError("hint judge kind 'llm' needs engine_url (the judge engine's base URL)")
+        try:
+            return _hint_judge_class(kind)(**options)
+        except TypeError as exc:
+            raise ValueError(f"bad options for hint judge kind {kind!r}: {exc}") from None
+    if ":" in kind or "." in kind:
+        return _build_plugin(kind, options, method="hint", what="hint judge", kinds_help=_hint_kinds_help)
+    raise ValueError(f"unknown hint judge kind {kind!r}; expected one of {_hint_kinds_help()}")

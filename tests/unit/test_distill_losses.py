@@ -1,0 +1,302 @@
+"""Distillation math (slime.utils.distill) and the top-K / Combine losses (slime.utils.loss).
+
+The top-K loss is checked against a brute-force reference that does what upstream did: one
+full-vocabulary cross-entropy per kept token, the tail as 1 - (sum of probabilities), in float64.
+"""
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from slime.utils import distill, ppo_utils
+from slime.utils.loss import combine_loss_function, policy_loss_function, topk_distillation_loss_function
+
+B, R, V, K = 3, 5, 40, 6
+
+
+def args_for(**overrides):
+    base = dict(advantage_estimator="grpo", eps_clip=0.2, eps_clip_high=0.28, eps_clip_c=None, entropy_coef=0.0,
+                kl_loss_type="low_var_kl", use_kl_loss=True, kl_loss_coef=0.0, use_unbiased_kl=False)
+    return SimpleNamespace(**{**base, **overrides})
+
+
+def sample_mean_reduce(mask):
+    return lambda x: ppo_utils.sum_of_sample_mean(x, mask)
+
+
+def teacher_topk(seed=1, temperature=1.0, dtype=torch.float64):
+    """A teacher's own top-K (indices and log-probs) from random logits: a valid distribution's head."""
+    g = torch.Generator().manual_seed(seed)
+    logits = torch.randn(B, R, V, generator=g, dtype=dtype) * 2
+    log_probs = torch.log_softmax(logits / temperature, -1)
+    values, indices = log_probs.topk(K, dim=-1)
+    return values, indices
+
+
+def student_logits(seed=0, dtype=torch.float64):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(B, R, V, generator=g, dtype=dtype) * 2).requires_grad_(True)
+
+
+def brute_force_topk_kl(logits, teacher_lp, teacher_idx, temperature):
+    """Upstream's computation: K separate full-vocabulary cross-entropies, explicit tail via 1 - sum(p)."""
+    scaled = logits / temperature
+    student_k = torch.stack([
+        -F.cross_entropy(scaled.reshape(-1, V), teacher_idx[..., k].reshape(-1), reduction="none").view(B, R)
+        for k in range(K)
+    ], dim=-1)
+    student_tail = torch.log1p(-student_k.exp().sum(-1, keepdim=True))
+    teacher_tail = torch.log1p(-teacher_lp.exp().sum(-1, keepdim=True))
+    p = torch.cat([student_k, student_tail], -1)
+    q = torch.cat([teacher_lp, teacher_tail], -1)
+    # F.kl_div(input=q, target=p, log_target=True) = sum e^p (p - q): KL(student || teacher), as upstream
+    return F.kl_div(q, p, log_target=True, reduction="none").sum(-1)
+
+
+# ------------------------------------------------------------------------------------- top-K math
+
+
+def test_student_topk_log_probs_equal_log_softmax_then_gather():
+    logits, (_, idx) = student_logits(), teacher_topk()
+    expected = torch.log_softmax(logits / 0.6, -1).gather(-1, idx)
+    torch.testing.assert_close(distill.student_topk_log_probs(logits, idx, 0.6), expected, atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.6])
+def test_topk_kl_and_its_gradient_match_the_k_pass_full_vocabulary_reference(temperature):
+    teacher_lp, teacher_idx = teacher_topk(temperature=temperature)
+    ours_logits, ref_logits = student_logits(), student_logits()
+    ours = distill.topk_reverse_kl(ours_logits, teacher_lp, teacher_idx, temperature)
+    reference = brute_force_topk_kl(ref_logits, teacher_lp, teacher_idx, temperature)
+    assert ours.shape == (B, R)
+    torch.testing.assert_close(ours, reference, atol=1e-12, rtol=0)
+    weights = torch.rand(B, R, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    (ours * weights).sum().backward()
+    (reference * weights).sum().backward()
+    torch.testing.assert_close(ours_logits.grad, ref_logits.grad, atol=1e-12, rtol=0)
+    assert ours_logits.grad.abs().sum() > 0
+
+
+def test_topk_kl_is_zero_when_the_student_is_the_teacher_and_positive_otherwise():
+    logits = student_logits()
+    own_lp, own_idx = torch.log_softmax(logits.detach(), -1).topk(K, dim=-1)
+    torch.testing.assert_close(distill.topk_reverse_kl(logits, own_lp, own_idx), torch.zeros(B, R, dtype=torch.float64),
+                               atol=1e-12, rtol=0)
+    other_lp, other_idx = teacher_topk()
+    assert (distill.topk_reverse_kl(logits, other_lp, other_idx) > 0).all()
+
+
+def test_tail_bin_is_finite_when_the_k_tokens_hold_all_the_mass():
+    logits = student_logits()
+    all_lp, all_idx = torch.log_softmax(logits.detach(), -1).topk(V, dim=-1)  # K = V: the tail is empty
+    kl = distill.topk_reverse_kl(logits, all_lp, all_idx)
+    kl.sum().backward()
+    assert torch.isfinite(kl).all() and kl.abs().max() < 1e-5
+    assert torch.isfinite(logits.grad).all()
+
+
+def test_tail_bin_value():
+    lp = torch.log(torch.tensor([[0.5, 0.2]], dtype=torch.float64))
+    torch.testing.assert_close(distill.with_tail_bin(lp)[..., -1], torch.log(torch.tensor([0.3], dtype=torch.float64)))
+
+
+def test_padding_and_garbage_teacher_rows_are_invalid_and_give_finite_gradients():
+    teacher_lp, teacher_idx = teacher_topk()
+    teacher_lp, teacher_idx = teacher_lp.clone(), teacher_idx.clone()
+    teacher_lp[0, 0] = 0.0  # upstream's left-padding row: K log-probs of 0 (sum of probs = K)
+    teacher_idx[0, 0] = torch.arange(K)
+    teacher_lp[1, 2, 0] = float("-inf")  # an engine reporting an impossible token: still a valid row
+    teacher_lp[2, 4] = float("nan")
+    valid = distill.valid_teacher_topk_rows(teacher_lp)
+    expected = torch.ones(B, R, dtype=torch.float64)
+    expected[0, 0] = 0.0
+    assert torch.equal(valid, expected)
+
+    logits = student_logits()
+    kl = distill.topk_reverse_kl(logits, teacher_lp, teacher_idx)
+    assert torch.isfinite(kl).all()
+    mask = torch.ones(B, R, dtype=torch.float64)
+    mask[2, 4] = 0.0  # the NaN row is masked out by the loss mask
+    (kl * valid * mask).sum().backward()
+    assert torch.isfinite(logits.grad).all()
+    assert torch.equal(logits.grad[0, 0], torch.zeros(V, dtype=torch.float64))
+    assert torch.equal(logits.grad[2, 4], torch.zeros(V, dtype=torch.float64))
+
+
+# ---------------------------------------------------------------------------------- top-K loss
+
+
+def topk_batch(dtype=torch.float64):
+    teacher_lp, teacher_idx = teacher_topk(dtype=dtype)
+    mask = torch.ones(B, R, dtype=dtype)
+    mask[1, 3:] = 0.0  # a shorter response
+    mask[2] = 0.0  # a sample with no trained tokens
+    return {"teacher_topk_log_probs": teacher_lp, "teacher_topk_indices": teacher_idx, "loss_mask": mask}
+
+
+def test_topk_loss_is_the_sample_mean_of_the_reference_kl():
+    batch = topk_batch()
+    ours_logits, ref_logits = student_logits(), student_logits()
+    reduce = sample_mean_reduce(batch["loss_mask"])
+    loss, metrics = topk_distillation_loss_function(args_for(), batch, ours_logits, reduce)
+    reference = ppo_utils.sum_of_sample_mean(
+        brute_force_topk_kl(ref_logits, batch["teacher_topk_log_probs"], batch["teacher_topk_indices"], 1.0),
+        batch["loss_mask"])
+    torch.testing.assert_close(loss, reference, atol=1e-12, rtol=0)
+    assert set(metrics) >= {"loss", "kl_loss", "entropy_loss"}
+    assert metrics["kl_loss"] == metrics["loss"]
+    loss.backward()
+    reference.backward()
+    torch.testing.assert_close(ours_logits.grad, ref_logits.grad, atol=1e-12, rtol=0)
+    # masked rows: no loss, exactly zero and finite gradient
+    assert torch.equal(ours_logits.grad[2], torch.zeros(R, V, dtype=torch.float64))
+    assert torch.equal(ours_logits.grad[1, 3:], torch.zeros(R - 3, V, dtype=torch.float64))
+
+
+def test_topk_loss_ignores_padding_teacher_rows_and_stays_finite_in_float32():
+    batch = topk_batch(torch.float32)
+    batch["teacher_topk_log_probs"][0, :2] = 0.0  # two padding rows inside the trained mask
+    logits = student_logits(dtype=torch.float32)
+    loss, metrics = topk_distillation_loss_function(args_for(), batch, logits, sample_mean_reduce(batch["loss_mask"]))
+    loss.backward()
+    assert torch.isfinite(loss) and torch.isfinite(logits.grad).all()
+    assert torch.equal(logits.grad[0, :2], torch.zeros(2, V))
+    assert metrics["teacher_topk_invalid_frac"].item() == pytest.approx(2 / R)
+
+
+def test_topk_loss_entropy_bonus():
+    batch = topk_batch()
+    reduce = sample_mean_reduce(batch["loss_mask"])
+    plain, plain_metrics = topk_distillation_loss_function(args_for(), batch, student_logits(), reduce)
+    bonus, metrics = topk_distillation_loss_function(args_for(entropy_coef=0.1), batch, student_logits(), reduce)
+    assert metrics["entropy_loss"] > 0
+    torch.testing.assert_close(bonus, plain - 0.1 * metrics["entropy_loss"])
+    assert not plain_metrics["entropy_loss"].requires_grad
+
+
+def test_topk_loss_without_teacher_topk_fields_says_what_is_missing():
+    with pytest.raises(ValueError, match="distill-topk"):
+        topk_distillation_loss_function(args_for(), {"loss_mask": torch.ones(B, R)}, student_logits(),
+                                        sample_mean_reduce(torch.ones(B, R)))
+
+
+# ------------------------------------------------------------------------------ OPD and Combine
+
+
+def policy_batch(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    tokens = torch.randint(0, V, (B, R), generator=g)
+    logits = torch.randn(B, R, V, generator=g, dtype=torch.float64)
+    current = torch.log_softmax(logits, -1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+    mask = torch.ones(B, R, dtype=torch.float64)
+    mask[1, 3:] = 0.0
+    reward = torch.tensor([1.0, -1.0, 0.0], dtype=torch.float64)
+    batch = {
+        "tokens": tokens,
+        "loss_mask": mask,
+        "advantages": ppo_utils.grpo_advantages(reward, mask),  # grpo without normalisation: raw reward
+        "old_log_probs": current + 0.3 * torch.randn(B, R, generator=g, dtype=torch.float64),  # clipping matters
+        "teacher_log_probs": current + torch.randn(B, R, generator=g, dtype=torch.float64),
+        "ref_log_probs": current - 0.1,
+        "rollout_log_probs": current + 0.01,
+    }
+    return batch, logits
+
+
+def run_loss(fn, args, batch, logits):
+    logits = logits.clone().requires_grad_(True)
+    loss, metrics = fn(args, batch, logits, sample_mean_reduce(batch["loss_mask"]))
+    loss.backward()
+    return loss, metrics, logits.grad
+
+
+@pytest.fixture()
+def no_combine_env(monkeypatch):
+    for name in ("OPENCLAW_COMBINE_W_RL", "OPENCLAW_COMBINE_W_OPD", "OPENCLAW_OPD_ADVANTAGE_BOUND"):
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+def test_combine_with_w_opd_zero_is_exactly_binary_rl(no_combine_env):
+    batch, logits = policy_batch()
+    rl_loss, rl_metrics, rl_grad = run_loss(policy_loss_function, args_for(), batch, logits)
+    loss, metrics, grad = run_loss(combine_loss_function, args_for(combine_w_rl=1.0, combine_w_opd=0.0), batch, logits)
+    assert torch.equal(loss, rl_loss) and torch.equal(grad, rl_grad)
+    for key in rl_metrics:
+        assert torch.equal(metrics[key], rl_metrics[key]), key
+    assert rl_metrics["pg_clipfrac"] > 0
+
+
+def test_combine_with_w_rl_zero_is_exactly_opd(no_combine_env):
+    batch, logits = policy_batch()
+    opd_args = args_for(advantage_estimator="on_policy_distillation", eps_clip_high=0.2)
+    opd_batch = {**batch, "advantages": ppo_utils.on_policy_distillation_advantages(
+        batch["teacher_log_probs"], batch["old_log_probs"], batch["loss_mask"])}
+    opd_loss, _, opd_grad = run_loss(policy_loss_function, opd_args, opd_batch, logits)
+    no_combine_env.setenv("OPENCLAW_COMBINE_W_RL", "0")  # the environment fallback, as upstream's scripts use
+    no_combine_env.setenv("OPENCLAW_COMBINE_W_OPD", "1")
+    loss, metrics, grad = run_loss(combine_loss_function, opd_args, batch, logits)
+    assert torch.equal(loss, opd_loss) and torch.equal(grad, opd_grad)
+    assert metrics["opd_advantage_mean"] == ppo_utils.sum_of_sample_mean(opd_batch["advantages"], batch["loss_mask"])
+
+
+def test_combine_default_weights_add_both_terms(no_combine_env):
+    batch, logits = policy_batch()
+    expected = batch["advantages"] + (batch["teacher_log_probs"] - batch["old_log_probs"]) * batch["loss_mask"]
+    ref_loss, _, _ = run_loss(policy_loss_function, args_for(), {**batch, "advantages": expected}, logits)
+    loss, metrics, _ = run_loss(combine_loss_function, args_for(), batch, logits)
+    torch.testing.assert_close(loss, ref_loss, atol=1e-12, rtol=0)
+    assert {"pg_loss", "pg_clipfrac", "ppo_kl", "entropy_loss", "kl_loss", "train_rollout_logprob_abs_diff",
+            "opd_advantage_mean", "rl_advantage_mean", "advantage_mean", "loss"} <= set(metrics)
+
+
+def test_combine_flags_take_precedence_over_the_environment(no_combine_env):
+    from slime.utils.loss import combine_weights
+
+    no_combine_env.setenv("OPENCLAW_COMBINE_W_RL", "0.25")
+    no_combine_env.setenv("OPENCLAW_COMBINE_W_OPD", "3")
+    assert combine_weights(SimpleNamespace()) == (0.25, 3.0)
+    assert combine_weights(SimpleNamespace(combine_w_rl=2.0, combine_w_opd=None)) == (2.0, 3.0)
+    no_combine_env.delenv("OPENCLAW_COMBINE_W_OPD")
+    assert combine_weights(SimpleNamespace()) == (0.25, 1.0)
+
+
+def test_combine_samples_without_a_teacher_get_exactly_zero_opd(no_combine_env):
+    """Bug B11: an RL-only sample must not get `rollout - recomputed` as its OPD advantage."""
+    batch, logits = policy_batch()
+    teacher_mask = torch.ones(B, R, dtype=torch.float64)
+    teacher_mask[0] = 0.0  # sample 0 is RL-only: its teacher field is filler
+    teacher = batch["teacher_log_probs"].clone()
+    teacher[0] = float("-inf")
+    adv = distill.combine_advantages(batch["advantages"], teacher, batch["old_log_probs"], 1.0, 1.0,
+                                     mask=batch["loss_mask"], teacher_mask=teacher_mask)
+    assert torch.equal(adv[0], batch["advantages"][0])
+    assert torch.isfinite(adv).all()
+    # no teacher field at all: pure RL whatever w_opd is
+    no_teacher = {k: v for k, v in batch.items() if k != "teacher_log_probs"}
+    rl_loss, _, _ = run_loss(policy_loss_function, args_for(), batch, logits)
+    loss, metrics, _ = run_loss(combine_loss_function, args_for(combine_w_opd=5.0), no_teacher, logits)
+    assert torch.equal(loss, rl_loss) and metrics["opd_advantage_mean"] == 0
+
+
+def test_bounded_opd_advantage_is_clamped(no_combine_env):
+    teacher = torch.tensor([[-12.0, -1.0, -0.5]], dtype=torch.float64)
+    old = torch.tensor([[-0.5, -1.5, -9.0]], dtype=torch.float64)
+    torch.testing.assert_close(distill.opd_advantages(teacher, old), teacher - old)
+    torch.testing.assert_close(distill.opd_advantages(teacher, old, bound=2.0),
+                               torch.tensor([[-2.0, 0.5, 2.0]], dtype=torch.float64))
+    reward = torch.full((1, 3), 1.0, dtype=torch.float64)
+    torch.testing.assert_close(distill.combine_advantages(reward, teacher, old, 1.0, 0.5, opd_bound=2.0),
+                               torch.tensor([[0.0, 1.25, 2.0]], dtype=torch.float64))
+    with pytest.raises(ValueError, match="bound"):
+        distill.opd_advantages(teacher, old, bound=-1.0)
+    # the loss reads the bound from --opd-advantage-bound (or its environment variable)
+    batch, logits = policy_batch()
+    clamped = distill.combine_advantages(batch["advantages"], batch["teacher_log_probs"], batch["old_log_probs"],
+                                         1.0, 1.0, opd_bound=0.1, mask=batch["loss_mask"])
+    ref_loss, _, _ = run_loss(policy_loss_function, args_for(), {**batch, "advantages": clamped}, logits)
+    loss, metrics, _ = run_loss(combine_loss_function, args_for(opd_advantage_bound=0.1), batch, logits)
+    assert torch.equal(loss, ref_loss)
+    assert metrics["opd_advantage_abs_mean"] <= 0.1 * B

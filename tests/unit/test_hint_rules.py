@@ -1,0 +1,246 @@
+"""The CPU hint judge on real phrasings: corrections become instructions, praise and neutral follow-ups do
+not, tool errors become a hint quoting the key error line."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from slime.conversation.judges import RulesHintJudge, TurnForJudge, user_feedback_hint
+from slime.conversation.judges.hint_rules import error_line, rules_hint, tool_error_hint
+
+REQUEST = "What is the weather in Paris?"
+
+# (user reply, expected hint): rewritten as an instruction to the assistant
+HINTS = [
+    # length
+    ("shorter please", "Answer much more briefly, with only the essentials."),
+    ("too long, one sentence", "Answer in one short sentence."),
+    ("Way too long. Just give me the answer in one line", "Answer in a single line."),
+    ("can you keep it under 50 words?", "Keep the answer to at most 50 words."),
+    ("tl;dr?", "Answer much more briefly, with only the essentials."),
+    ("ugh, wall of text. get to the point", "Answer much more briefly, with only the essentials."),
+    ("too short, can you elaborate?", "Give a more detailed, complete answer."),
+    ("too complicated, explain like I'm five", "Explain it more simply, without jargon."),
+    # don't / stop
+    ("don't use bullet points", "Do not use bullet points."),
+    ("stop using bullet points", "Do not use bullet points."),
+    ("Please don't use emojis.", "Do not use emojis."),
+    ("no more emojis please", "Do not use emojis."),
+    ("Stop apologizing.", "Do not apologize."),
+    ("ok but never call me Bob", "Do not call the user Bob."),
+    ("avoid passive voice", "Do not use passive voice."),
+    ("I don't want the explanation, just the code", "Leave out the explanation."),
+    # should have / next time
+    ("you should have checked the logs first", "Check the logs first."),
+    ("You should've asked before deleting the file.", "Ask before deleting the file."),
+    ("you need to run the tests first", "Run the tests first."),
+    ("you shouldn't have deleted the branch", "Do not delete the branch."),
+    ("you should not have pushed to main", "Do not push to main."),
+    ("You were supposed to use the staging database", "Use the staging database."),
+    ("you could have just used grep", "Use grep."),
+    ("next time, ask before running destructive commands", "Ask before running destructive commands."),
+    ("did you even check the docs?", "Check the docs first."),
+    ("always use the staging server", "Always use the staging server."),
+    ("Thanks, you should also know that I prefer tea", "Note that the user prefers tea."),
+    ("you forgot to add the tests", "Remember to add the tests."),
+    ("you forgot the unit", "Include the unit."),
+    ("you didn't read my message", "Read the user's message."),
+    # meaning / facts
+    ("no, I meant Paris, Texas", "The user meant Paris, Texas."),
+    ("[Sat 2026-11-21 23:36 UTC] no I meant the other repo", "The user meant the other repo."),
+    ("not Python, Rust", "The user wants Rust, not Python."),
+    ("that's not what I asked, I asked for the weather in Paris tomorrow",
+     "The user asked for the weather in Paris tomorrow."),
+    ("it should be 42, not 24", "It should be 42, not 24."),
+    ("actually, the meeting is on Tuesday", "Note that the meeting is on Tuesday."),
+    # style, language, units, format, content
+    ("use metric units", "Use metric units."),
+    ("in celsius please", "Use degrees Celsius."),
+    ("in French please", "Answer in French."),
+    ("can you answer in Spanish?", "Answer in Spanish."),
+    ("more formal please", "Use a more formal tone."),
+    ("this is too casual", "Use a less casual tone."),
+    ("be more specific", "Be more specific."),
+    ("add an example", "Include an example."),
+    ("can you also add some examples?", "Include some examples."),
+    ("please include the source", "Include the source."),
+    ("format it as a table", "Format the answer as a table."),
+    ("use pnpm instead of npm", "Use pnpm instead of npm."),
+    ("use pnpm", "Use pnpm."),
+    # two corrections in one reply: both kept, in the order given
+    ("thanks, but too long, and don't use bullet points",
+     "Answer much more briefly, with only the essentials. Do not use bullet points."),
+    ("in French please, and more formal", "Answer in French. Use a more formal tone."),
+    # no rule rewrites it, but it corrects with content: the user's own words
+    ("still wrong, the capital of Australia is Canberra",
+     'Follow the user\'s correction: "still wrong, the capital of Australia is Canberra"'),
+    ("wrong city, I'm in Paris, Texas", 'Follow the user\'s correction: "wrong city, I\'m in Paris, Texas"'),
+]
+
+# praise, neutral follow-ups and content-free complaints: no hint
+NOT_HINTS = [
+    "thanks!",
+    "perfect, thank you",
+    "great, now do the same for Berlin",
+    "what about tomorrow?",
+    "ok",
+    "sounds good",
+    "👍",
+    "Can you also book a table for two at 7?",
+    "I don't know, what do you think?",
+    "don't worry about it, thanks",
+    "no problem",
+    "lol nice",
+    "that's wrong",
+    "try again",
+    "no",
+    "nope, still not right",
+    "[Sat 2026-11-21 23:36 UTC] awesome, that works",
+    "Tell me a joke about cats",
+    "I no longer need this, thanks",
+    "I always forget how git rebase works",
+    "Translate this to German: good morning",
+    "Don't forget to buy milk tomorrow, add it to my reminders",
+    "What is the weather in Paris?",  # a repeat of the request says "missed", but nothing new
+]
+
+
+@pytest.mark.parametrize("reply, expected", HINTS)
+def test_corrections_become_instructions(reply, expected):
+    match, reason = user_feedback_hint(reply, REQUEST)
+    assert match is not None, reason
+    assert match.hint == expected
+
+
+@pytest.mark.parametrize("reply", NOT_HINTS)
+def test_praise_and_neutral_replies_give_no_hint(reply):
+    match, reason = user_feedback_hint(reply, REQUEST)
+    assert match is None, match
+    assert reason
+
+
+def test_enough_phrasings():
+    assert len(HINTS) + len(NOT_HINTS) >= 40
+
+
+def test_repeated_request_with_new_words_is_kept():
+    match, _ = user_feedback_hint("what is the weather in Paris today, in Paris France", REQUEST)
+    assert match is not None and match.rule == "repeated_request"
+    assert match.hint.startswith("The previous answer missed the request")
+
+
+# --------------------------------------------------------------------------------------------------
+# tool errors
+# --------------------------------------------------------------------------------------------------
+
+TRACEBACK = """Traceback (most recent call last):
+  File "/tmp/run.py", line 1, in <module>
+    import foo
+ModuleNotFoundError: No module named 'foo'
+"""
+
+
+@pytest.mark.parametrize("output, line", [
+    (TRACEBACK, "ModuleNotFoundError: No module named 'foo'"),
+    ("bash: rg: command not found\n", "bash: rg: command not found"),
+    ("npm error code E404\nnpm error 404 Not Found - GET https://registry.npmjs.org/nope\n", "npm error code E404"),
+    ('{"status": "error", "error": "city not found"}', '"status": "error"'),
+    ("cat: /etc/shadow: Permission denied", "cat: /etc/shadow: Permission denied"),
+    ("Process exited with code 2\nstdout: ...", "Process exited with code 2"),
+    ("fatal: not a git repository (or any of the parent directories): .git",
+     "fatal: not a git repository (or any of the parent directories): .git"),
+])
+def test_error_line(output, line):
+    assert line in error_line(output)
+
+
+@pytest.mark.parametrize("output", ["sunny, 21 C", "5 passed, 0 failed in 0.3s", "def f():\n    raise_error = 1\n", ""])
+def test_successful_tool_output_is_no_hint(output):
+    assert error_line(output) is None
+    assert tool_error_hint([{"role": "tool", "content": output}]) is None
+
+
+def call(name, call_id="c1"):
+    return {"role": "assistant", "content": "",
+            "tool_calls": [{"id": call_id, "type": "function", "function": {"name": name, "arguments": "{}"}}]}
+
+
+def test_tool_error_hint_names_the_failing_call():
+    response = {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "a", "function": {"name": "read", "arguments": "{}"}},
+        {"id": "b", "function": {"name": "exec", "arguments": '{"cmd": "python run.py"}'}}]}
+    state = [{"role": "tool", "tool_call_id": "a", "content": "print('hi')"},
+             {"role": "tool", "tool_call_id": "b", "content": TRACEBACK}]
+    match = tool_error_hint(state, response)
+    assert match.hint.startswith("The previous `exec` call failed with: ModuleNotFoundError: No module named 'foo'.")
+    assert tool_error_hint([{"role": "tool", "content": TRACEBACK}]).hint.startswith(
+        "The previous command failed with: ModuleNotFoundError: No module named 'foo'.")
+
+
+def test_user_pasting_a_traceback():
+    match, _ = user_feedback_hint("I get this error:\n" + TRACEBACK, REQUEST)
+    assert match.hint == "Running it failed with: ModuleNotFoundError: No module named 'foo'."
+
+
+def test_user_correction_and_tool_error_together():
+    state = [{"role": "tool", "tool_call_id": "c1", "content": "bash: rg: command not found"},
+             {"role": "user", "content": "use grep"}]
+    match, _ = rules_hint(state, REQUEST, call("exec"))
+    assert match.hint == "Use grep. The previous `exec` call failed with: bash: rg: command not found. " \
+                         "Avoid or fix this cause instead of repeating it."
+    match, reason = rules_hint([{"role": "tool", "content": "sunny"}, {"role": "user", "content": "thanks"}], REQUEST)
+    assert match is None and "positive" in reason
+
+
+# --------------------------------------------------------------------------------------------------
+# the judge
+# --------------------------------------------------------------------------------------------------
+
+INTERNAL = {"role": "user", "content": "<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>\nshorter please, don't use bullet points"}
+
+
+def judge(next_state, prompt=None, response=None):
+    turn = TurnForJudge("s", 1, prompt or [{"role": "user", "content": REQUEST}],
+                        response or {"role": "assistant", "content": "It is sunny."}, next_state)
+    judge = RulesHintJudge()
+
+    async def go():
+        try:
+            return await judge.hint(turn)
+        finally:
+            await judge.aclose()
+
+    return asyncio.run(go()), judge.stats
+
+
+def test_rules_hint_judge_result():
+    result, stats = judge([{"role": "user", "content": "[Sat 2026-11-21 23:35 UTC] in French please"}, INTERNAL])
+    assert result.accepted and result.hint == "Answer in French." and result.judge == "rules" and not result.failed
+    assert [v.score for v in result.votes] == [1] and result.votes[0].source == "rules"
+    assert result.votes[0].rationale.startswith("language:") and result.extras["rule"] == "language"
+    assert stats == {"calls": 1, "accepted": 1}
+
+
+def test_internal_context_is_never_feedback():
+    result, stats = judge([INTERNAL])
+    assert not result.accepted and result.hint == "" and result.votes[0].score == -1
+    assert "no user reply" in result.extras["reason"] and stats == {"calls": 1, "accepted": 0}
+
+
+def test_tool_error_through_the_judge():
+    result, _ = judge([{"role": "tool", "tool_call_id": "c1", "content": TRACEBACK}], response=call("exec"))
+    assert result.accepted and "ModuleNotFoundError: No module named 'foo'" in result.hint
+    assert result.extras["rule"] == "tool_error"
+
+
+def test_long_replies_stay_fast():
+    import time
+
+    started = time.monotonic()
+    assert user_feedback_hint("a" * 50000, REQUEST)[0] is None
+    long_paste = "here is the log:\n" + "INFO step ok\n" * 3000 + TRACEBACK  # the traceback far past the scan limit
+    match, _ = user_feedback_hint(long_paste, REQUEST)
+    assert match.hint == "Running it failed with: ModuleNotFoundError: No module named 'foo'."
+    assert time.monotonic() - started < 2.0
