@@ -5,8 +5,8 @@
 # Status: the trainer (fsdp backend) and the proxy run as on CPU; the SGLang engines, their GPU pinning and
 # the megatron backend arrive with the scale-out issue (issue 7). Until then the policy and judge engines
 # are our embedded engine on CUDA. Not yet run on a GPU machine.
-# shellcheck source=openclaw-rl/_gpu_common.sh
-source "$(dirname "$0")/_gpu_common.sh"
+# shellcheck source=scripts/conversation_gpu_common.sh
+source "$(dirname "$0")/../scripts/conversation_gpu_common.sh"
 NUM_GPUS=${NUM_GPUS:-8} ACTOR_GPUS=${ACTOR_GPUS:-4} ROLLOUT_GPUS=${ROLLOUT_GPUS:-2} PRM_GPUS=${PRM_GPUS:-2}
 HF_CKPT=${HF_CKPT:?set HF_CKPT to a Qwen3-4B checkpoint folder} PRM_MODEL_PATH=${PRM_MODEL_PATH:-$HF_CKPT}
 check_layout
@@ -17,6 +17,7 @@ launch torchrun --nproc_per_node="$ACTOR_GPUS" --master_port "${MASTER_PORT:-295
     --hf-checkpoint "$HF_CKPT" --ref-load "$HF_CKPT" --save "$SAVE_CKPT" --save-interval 100 \
     --actor-num-nodes 1 --actor-num-gpus-per-node "$ACTOR_GPUS" --rollout-num-gpus "$ROLLOUT_GPUS" \
     --num-gpus-per-node "$NUM_GPUS" --rollout-num-gpus-per-engine "${TP:-2}" \
+    --conversation-method rl --rollout-function-path openclaw_rollout.generate_rollout_openclaw \
     "${ROLLOUT_ARGS[@]}" "${GRPO_ARGS[@]}" "${OPTIMIZER_ARGS[@]}" \
     --use-dynamic-batch-size --max-tokens-per-gpu 32768 --gradient-checkpointing \
     $(prm_args "${PRM_TP:-2}") \

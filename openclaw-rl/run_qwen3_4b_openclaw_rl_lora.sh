@@ -4,8 +4,8 @@
 #   OPENCLAW_PROXY_API_KEY=... bash openclaw-rl/run_qwen3_4b_openclaw_rl_lora.sh [extra trainer flags]
 # Status: as run_qwen3_4b_openclaw_rl.sh (SGLang engines and GPU pinning arrive with issue 7; not yet run
 # on a GPU machine). Only the adapter is trained and published to the engine.
-# shellcheck source=openclaw-rl/_gpu_common.sh
-source "$(dirname "$0")/_gpu_common.sh"
+# shellcheck source=scripts/conversation_gpu_common.sh
+source "$(dirname "$0")/../scripts/conversation_gpu_common.sh"
 NUM_GPUS=${NUM_GPUS:-4} ACTOR_GPUS=${ACTOR_GPUS:-2} ROLLOUT_GPUS=${ROLLOUT_GPUS:-1} PRM_GPUS=${PRM_GPUS:-1}
 HF_CKPT=${HF_CKPT:?set HF_CKPT to a Qwen3-4B checkpoint folder} PRM_MODEL_PATH=${PRM_MODEL_PATH:-$HF_CKPT}
 check_layout
@@ -16,6 +16,7 @@ launch torchrun --nproc_per_node="$ACTOR_GPUS" --master_port "${MASTER_PORT:-295
     --train-backend fsdp --hf-checkpoint "$HF_CKPT" --ref-load "$HF_CKPT" --save "$SAVE_CKPT" --save-interval 1 \
     --actor-num-nodes 1 --actor-num-gpus-per-node "$ACTOR_GPUS" --rollout-num-gpus "$ROLLOUT_GPUS" \
     --num-gpus-per-node "$NUM_GPUS" --rollout-num-gpus-per-engine "${TP:-1}" \
+    --conversation-method rl --rollout-function-path openclaw_rollout.generate_rollout_openclaw \
     "${ROLLOUT_ARGS[@]}" "${GRPO_ARGS[@]}" "${OPTIMIZER_ARGS[@]}" \
     --use-dynamic-batch-size --max-tokens-per-gpu "${MAX_TOKENS_PER_GPU:-8192}" --gradient-checkpointing \
     --use-lora --lora-rank 16 --lora-alpha 32 \

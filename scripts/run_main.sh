@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up the environment (if needed) and run the main job on the embedded default model (SmolLM2-135M-Instruct):
-# the conversation RL server (openclaw-rl/run_cpu_smollm2_openclaw_rl.sh). It serves an OpenAI-compatible API on
+# the conversation RL server with the Combine method (openclaw-combine/run_cpu_smollm2_openclaw_combine.sh). It serves an OpenAI-compatible API on
 # http://127.0.0.1:30000/v1 (HOST/PORT to change), judges every turn from the next message and trains in the
 # background. Ctrl-C stops it cleanly (checkpoint, engine and proxy stopped). Extra arguments go to the trainer.
 set -euo pipefail
@@ -10,4 +10,4 @@ bash scripts/setup_env.sh
 . .venv/bin/activate
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 python -c "from slime.models import resolve_model_path; resolve_model_path('smollm2')"  # convert once, with progress
-exec bash openclaw-rl/run_cpu_smollm2_openclaw_rl.sh "$@"
+exec bash openclaw-combine/run_cpu_smollm2_openclaw_combine.sh "$@"

@@ -1,8 +1,10 @@
-"""The README's main job, as a user runs it: the conversation RL server on SmolLM2 learns from two judged turns.
+"""The README's main job, as a user runs it: the Combine server on SmolLM2 learns from two judged turns.
 
-Starts `openclaw-rl/run_cpu_smollm2_openclaw_rl.sh` (trainer + engine + proxy), chats through the proxy
-with the official `openai` client, gives feedback in the next messages, waits until the two judged turns
-have trained one step and the engine serves the new weights, then stops it with Ctrl-C (SIGINT).
+Starts `openclaw-combine/run_cpu_smollm2_openclaw_combine.sh` (what `scripts/run_main.sh` runs: trainer +
+policy engine + frozen teacher engine + proxy), chats through the proxy with the official `openai` client,
+gives feedback in the next messages (a correction, which is both a hint and a -1, then praise, a +1 without
+a hint), waits until the two judged turns have trained one step with the Combine loss and the engine
+serves the new weights, then stops it with Ctrl-C (SIGINT).
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ def test_main_job_serves_judges_and_trains(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PORT": str(port), "HOST": "127.0.0.1",
            "RUN_DIR": str(tmp_path / "run"), "ROLLOUT_BATCH_SIZE": "2", "PRM_TYPE": "rules"}
     log = open(tmp_path / "main.log", "wb")
-    process = subprocess.Popen(["bash", "openclaw-rl/run_cpu_smollm2_openclaw_rl.sh", "--save-interval", "1000"],
+    process = subprocess.Popen(["bash", "openclaw-combine/run_cpu_smollm2_openclaw_combine.sh", "--save-interval", "1000"],
                                cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -56,17 +58,18 @@ def test_main_job_serves_judges_and_trains(tmp_path):
         client = openai.OpenAI(base_url=url + "/v1", api_key="local", max_retries=0,
                                default_headers={"X-Session-Id": "main-job"})
         history = [{"role": "user", "content": "In one sentence: why do plants need sunlight?"}]
-        for feedback in ("thanks, that's perfect", "no, that's wrong, try again", "ok"):
+        for feedback in ("too long, one sentence please", "thanks, that's perfect", "ok"):
             answer = client.chat.completions.create(model="smollm2", messages=history, max_tokens=24)
             assert answer.model_extra["session_id"] == "main-job"
             history += [{"role": "assistant", "content": answer.choices[0].message.content},
                         {"role": "user", "content": feedback}]
-        # two judged turns (+1, -1) fill the batch of 2: one step trains and the engine swaps to version 1
+        # two judged turns (hint and -1; +1) fill the batch of 2: one step trains and the engine swaps to version 1
         health = _wait_for(lambda: (h := _healthz(url)) and h.get("weight_version") not in (None, "0") and h,
                            600, process, "a trained weight version")
         assert int(health["weight_version"]) >= 1
         stats = httpx.get(url + "/v1/stats", timeout=10).json()
         assert stats["samples"]["trained"] + stats["samples"]["in_batch"] >= 2
+        assert stats["proxy"]["method"] == "combine" and stats["proxy"]["teacher_stats"]["calls"] >= 1
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C in the terminal sends

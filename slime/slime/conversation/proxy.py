@@ -86,7 +86,8 @@ def validate_chat_body(body) -> list[dict]:
     return messages
 
 
-def create_app(config: ProxyConfig, judge) -> FastAPI:
+def create_app(config: ProxyConfig, method) -> FastAPI:
+    """`method`: what judged turns become (`methods.BinaryRL` / `methods.Distillation`, or a bare judge = Binary RL)."""
     state: dict = {}
 
     @asynccontextmanager
@@ -100,7 +101,7 @@ def create_app(config: ProxyConfig, judge) -> FastAPI:
             json_serialize=lambda obj: orjson.dumps(obj).decode())
         state["store"] = ConversationStore(config.store_path)
         state["service"] = ConversationService(
-            state["store"], judge, method=config.method, judge_timeout=config.judge_timeout,
+            state["store"], method, judge_timeout=config.judge_timeout,
             judge_concurrency=config.judge_concurrency, session_idle_ttl=config.session_idle_ttl)
         state["health"] = (0.0, False, None)
         await state["service"].start()
@@ -330,7 +331,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--judge-timeout", type=float, default=300.0, help="seconds for one whole judgement")
     p.add_argument("--judge-vote-timeout", type=float, default=120.0, help="seconds for one LLM judge call")
     p.add_argument("--judge-concurrency", type=int, default=4)
-    p.add_argument("--method", default="rl", choices=["rl"])
+    p.add_argument("--method", default="rl", choices=["rl", "opd", "combine"],
+                   help="rl: PRM score as reward; opd: hint + teacher log-probs; combine: both, one sample per turn")
+    p.add_argument("--hint-judge", default="rules", help="opd/combine: llm | rules | rules+llm | module.path:factory")
+    p.add_argument("--teacher-engine-url", default=None,
+                   help="opd/combine: engine that scores the hinted prompt (default: --judge-engine-url, else the "
+                        "policy engine = self-distillation)")
+    p.add_argument("--teacher-temperature", type=float, default=None,
+                   help="temperature of teacher log-probs: the trainer's --rollout-temperature (default --temperature, "
+                        "else 1.0)")
+    p.add_argument("--distill-topk", type=int, default=0, help="also record the teacher's top-K log-probs per token")
+    p.add_argument("--teacher-concurrency", type=int, default=int(env("OPENCLAW_OPD_TEACHER_LP_MAX_CONCURRENCY", "3")))
+    p.add_argument("--tokenizer-path", default=None,
+                   help="policy tokenizer for teacher prompts (default: the engine's, from /get_model_info)")
     p.add_argument("--max-response-tokens", type=int, default=None, help="cap on max_completion_tokens/max_tokens")
     p.add_argument("--temperature", type=float, default=None,
                    help="force this sampling temperature (the trainer's --rollout-temperature)")
@@ -355,19 +368,55 @@ def config_from_args(args) -> ProxyConfig:
                        session_idle_ttl=args.session_idle_ttl, max_body_bytes=int(args.max_body_mb * 1024 * 1024))
 
 
+def build_method(args, config: ProxyConfig):
+    from slime.conversation.judges.registry import build_hint_judge, build_judge
+    from slime.conversation.methods import BinaryRL, Distillation, TeacherScorer
+
+    judge = build_judge(config.judge, **config.judge_options)
+    if args.method == "rl":
+        return BinaryRL(judge)
+    hint_options = {}
+    if "llm" in args.hint_judge.split("+"):
+        hint_options = {**{k: v for k, v in config.judge_options.items()}} or {
+            "engine_url": args.judge_engine_url or args.engine_url, "m": args.prm_m,
+            "temperature": args.prm_temperature, "max_new_tokens": args.prm_max_new_tokens,
+            "timeout": args.judge_vote_timeout, "max_concurrency": args.judge_concurrency}
+    hint_judge = build_hint_judge(args.hint_judge, **hint_options)
+    teacher_url = (args.teacher_engine_url or args.judge_engine_url or args.engine_url).rstrip("/")
+    teacher = TeacherScorer(teacher_url, _policy_tokenizer(args), top_k=args.distill_topk,
+                            temperature=args.teacher_temperature or args.temperature or 1.0,
+                            api_key=args.judge_api_key if teacher_url != config.engine_url else args.engine_api_key,
+                            max_concurrency=args.teacher_concurrency)
+    return Distillation(hint_judge, teacher, judge if args.method == "combine" else None)
+
+
+def _policy_tokenizer(args):
+    """The tokenizer the engine renders prompts with: teacher prompts must be rendered the same way."""
+    from transformers import AutoTokenizer
+
+    path = args.tokenizer_path
+    if path is None:
+        import httpx
+
+        headers = {"Authorization": f"Bearer {args.engine_api_key}"} if args.engine_api_key else {}
+        info = httpx.get(args.engine_url.rstrip("/") + "/get_model_info", headers=headers, timeout=30).json()
+        path = info.get("tokenizer_path") or info["model_path"]
+    return AutoTokenizer.from_pretrained(path)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="[%(asctime)s] %(name)s: %(message)s", stream=sys.stdout)
     config = config_from_args(args)
     config.check()
-    from slime.conversation.judges.registry import build_judge
-
-    judge = build_judge(config.judge, **config.judge_options)
+    method = build_method(args, config)
     import uvicorn
 
-    log.info("conversation proxy on http://%s:%d -> engine %s, judge %s, store %s%s", config.host, config.port,
-             config.engine_url, config.judge, config.store_path, ", API key required" if config.api_key else "")
-    uvicorn.run(create_app(config, judge), host=config.host, port=config.port, log_level="warning",
+    log.info("conversation proxy on http://%s:%d -> engine %s, method %s, judge %s%s, store %s%s", config.host,
+             config.port, config.engine_url, args.method, config.judge,
+             f", hint judge {args.hint_judge}" if args.method != "rl" else "", config.store_path,
+             ", API key required" if config.api_key else "")
+    uvicorn.run(create_app(config, method), host=config.host, port=config.port, log_level="warning",
                 timeout_graceful_shutdown=5)
     return 0
 

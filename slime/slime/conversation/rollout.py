@@ -51,7 +51,8 @@ class ConversationDataSource:
     def _start_proxy(self, run_dir: Path):
         args = self.args
         engine_url = args.engine_urls[0]
-        extra = ["--method", "rl", "--session-idle-ttl", str(args.session_idle_ttl),
+        method = args.conversation_method
+        extra = ["--method", method, "--session-idle-ttl", str(args.session_idle_ttl),
                  "--judge-timeout", str(args.prm_timeout), "--judge-concurrency", str(args.prm_max_concurrency)]
         if args.rollout_temperature is not None:
             extra += ["--temperature", str(args.rollout_temperature)]
@@ -59,20 +60,30 @@ class ConversationDataSource:
             extra += ["--max-response-tokens", str(args.rollout_max_response_len)]
         if args.served_model_name:
             extra += ["--served-model-name", args.served_model_name]
-        if args.prm_type == "llm":
+        uses_llm = args.prm_type == "llm" or (method != "rl" and "llm" in args.hint_judge_type.split("+"))
+        needs_judge_engine = uses_llm or (method != "rl" and not args.self_distillation)
+        if needs_judge_engine:
             extra += ["--judge-engine-url", self._judge_engine_url(run_dir), "--prm-m", str(args.prm_m),
                       "--prm-temperature", str(args.prm_temperature),
                       "--prm-max-new-tokens", str(args.prm_max_new_tokens)]
+        if method != "rl":
+            # the teacher scores at the temperature the trainer computes the student's log-probs at (B10)
+            teacher_url = engine_url if args.self_distillation else self._judge_engine_url(run_dir)
+            extra += ["--hint-judge", args.hint_judge_type, "--teacher-engine-url", teacher_url,
+                      "--teacher-temperature", str(args.rollout_temperature or 1.0),
+                      "--distill-topk", str(args.distill_topk or 0)]
         self.proxy = ProxyProcess(engine_url, self.store_path, *extra, judge=args.prm_type, host=args.proxy_host,
                                   port=args.proxy_port, api_key=os.environ.get("OPENCLAW_PROXY_API_KEY") or None,
                                   log_path=run_dir / "proxy.log", ready_timeout=300)
         self.proxy.start()
         self.proxy_url = self.proxy.url
-        log.info("conversation proxy serving on http://%s:%d (log %s); point OpenClaw at %s/v1",
+        log.info("conversation proxy (%s) serving on http://%s:%d (log %s); point OpenClaw at %s/v1", method,
                  args.proxy_host, self.proxy.port, run_dir / "proxy.log", self.proxy.url)
 
     def _judge_engine_url(self, run_dir: Path) -> str:
         args = self.args
+        if self.judge_engine is not None:
+            return self.judge_engine.url
         if args.prm_engine_url:
             return args.prm_engine_url
         if not args.prm_enable:

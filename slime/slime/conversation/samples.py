@@ -19,8 +19,9 @@ class Decision:
     reason: str | None = None  # why a turn is excluded (None when it trains)
 
 
-def sample_from_turn(turn, reward: float) -> Sample:
-    """`turn` is a `store.TurnRow` with a judgement; the sample's index is the turn's row id."""
+def sample_from_turn(turn, reward: float, teacher=None) -> Sample:
+    """`turn` is a `store.TurnRow` with a judgement; the sample's index is the turn's row id. `teacher`
+    (`teacher.TeacherScores`, OPD/Combine) adds per-token teacher log-probs (and top-K rows)."""
     n = len(turn.response_ids)
     logprobs = list(turn.response_logprobs[:n]) + [0.0] * max(0, n - len(turn.response_logprobs))
     status = {"stop": Sample.Status.COMPLETED, "tool_calls": Sample.Status.COMPLETED,
@@ -40,6 +41,9 @@ def sample_from_turn(turn, reward: float) -> Sample:
         weight_versions=[turn.weight_version] if turn.weight_version is not None else [],
         metadata={"session_id": turn.session_id, "turn": turn.turn_num, "turn_id": turn.id,
                   "judge": (turn.judgement or {}).get("judge")},
+        teacher_log_probs=list(teacher.log_probs) if teacher is not None else None,
+        teacher_topk_log_probs=teacher.topk_log_probs if teacher is not None else None,
+        teacher_topk_indices=teacher.topk_indices if teacher is not None else None,
     )
 
 
@@ -63,5 +67,3 @@ def binary_rl_decision(turn) -> Decision:
         return Decision(False, reason="neutral")
     return Decision(True, reward=score)
 
-
-SAMPLE_RULES = {"rl": binary_rl_decision}

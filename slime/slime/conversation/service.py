@@ -16,8 +16,9 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from slime.conversation import sessions
-from slime.conversation.judges.base import Judge, Judgement, TurnForJudge, Vote
-from slime.conversation.samples import SAMPLE_RULES, sample_from_turn
+from slime.conversation.judges.base import Judgement, TurnForJudge, Vote
+from slime.conversation.methods import BinaryRL, Outcome
+from slime.conversation.samples import Decision, sample_from_turn
 from slime.conversation.store import ConversationStore
 
 log = logging.getLogger("slime.conversation")
@@ -58,14 +59,14 @@ class FeedbackError(Exception):
 
 
 class ConversationService:
-    def __init__(self, store: ConversationStore, judge: Judge, *, method: str = "rl", judge_timeout: float = 300.0,
+    def __init__(self, store: ConversationStore, method, *, judge_timeout: float = 300.0,
                  judge_concurrency: int = 4, session_idle_ttl: float = 1800.0, max_cached_sessions: int = 4096,
                  max_open_turns: int = 32):
-        if method not in SAMPLE_RULES:
-            raise ValueError(f"unknown method {method!r}; known: {sorted(SAMPLE_RULES)}")
+        """`method`: a `methods.BinaryRL` or `methods.Distillation` (or a bare `Judge`, meaning Binary RL)."""
+        if not hasattr(method, "evaluate"):
+            method = BinaryRL(method)
         self.store = store
-        self.judge = judge
-        self.decide = SAMPLE_RULES[method]
+        self.method = method
         self.judge_timeout = judge_timeout
         self.judge_slots = asyncio.Semaphore(judge_concurrency)
         self.session_idle_ttl = session_idle_ttl
@@ -101,7 +102,7 @@ class ConversationService:
         for task in list(self.tasks):
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
-        await self.judge.aclose()
+        await self.method.aclose()
 
     def _spawn(self, coro, write: bool = False) -> asyncio.Task:
         task = asyncio.create_task(coro)
@@ -219,18 +220,17 @@ class ConversationService:
         await asyncio.to_thread(self.store.set_next_state, turn_id, next_state, "request")
         self._spawn(self._judge_turn(turn_id))
 
-    async def _judge_turn(self, turn_id: int, judgement: Judgement | None = None) -> None:
+    async def _judge_turn(self, turn_id: int, verdict: Judgement | None = None) -> None:
         turn = await asyncio.to_thread(self.store.get_turn, turn_id)
         if turn is None or not turn.next_state:
             return
-        if judgement is None:
-            judgement = await self._run_judge(turn)
-        turn.judgement = judgement.to_dict()
+        outcome = await self._evaluate(turn, verdict)
+        turn.judgement = outcome.judgement
         await asyncio.to_thread(self.store.set_judgement, turn_id, turn.judgement)
         self.stats.judged += 1
-        decision = self.decide(turn)
+        decision = outcome.decision
         if decision.trainable:
-            sample = sample_from_turn(turn, decision.reward)
+            sample = sample_from_turn(turn, decision.reward, outcome.teacher)
             try:
                 await asyncio.to_thread(self.store.add_sample, turn_id, sample.to_dict(), decision.reward)
             except ValueError as exc:  # claimed for training meanwhile (late feedback): the trained one stands
@@ -240,7 +240,7 @@ class ConversationService:
         else:
             await self._exclude(turn_id, decision.reason)
 
-    async def _run_judge(self, turn) -> Judgement:
+    async def _evaluate(self, turn, verdict: Judgement | None) -> Outcome:
         view = TurnForJudge(session_id=turn.session_id, turn_num=turn.turn_num,
                             prompt_messages=turn.request.get("messages") or [],
                             response_message=turn.response_message, next_state=turn.next_state)
@@ -248,19 +248,20 @@ class ConversationService:
         started = time.perf_counter()
         try:
             async with self.judge_slots:
-                return await asyncio.wait_for(self.judge.judge(view), timeout=self.judge_timeout)
+                return await asyncio.wait_for(self.method.evaluate(turn, view, verdict), timeout=self.judge_timeout)
         except asyncio.TimeoutError:
             self.stats.judge_timeouts += 1
             error = f"timeout after {self.judge_timeout:.0f} s"
         except Exception as exc:  # a broken plugin must not lose the turn: it is recorded as a failure
-            log.exception("judge %s failed on turn %d", self.judge.name, turn.id)
+            log.exception("method %s failed on turn %d", self.method.name, turn.id)
             error = f"{type(exc).__name__}: {exc}"
         finally:
             self.stats.judging -= 1
         self.stats.judge_failures += 1
-        vote = Vote(score=None, rationale="", source=self.judge.name, error=error,
+        vote = Vote(score=None, rationale="", source=self.method.name, error=error,
                     seconds=time.perf_counter() - started)
-        return Judgement(score=0.0, votes=[vote], judge=self.judge.name, failed=True)
+        failed = Judgement(score=0.0, votes=[vote], judge=self.method.name, failed=True)
+        return Outcome(failed.to_dict(), Decision(False, reason="judge_failed"))
 
     async def _exclude(self, turn: "int | OpenTurn", reason: str) -> None:
         turn_id = await turn.turn_id() if isinstance(turn, OpenTurn) else turn
@@ -342,8 +343,11 @@ class ConversationService:
         return {"judged": s.judged, "judge_failures": s.judge_failures, "judge_timeouts": s.judge_timeouts,
                 "judging_now": s.judging, "samples_emitted": s.samples, "excluded": s.excluded,
                 "unclassified_sessions": s.unclassified_sessions, "cached_sessions": len(self.open),
-                "background_tasks": len(self.tasks), "judge": self.judge.name,
-                "judge_stats": dict(getattr(self.judge, "stats", {}) or {})}
+                "background_tasks": len(self.tasks), "method": self.method.name,
+                "judge": getattr(getattr(self.method, "judge", None), "name", None),
+                "judge_stats": dict(getattr(getattr(self.method, "judge", None), "stats", {}) or {}),
+                "hint_judge_stats": dict(getattr(getattr(self.method, "hint_judge", None), "stats", {}) or {}),
+                "teacher_stats": dict(getattr(getattr(self.method, "teacher", None), "stats", {}) or {})}
 
 
 def feedback_text(rating: int | None, text: str | None) -> str:

@@ -416,6 +416,12 @@ class ConversationStore:
                 raise ValueError(f"turn {turn_id} already has a sample in state {existing[1]!r}")
         return sample_id
 
+    def get_sample(self, turn_id: int) -> dict | None:
+        """The sample dict of a turn (any state), or None."""
+        with self._read() as db:
+            row = db.execute("SELECT data FROM samples WHERE turn_id = ?", (turn_id,)).fetchone()
+        return None if row is None else _unzjson(row[0])
+
     def sample_is_pending(self, turn_id: int) -> bool:
         """True while the turn's sample can still be replaced (it is not in a batch or trained)."""
         with self._lock:

@@ -301,6 +301,14 @@ def _add_conversation_flags(g):
     g.add_argument("--conversation-store", default=None, help="SQLite store (default: <run dir>/conversations.db)")
     g.add_argument("--session-idle-ttl", type=float, default=1800.0,
                    help="seconds without a request after which a session ends and its state is freed")
+    g.add_argument("--conversation-method", choices=["rl", "opd", "combine"], default="rl",
+                   help="what judged turns become: rl (PRM score as reward), opd (hint + teacher log-probs), "
+                        "combine (both, one sample per turn)")
+    g.add_argument("--hint-judge-type", default="rules",
+                   help="opd/combine hint judge: rules | llm | rules+llm | module.path:factory")
+    g.add_argument("--self-distillation", action="store_true",
+                   help="opd/combine: the current policy is the teacher (default: the frozen judge engine, "
+                        "--prm-enable / --prm-engine-url)")
     g.add_argument("--served-model-name", default=env("SERVED_MODEL_NAME"),
                    help="model name the proxy reports (env SERVED_MODEL_NAME)")
 

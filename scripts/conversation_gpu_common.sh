@@ -1,8 +1,8 @@
-# Shared by the Qwen3-4B GPU launch scripts of this folder (sourced, not run).
+# Shared by the Qwen3-4B GPU launch scripts of the conversation method folders (sourced, not run).
 # Validates the GPU layout up front and prints it; never kills processes by name.
 set -euo pipefail
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-ROOT="$(cd "$HERE/.." && pwd)"
+HERE="$(cd "$(dirname "$0")" && pwd)"  # the calling method folder
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 check_layout() {
     local total
@@ -39,10 +39,9 @@ if [ "$HOST" != "127.0.0.1" ] && [ "$HOST" != "localhost" ] && [ -z "${OPENCLAW_
     exit 2
 fi
 
-# Flags every Qwen3-4B Binary RL script shares (upstream's values; see README.md).
+# Flags every Qwen3-4B conversation script shares (upstream's values; see the method READMEs).
 ROLLOUT_ARGS=(
     --disable-rollout-global-dataset
-    --rollout-function-path openclaw_rollout.generate_rollout_openclaw
     --data-source-path slime.conversation.rollout.ConversationDataSource --extra-python-path "$HERE"
     --num-rollout 100000000 --rollout-batch-size 16 --n-samples-per-prompt 1 --num-steps-per-rollout 1
     --rollout-max-response-len 8192 --rollout-max-context-len 32768 --rollout-temperature 0.6 --reward-key score

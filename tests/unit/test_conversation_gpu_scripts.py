@@ -1,4 +1,5 @@
-"""The GPU launch scripts of openclaw-rl: layout checks up front, and a command line the trainer accepts."""
+"""The GPU launch scripts of the conversation methods: layout checks up front, a command line the trainer accepts,
+and the method each one selects (rl / opd token-level / opd top-K / combine, full and LoRA)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import pytest
 from slime.utils.arguments import parse_args
 
 REPO = Path(__file__).resolve().parents[2]
-SCRIPTS = ["openclaw-rl/run_qwen3_4b_openclaw_rl.sh", "openclaw-rl/run_qwen3_4b_openclaw_rl_lora.sh"]
+SCRIPTS = sorted(str(p.relative_to(REPO)) for folder in ("openclaw-rl", "openclaw-opd", "openclaw-combine")
+                 for p in (REPO / folder).glob("run_qwen3_4b_*.sh"))
 
 
 def _run(script: str, **env) -> subprocess.CompletedProcess:
@@ -30,9 +32,22 @@ def test_dry_run_command_parses(script):
     argv = words[words.index("slime/train_async.py") + 1:]
     args = parse_args(argv, mode="async", world_size=1)
     assert args.prm_type == "llm" and args.prm_enable and args.rollout_batch_size == 16
-    assert args.eps_clip == 0.2 and args.eps_clip_high == 0.28 and args.disable_rewards_normalization
     assert args.data_source_path == "slime.conversation.rollout.ConversationDataSource"
     assert args.use_lora == script.endswith("_lora.sh")
+    name = Path(script).name
+    if "_rl" in name:
+        assert args.conversation_method == "rl" and args.loss_type == "policy_loss"
+        assert args.eps_clip == 0.2 and args.eps_clip_high == 0.28 and args.disable_rewards_normalization
+    elif "topk" in name:
+        assert args.conversation_method == "opd" and args.distill_topk == 50 and args.lr == 1e-6
+        assert args.custom_loss_function_path.endswith("topk_distillation_loss_function")
+        assert args.disable_compute_advantages_and_returns
+    elif "opd" in name:
+        assert args.conversation_method == "opd" and args.advantage_estimator == "on_policy_distillation"
+    else:
+        assert args.conversation_method == "combine" and args.disable_rewards_normalization
+        assert args.custom_loss_function_path == "combine_loss.combine_loss_function"
+        assert args.eps_clip_high == 0.28
 
 
 @pytest.mark.parametrize("script", SCRIPTS)

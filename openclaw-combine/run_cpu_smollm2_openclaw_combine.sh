@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Combine (Binary RL + OPD, the recommended method) on a CPU with SmolLM2-135M-Instruct. Each judged turn gives
+# one sample: the PRM judge's +-1 as reward and, when your next message holds a correction, the frozen teacher's
+# log-probs under your prompt plus that hint; advantage w_rl * reward + w_opd * (teacher - old), PPO clip
+# 0.2/0.28. This is the top-level main job (scripts/run_main.sh).
+#   bash openclaw-combine/run_cpu_smollm2_openclaw_combine.sh [extra trainer flags]
+# Env: OPENCLAW_COMBINE_W_RL, OPENCLAW_COMBINE_W_OPD (default 1.0), HINT_JUDGE (rules), and scripts/conversation_cpu.sh's.
+set -euo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+exec bash "$HERE/../scripts/conversation_cpu.sh" openclaw-combine-cpu \
+    --conversation-method combine --hint-judge-type "${HINT_JUDGE:-rules}" --prm-enable \
+    --rollout-function-path openclaw_combine_rollout.generate_rollout_openclaw_combine --extra-python-path "$HERE" \
+    --advantage-estimator grpo --disable-rewards-normalization \
+    --loss-type custom_loss --custom-loss-function-path combine_loss.combine_loss_function \
+    --kl-loss-coef 0.0 --kl-loss-type low_var_kl --entropy-coef 0.0 --eps-clip 0.2 --eps-clip-high 0.28 \
+    "$@"

@@ -1,0 +1,98 @@
+"""OPD and Combine through the proxy: hints from corrective feedback, teacher log-probs of the exact sampled
+ids under the hinted prompt, and one merged sample per turn (Combine's three-way dispatch)."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import pytest
+
+from slime.conversation.launch import ProxyProcess
+from slime.conversation.store import ConversationStore
+from slime.engine.client import EngineClient
+from slime.engine.launch import EngineProcess
+from slime.utils.types import Sample
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_model_path, tmp_path_factory):
+    log = tmp_path_factory.mktemp("engine") / "engine.log"
+    with EngineProcess(tiny_model_path, log_path=log, ready_timeout=120) as server:
+        yield server
+
+
+def _conversation(url: str, session: str, replies: list[str]) -> list[dict]:
+    history = [{"role": "user", "content": "Tell me about the sea."}]
+    with httpx.Client(timeout=120) as client:
+        for reply in replies + [None]:
+            answer = client.post(url + "/v1/chat/completions", headers={"X-Session-Id": session},
+                                 json={"messages": history, "max_tokens": 8, "temperature": 1.0, "seed": 3}).json()
+            if reply is None:
+                break
+            history += [answer["choices"][0]["message"], {"role": "user", "content": reply}]
+    return history
+
+
+def _settled(store: ConversationStore, session: str, n: int):
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        turns = [store.find_turn(session, i) for i in range(1, n + 1)]
+        if all(t is not None and t.status in ("sampled", "excluded") for t in turns):
+            return turns
+        time.sleep(0.2)
+    raise AssertionError([(t.turn_num, t.status) if t else None for t in turns])
+
+
+def _sample(store: ConversationStore, turn_id: int) -> Sample:
+    return Sample.from_dict(store.get_sample(turn_id))
+
+
+def test_combine_dispatch_and_teacher_log_probs(engine, tmp_path):
+    with ProxyProcess(engine.url, tmp_path / "c.db", "--method", "combine", "--hint-judge", "rules",
+                      "--teacher-temperature", "1.0", "--distill-topk", "3", judge="rules",
+                      log_path=tmp_path / "proxy.log") as proxy:
+        _conversation(proxy.url, "comb", ["too long, one sentence please", "thanks, perfect",
+                                          "what about the mountains?"])
+        store = ConversationStore(proxy.store_path)
+        try:
+            hinted, thanked, neutral = _settled(store, "comb", 3)
+            # 1: a correction: the hint trains through the teacher AND the PRM says -1 -> one merged sample
+            assert hinted.status == "sampled" and hinted.judgement["score"] == -1.0
+            assert hinted.judgement["extras"]["hint"]["accepted"]
+            sample = _sample(store, hinted.id)
+            assert len(sample.teacher_log_probs) == sample.response_length == len(hinted.response_ids)
+            assert len(sample.teacher_topk_indices) == sample.response_length
+            assert all(len(row) == 3 for row in sample.teacher_topk_log_probs)
+            # the teacher scored exactly the sampled ids under the hinted prompt
+            hint = hinted.judgement["extras"]["hint"]["hint"]
+            from transformers import AutoTokenizer
+            from slime.conversation.teacher import TeacherPromptBuilder
+
+            prompt = TeacherPromptBuilder(AutoTokenizer.from_pretrained(engine.model_path)).build_for_turn(hinted, hint)
+            with EngineClient(engine.url) as client:
+                direct = client.score(prompt.prompt_ids, prompt.response_ids, temperature=1.0)
+            assert sample.teacher_log_probs == pytest.approx(direct.logprobs, abs=1e-4)
+            assert sample.teacher_log_probs != pytest.approx(sample.rollout_log_probs, abs=1e-3)
+            # 2: praise: no hint, +1 -> an RL-only sample without teacher data
+            assert thanked.status == "sampled" and thanked.judgement["score"] == 1.0
+            assert _sample(store, thanked.id).teacher_log_probs is None
+            # 3: a neutral follow-up: neither signal
+            assert neutral.status == "excluded" and neutral.exclusion_reason == "no_signal"
+        finally:
+            store.close()
+        stats = httpx.get(proxy.url + "/v1/stats").json()["proxy"]
+        assert stats["method"] == "combine" and stats["teacher_stats"]["calls"] >= 1
+
+
+def test_opd_trains_only_hinted_turns(engine, tmp_path):
+    with ProxyProcess(engine.url, tmp_path / "o.db", "--method", "opd", "--hint-judge", "rules",
+                      "--teacher-temperature", "0.6", judge="rules", log_path=tmp_path / "proxy.log") as proxy:
+        _conversation(proxy.url, "opd", ["don't use bullet points", "thanks!"])
+        store = ConversationStore(proxy.store_path)
+        try:
+            hinted, thanked = _settled(store, "opd", 2)
+            assert hinted.status == "sampled" and len(_sample(store, hinted.id).teacher_log_probs) > 0
+            assert thanked.status == "excluded" and thanked.exclusion_reason == "no_hint"
+        finally:
+            store.close()
