@@ -55,6 +55,14 @@ class TeacherScorer:
                 self.stats["failures"] += 1
                 raise
 
+    async def overlap(self, turn, hint: str) -> float:
+        """How close the hinted teacher is to what the student did: minus the mean absolute per-token
+        log-ratio on the sampled tokens (used to choose among several candidate hints, `--hint-select overlap`)."""
+        scores = await self.score(turn, hint)
+        student = turn.response_logprobs
+        pairs = list(zip(scores.log_probs, student))
+        return -sum(abs(t - s) for t, s in pairs) / max(1, len(pairs))
+
     async def aclose(self) -> None:
         await self.client.aclose()
 

@@ -334,6 +334,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--method", default="rl", choices=["rl", "opd", "combine"],
                    help="rl: PRM score as reward; opd: hint + teacher log-probs; combine: both, one sample per turn")
     p.add_argument("--hint-judge", default="rules", help="opd/combine: llm | rules | rules+llm | module.path:factory")
+    p.add_argument("--hint-select", choices=["longest", "overlap"], default="longest",
+                   help="among several accepted LLM hints: the longest (upstream), or the one whose teacher stays "
+                        "closest to the student's own log-probs on its sampled tokens")
     p.add_argument("--teacher-engine-url", default=None,
                    help="opd/combine: engine that scores the hinted prompt (default: --judge-engine-url, else the "
                         "policy engine = self-distillation)")
@@ -375,18 +378,20 @@ def build_method(args, config: ProxyConfig):
     judge = build_judge(config.judge, **config.judge_options)
     if args.method == "rl":
         return BinaryRL(judge)
-    hint_options = {}
-    if "llm" in args.hint_judge.split("+"):
-        hint_options = {**{k: v for k, v in config.judge_options.items()}} or {
-            "engine_url": args.judge_engine_url or args.engine_url, "m": args.prm_m,
-            "temperature": args.prm_temperature, "max_new_tokens": args.prm_max_new_tokens,
-            "timeout": args.judge_vote_timeout, "max_concurrency": args.judge_concurrency}
-    hint_judge = build_hint_judge(args.hint_judge, **hint_options)
     teacher_url = (args.teacher_engine_url or args.judge_engine_url or args.engine_url).rstrip("/")
     teacher = TeacherScorer(teacher_url, _policy_tokenizer(args), top_k=args.distill_topk,
                             temperature=args.teacher_temperature or args.temperature or 1.0,
                             api_key=args.judge_api_key if teacher_url != config.engine_url else args.engine_api_key,
                             max_concurrency=args.teacher_concurrency)
+    hint_options: dict = {}
+    if "llm" in args.hint_judge.split("+"):
+        hint_options = dict(config.judge_options) or {
+            "engine_url": args.judge_engine_url or args.engine_url, "m": args.prm_m,
+            "temperature": args.prm_temperature, "max_new_tokens": args.prm_max_new_tokens,
+            "timeout": args.judge_vote_timeout, "max_concurrency": args.judge_concurrency}
+        if args.hint_select == "overlap":
+            hint_options.update(select="overlap", overlap_scorer=teacher.overlap)
+    hint_judge = build_hint_judge(args.hint_judge, **hint_options)
     return Distillation(hint_judge, teacher, judge if args.method == "combine" else None)
 
 

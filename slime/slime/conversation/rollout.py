@@ -69,7 +69,8 @@ class ConversationDataSource:
         if method != "rl":
             # the teacher scores at the temperature the trainer computes the student's log-probs at (B10)
             teacher_url = engine_url if args.self_distillation else self._judge_engine_url(run_dir)
-            extra += ["--hint-judge", args.hint_judge_type, "--teacher-engine-url", teacher_url,
+            extra += ["--hint-judge", args.hint_judge_type, "--hint-select", args.hint_select,
+                      "--teacher-engine-url", teacher_url,
                       "--teacher-temperature", str(args.rollout_temperature or 1.0),
                       "--distill-topk", str(args.distill_topk or 0)]
         self.proxy = ProxyProcess(engine_url, self.store_path, *extra, judge=args.prm_type, host=args.proxy_host,

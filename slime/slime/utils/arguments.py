@@ -306,6 +306,9 @@ def _add_conversation_flags(g):
                         "combine (both, one sample per turn)")
     g.add_argument("--hint-judge-type", default="rules",
                    help="opd/combine hint judge: rules | llm | rules+llm | module.path:factory")
+    g.add_argument("--hint-select", choices=["longest", "overlap"], default="longest",
+                   help="opd/combine with an LLM hint judge: pick the longest accepted hint (upstream) or the one whose "
+                        "teacher log-probs stay closest to the student's")
     g.add_argument("--self-distillation", action="store_true",
                    help="opd/combine: the current policy is the teacher (default: the frozen judge engine, "
                         "--prm-enable / --prm-engine-url)")
