@@ -5,7 +5,7 @@ HERE="$(cd "$(dirname "$0")" && pwd)"  # the calling method folder
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 check_layout() {
-    local total
+    local total name
     for name in NUM_GPUS ACTOR_GPUS ROLLOUT_GPUS PRM_GPUS; do
         if ! [[ "${!name}" =~ ^[0-9]+$ ]]; then
             echo "error: $name must be a non-negative integer, got '${!name}'" >&2; exit 2
@@ -64,4 +64,31 @@ launch() {  # DRY_RUN=1 prints the command (shell-quoted) instead of running it
     else
         exec "$@"
     fi
+}
+
+LORA_ARGS=(--train-backend fsdp --use-lora --lora-rank 16 --lora-alpha 32
+           --lora-target-modules "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj")
+
+# Everything but the method: run_conversation_trainer <checkpoint name> <full|lora> <method flags...> "$@"
+run_conversation_trainer() {
+    local name=$1 variant=$2 tp tokens interval
+    shift 2
+    HF_CKPT=${HF_CKPT:?set HF_CKPT to a Qwen3-4B checkpoint folder}
+    PRM_MODEL_PATH=${PRM_MODEL_PATH:-$HF_CKPT}
+    check_layout
+    cd "$ROOT"
+    local extra=()
+    if [ "$variant" = lora ]; then
+        tp=${TP:-1} tokens=${MAX_TOKENS_PER_GPU:-8192} interval=1 extra=("${LORA_ARGS[@]}")
+    else
+        tp=${TP:-2} tokens=${MAX_TOKENS_PER_GPU:-32768} interval=100
+    fi
+    # shellcheck disable=SC2046  # prm_args prints words on purpose
+    launch torchrun --nproc_per_node="$ACTOR_GPUS" --master_port "${MASTER_PORT:-29500}" slime/train_async.py \
+        --hf-checkpoint "$HF_CKPT" --ref-load "$HF_CKPT" --save "${SAVE_CKPT:-$ROOT/ckpt/$name}" \
+        --save-interval "$interval" --actor-num-nodes 1 --actor-num-gpus-per-node "$ACTOR_GPUS" \
+        --rollout-num-gpus "$ROLLOUT_GPUS" --num-gpus-per-node "$NUM_GPUS" --rollout-num-gpus-per-engine "$tp" \
+        "${ROLLOUT_ARGS[@]}" "${OPTIMIZER_ARGS[@]}" \
+        --use-dynamic-batch-size --max-tokens-per-gpu "$tokens" --gradient-checkpointing \
+        $(prm_args "${PRM_TP:-$tp}") --device cuda "${extra[@]}" "$@"
 }

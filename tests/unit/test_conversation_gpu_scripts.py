@@ -35,6 +35,8 @@ def test_dry_run_command_parses(script):
     assert args.data_source_path == "slime.conversation.rollout.ConversationDataSource"
     assert args.use_lora == script.endswith("_lora.sh")
     name = Path(script).name
+    # each script checkpoints to its own folder, named after it
+    assert Path(args.save).name == name.removeprefix("run_").removesuffix(".sh").replace("_", "-")
     if "_rl" in name:
         assert args.conversation_method == "rl" and args.loss_type == "policy_loss"
         assert args.eps_clip == 0.2 and args.eps_clip_high == 0.28 and args.disable_rewards_normalization
