@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
+from slime.conversation.judges.voting import content_text
 from slime.engine.chat_parsing import TEXT_PART_SEPARATOR, ChatInputError, normalize_messages
 from slime.engine.client import AsyncEngineClient
 from slime.engine.engine import Engine
@@ -82,25 +83,10 @@ class TeacherPromptError(ValueError):
 
 
 def flatten_content(content: Any) -> str:
-    """Message content as the engine's prompt shows it: strings as is, text parts joined the way
-    `normalize_messages` joins them (TEXT_PART_SEPARATOR), null as "". Non-text parts are dropped (the
-    engine refuses them, so a served turn never has any). Parts with a `text` key and no `type` (OpenClaw's
-    compaction summary) count as text."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, dict):  # a lone part instead of a list of parts
-        content = [content]
-    if isinstance(content, list):
-        texts = []
-        for part in content:
-            if isinstance(part, str):
-                texts.append(part)
-            elif isinstance(part, dict) and isinstance(part.get("text"), str) and part.get("type", "text") == "text":
-                texts.append(part["text"])
-        return TEXT_PART_SEPARATOR.join(texts)
-    return str(content)
+    """Message content as the engine's prompt shows it: text parts joined the way `normalize_messages` joins
+    them (TEXT_PART_SEPARATOR), null as "". Non-text parts are dropped (the engine refuses them, so a served
+    turn never has any). Parts with a `text` key and no `type` (OpenClaw's compaction summary) count as text."""
+    return content_text(content, TEXT_PART_SEPARATOR)
 
 
 def is_internal_context(message: Any) -> bool:

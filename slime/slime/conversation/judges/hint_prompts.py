@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from slime.conversation.judges.prompts import last_user_request, render_next_state
-from slime.conversation.judges.voting import render_message_for_judge, truncate_middle
+from slime.conversation.judges.prompts import judge_messages
 
 __all__ = ["HINT_INSTRUCTION", "HINT_SYSTEM_PROMPT", "build_hint_messages"]
 
@@ -49,15 +48,6 @@ def build_hint_messages(
     state_chars: int | None = 4000,
 ) -> list[dict]:
     """The `[system, user]` messages asking a judge model for a hindsight hint on one step."""
-    parts = []
-    request = last_user_request(prompt_messages)
-    if request:
-        parts.append(f"## User request\n{truncate_middle(request, request_chars)}")
-    response = render_message_for_judge(response_message)
-    parts.append(f"## Assistant response\n{truncate_middle(response, response_chars) or '(empty)'}")
-    parts.append(render_next_state(next_state, state_chars))
-    parts.append(HINT_INSTRUCTION)
-    return [
-        {"role": "system", "content": HINT_SYSTEM_PROMPT},
-        {"role": "user", "content": "\n\n".join(parts)},
-    ]
+    return judge_messages(HINT_SYSTEM_PROMPT, "Assistant response", HINT_INSTRUCTION, response_message, next_state,
+                          prompt_messages, request_chars=request_chars, response_chars=response_chars,
+                          state_chars=state_chars)

@@ -86,15 +86,25 @@ def build_prm_messages(
     state_chars: int | None = 4000,
 ) -> list[dict]:
     """The `[system, user]` messages asking a judge model to score one step."""
+    return judge_messages(PRM_SYSTEM_PROMPT, "Assistant output", CLASSIFY_INSTRUCTION, response_message, next_state,
+                          prompt_messages, request_chars=request_chars, response_chars=response_chars,
+                          state_chars=state_chars)
+
+
+def judge_messages(system_prompt: str, response_heading: str, instruction: str, response_message: dict,
+                   next_state: Sequence[dict], prompt_messages: Sequence[dict] = (), *,
+                   request_chars: int | None = 4000, response_chars: int | None = 8000,
+                   state_chars: int | None = 4000) -> list[dict]:
+    """`[system, user]`: the user's last request, the assistant's step, every next-state message, the task."""
     parts = []
     request = last_user_request(prompt_messages)
     if request:
         parts.append(f"## User request\n{truncate_middle(request, request_chars)}")
     response = render_message_for_judge(response_message)
-    parts.append(f"## Assistant output\n{truncate_middle(response, response_chars) or '(empty)'}")
+    parts.append(f"## {response_heading}\n{truncate_middle(response, response_chars) or '(empty)'}")
     parts.append(render_next_state(next_state, state_chars))
-    parts.append(CLASSIFY_INSTRUCTION)
+    parts.append(instruction)
     return [
-        {"role": "system", "content": PRM_SYSTEM_PROMPT},
+        {"role": "system", "content": system_prompt},
         {"role": "user", "content": "\n\n".join(parts)},
     ]

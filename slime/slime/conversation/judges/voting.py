@@ -63,7 +63,11 @@ def message_text(message: dict | None) -> str:
     """The text of an OpenAI message: string content as is, text parts joined by a space, images dropped."""
     if not message:
         return ""
-    content = message.get("content")
+    return content_text(message.get("content"))
+
+
+def content_text(content, separator: str = " ") -> str:
+    """Message content as text: strings as is, text parts joined by `separator`, null as "", images dropped."""
     if content is None:
         return ""
     if isinstance(content, str):
@@ -78,7 +82,7 @@ def message_text(message: dict | None) -> str:
             elif isinstance(part, dict) and isinstance(part.get("text"), str) and part.get("type", "text") == "text":
                 # OpenClaw's compaction summary sends parts with a "text" key and no "type"
                 texts.append(part["text"])
-        return " ".join(texts)
+        return separator.join(texts)
     return str(content)
 
 
