@@ -45,11 +45,13 @@ HELD_OUT_PROMPTS = [
     "Have you seen my keys anywhere?",
     "Does this function return a string?",
 ]
-SAMPLES_PER_PROMPT = 4
+SAMPLES_PER_PROMPT = 8
 RESPONSE_LEN = 6
-ROUNDS = 8
+ROUNDS = 10
 TEMPERATURE = 1.0
 LR = "1e-3"
+# Measured (4 sampling seeds, this configuration): held-out KL falls to 0.55-0.61 x its initial value;
+# lr 2e-3 overshoots (0.64-0.72 x), 4 samples per prompt are noisier (0.67-0.78 x after 8 rounds).
 
 
 @pytest.fixture(scope="module")
@@ -250,7 +252,7 @@ def test_opd_steps_lower_the_held_out_kl_to_the_hinted_teacher(dist_info, tiny_m
               f"clipfrac {m['train/pg_clipfrac']:.3f}  |A| {m['adv_abs_mean']:.4f}  grad_norm {m['train/grad_norm']:.3e}")
 
     assert all(torch.equal(frozen[k], v) for k, v in teacher.state_dict().items())  # the teacher stayed frozen
-    assert after < 0.8 * before, (before, after)
+    assert after < 0.75 * before, (before, after)
 
 
 def test_opd_without_a_teacher_signal_changes_nothing(dist_info, tiny_model_path, tiny_model):
