@@ -71,3 +71,25 @@ def openclaw_captures():
 
     folder = Path(_TESTS) / "fixtures" / "openclaw_capture"
     return {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.json"))}
+
+
+@pytest.fixture(scope="module")
+def dist_info():
+    """A gloo group of one (the actor's collectives need a group), torn down after the module."""
+    import torch.distributed as torch_dist
+
+    from slime.backends.fsdp.parallel import DistInfo
+
+    created = not torch_dist.is_initialized()
+    if created:
+        torch_dist.init_process_group("gloo", store=torch_dist.HashStore(), rank=0, world_size=1)
+    yield DistInfo(0, 1, 0, torch.device("cpu"))
+    if created:
+        torch_dist.destroy_process_group()
+
+
+@pytest.fixture()
+def clean_distill_env(monkeypatch):
+    """The Combine/OPD loss weights and bound come from the environment too: tests start without them."""
+    for name in ("OPENCLAW_COMBINE_W_RL", "OPENCLAW_COMBINE_W_OPD", "OPENCLAW_OPD_ADVANTAGE_BOUND"):
+        monkeypatch.delenv(name, raising=False)

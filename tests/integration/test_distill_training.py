@@ -12,7 +12,6 @@ import random
 
 import pytest
 import torch
-import torch.distributed as torch_dist
 
 from slime.utils import distill
 
@@ -26,23 +25,9 @@ COMBINE_LOSS = ("--loss-type", "custom_loss", "--custom-loss-function-path", "sl
                 "--eps-clip-high", "0.28")
 
 
-@pytest.fixture(scope="module")
-def dist_info():
-    """A gloo group of one (the actor's collectives need a group), torn down after the module."""
-    from slime.backends.fsdp.parallel import DistInfo
-
-    created = not torch_dist.is_initialized()
-    if created:
-        torch_dist.init_process_group("gloo", store=torch_dist.HashStore(), rank=0, world_size=1)
-    yield DistInfo(0, 1, 0, torch.device("cpu"))
-    if created:
-        torch_dist.destroy_process_group()
 
 
-@pytest.fixture(autouse=True)
-def no_combine_env(monkeypatch):
-    for name in ("OPENCLAW_COMBINE_W_RL", "OPENCLAW_COMBINE_W_OPD", "OPENCLAW_OPD_ADVANTAGE_BOUND"):
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("clean_distill_env")
 
 
 def make_args(*flags: str, lr: str = "1e-2"):

@@ -21,7 +21,6 @@ import time
 
 import pytest
 import torch
-import torch.distributed as torch_dist
 
 from slime.conversation.teacher import HINT_MARKER, TeacherPromptBuilder, hinted_messages
 from slime.utils.ppo_utils import log_probs_from_logits, on_policy_distillation_advantages
@@ -54,23 +53,9 @@ LR = "1e-3"
 # lr 2e-3 overshoots (0.64-0.72 x), 4 samples per prompt are noisier (0.67-0.78 x after 8 rounds).
 
 
-@pytest.fixture(scope="module")
-def dist_info():
-    """A gloo group of one (the actor's collectives need a group), torn down after the module."""
-    from slime.backends.fsdp.parallel import DistInfo
-
-    created = not torch_dist.is_initialized()
-    if created:
-        torch_dist.init_process_group("gloo", store=torch_dist.HashStore(), rank=0, world_size=1)
-    yield DistInfo(0, 1, 0, torch.device("cpu"))
-    if created:
-        torch_dist.destroy_process_group()
 
 
-@pytest.fixture(autouse=True)
-def no_opd_env(monkeypatch):
-    for name in ("OPENCLAW_COMBINE_W_RL", "OPENCLAW_COMBINE_W_OPD", "OPENCLAW_OPD_ADVANTAGE_BOUND"):
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("clean_distill_env")
 
 
 def make_args(lr: str = LR):

@@ -12,28 +12,39 @@ from collections.abc import Sequence
 
 from slime.conversation.judges.base import Judge, Judgement, TurnForJudge, Vote
 
-__all__ = ["CascadeJudge"]
+__all__ = ["CascadeJudge", "JudgeChain", "chain_extras", "judge_name"]
 
 
-class CascadeJudge:
-    def __init__(self, judges: Sequence[Judge]):
+class JudgeChain:
+    """Judges run in order until one decides; shared by the PRM cascade and the hint cascade.
+
+    `call(judge)` runs one judge and returns its result (a `Judgement` or a `HintResult`, both with `votes`,
+    `judge`, `failed`, `extras`); a judge that raises instead of returning (a plugin bug) costs its vote,
+    not the turn: `failure(judge, vote)` builds the result standing in for it.
+    """
+
+    def __init__(self, judges: Sequence, what: str = "judge"):
         if not judges:
-            raise ValueError("a cascade needs at least one judge")
+            raise ValueError(f"a {what} cascade needs at least one {what}")
         self.judges = list(judges)
-        self.name = "+".join(_name(judge) for judge in self.judges)
+        self.name = "+".join(judge_name(judge) for judge in self.judges)
 
-    async def judge(self, turn: TurnForJudge) -> Judgement:
-        votes: list[Vote] = []
-        ran: list[Judgement] = []
+    async def run(self, call, decided, failure) -> tuple[list, list[Vote], object | None]:
+        """(every result that ran, all their votes, the deciding result or None)."""
+        ran, votes = [], []
         for judge in self.judges:
-            judgement = await _judge_safely(judge, turn)
-            ran.append(judgement)
-            votes.extend(judgement.votes)
-            if judgement.score != 0:
-                return Judgement(score=judgement.score, votes=votes, judge=self.name, rationale=judgement.rationale,
-                                 extras=_extras(ran, decided_by=judgement.judge))
-        return Judgement(score=0.0, votes=votes, judge=self.name, failed=all(j.failed for j in ran),
-                         extras=_extras(ran, decided_by=None))
+            started = time.monotonic()
+            try:
+                result = await call(judge)
+            except Exception as exc:
+                vote = Vote(score=None, rationale="", source=judge_name(judge),
+                            error=f"judge raised {type(exc).__name__}: {exc}", seconds=time.monotonic() - started)
+                result = failure(judge, vote)
+            ran.append(result)
+            votes.extend(result.votes)
+            if decided(result):
+                return ran, votes, result
+        return ran, votes, None
 
     async def aclose(self) -> None:
         errors = []
@@ -46,20 +57,26 @@ class CascadeJudge:
             raise errors[0]
 
 
-def _name(judge) -> str:
+def judge_name(judge) -> str:
     return getattr(judge, "name", type(judge).__name__)
 
 
-async def _judge_safely(judge: Judge, turn: TurnForJudge) -> Judgement:
-    """A judge that breaks its never-raise contract (a plugin bug) costs its vote, not the turn."""
-    started = time.monotonic()
-    try:
-        return await judge.judge(turn)
-    except Exception as exc:
-        vote = Vote(score=None, rationale="", source=_name(judge), error=f"judge raised {type(exc).__name__}: {exc}",
-                    seconds=time.monotonic() - started)
-        return Judgement(score=0.0, votes=[vote], judge=_name(judge), failed=True)
+def chain_extras(ran: list, decided_by: str | None) -> dict:
+    return {"decided_by": decided_by, "ran": [r.judge for r in ran],
+            "failed_judges": [r.judge for r in ran if r.failed],
+            "judge_extras": {r.judge: r.extras for r in ran}}
 
 
-def _extras(ran: list[Judgement], decided_by: str | None) -> dict:
-    return {"decided_by": decided_by, "ran": [j.judge for j in ran], "judge_extras": {j.judge: j.extras for j in ran}}
+class CascadeJudge(JudgeChain):
+    def __init__(self, judges: Sequence[Judge]):
+        super().__init__(judges, "judge")
+
+    async def judge(self, turn: TurnForJudge) -> Judgement:
+        ran, votes, decider = await self.run(
+            lambda judge: judge.judge(turn), lambda j: j.score != 0,
+            lambda judge, vote: Judgement(score=0.0, votes=[vote], judge=judge_name(judge), failed=True))
+        if decider is not None:
+            return Judgement(score=decider.score, votes=votes, judge=self.name, rationale=decider.rationale,
+                             extras=chain_extras(ran, decided_by=decider.judge))
+        return Judgement(score=0.0, votes=votes, judge=self.name, failed=all(j.failed for j in ran),
+                         extras=chain_extras(ran, decided_by=None))

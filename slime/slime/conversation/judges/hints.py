@@ -16,12 +16,12 @@ from __future__ import annotations
 import asyncio
 import math
 import re
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from slime.conversation.judges.base import TurnForJudge, Vote
+from slime.conversation.judges.cascade import JudgeChain, chain_extras, judge_name
 from slime.conversation.judges.voting import parse_boxed_score
 
 __all__ = [
@@ -142,55 +142,18 @@ async def choose(candidates: Sequence[str], scorer: HintScorer) -> tuple[int, li
 # ---------------------------------------------------------------------------------------------------
 
 
-class CascadeHintJudge:
+class CascadeHintJudge(JudgeChain):
     """Hint judges in order, cheapest first: the first accepted hint wins; every vote is kept."""
 
     def __init__(self, judges: Sequence[HintJudge]):
-        if not judges:
-            raise ValueError("a hint cascade needs at least one hint judge")
-        self.judges = list(judges)
-        self.name = "+".join(_name(judge) for judge in self.judges)
+        super().__init__(judges, "hint judge")
 
     async def hint(self, turn: TurnForJudge) -> HintResult:
-        votes: list[Vote] = []
-        ran: list[HintResult] = []
-        for judge in self.judges:
-            result = await _hint_safely(judge, turn)
-            ran.append(result)
-            votes.extend(result.votes)
-            if result.accepted:
-                return HintResult(accepted=True, hint=result.hint, votes=votes, judge=self.name,
-                                  extras=_extras(ran, decided_by=result.judge))
+        ran, votes, decider = await self.run(
+            lambda judge: judge.hint(turn), lambda r: r.accepted,
+            lambda judge, vote: HintResult(accepted=False, hint="", votes=[vote], judge=judge_name(judge), failed=True))
+        if decider is not None:
+            return HintResult(accepted=True, hint=decider.hint, votes=votes, judge=self.name,
+                              extras=chain_extras(ran, decided_by=decider.judge))
         return HintResult(accepted=False, hint="", votes=votes, judge=self.name, failed=all(r.failed for r in ran),
-                          extras=_extras(ran, decided_by=None))
-
-    async def aclose(self) -> None:
-        errors = []
-        for judge in self.judges:
-            try:
-                await judge.aclose()
-            except Exception as exc:  # close the rest anyway, then report
-                errors.append(exc)
-        if errors:
-            raise errors[0]
-
-
-def _name(judge) -> str:
-    return getattr(judge, "name", type(judge).__name__)
-
-
-async def _hint_safely(judge: HintJudge, turn: TurnForJudge) -> HintResult:
-    """A hint judge that breaks its never-raise contract (a plugin bug) costs its vote, not the turn."""
-    started = time.monotonic()
-    try:
-        return await judge.hint(turn)
-    except Exception as exc:
-        vote = Vote(score=None, rationale="", source=_name(judge), error=f"judge raised {type(exc).__name__}: {exc}",
-                    seconds=time.monotonic() - started)
-        return HintResult(accepted=False, hint="", votes=[vote], judge=_name(judge), failed=True)
-
-
-def _extras(ran: list[HintResult], decided_by: str | None) -> dict:
-    return {"decided_by": decided_by, "ran": [r.judge for r in ran],
-            "failed_judges": [r.judge for r in ran if r.failed],
-            "judge_extras": {r.judge: r.extras for r in ran}}
+                          extras=chain_extras(ran, decided_by=None))
