@@ -213,9 +213,7 @@ def run_loss(fn, args, batch, logits):
 
 
 @pytest.fixture()
-def no_combine_env(monkeypatch):
-    for name in ("OPENCLAW_COMBINE_W_RL", "OPENCLAW_COMBINE_W_OPD", "OPENCLAW_OPD_ADVANTAGE_BOUND"):
-        monkeypatch.delenv(name, raising=False)
+def no_combine_env(clean_distill_env, monkeypatch):
     return monkeypatch
 
 
