@@ -55,7 +55,6 @@ class ProxyConfig:
     judge_options: dict = field(default_factory=dict)
     judge_timeout: float = 300.0
     judge_concurrency: int = 4
-    method: str = "rl"
     max_response_tokens: int | None = None
     temperature: float | None = None
     session_idle_ttl: float = 1800.0
@@ -366,7 +365,7 @@ def config_from_args(args) -> ProxyConfig:
     return ProxyConfig(engine_url=args.engine_url.rstrip("/"), store_path=args.store, engine_api_key=args.engine_api_key,
                        host=args.host, port=args.port, api_key=args.api_key, served_model_name=args.served_model_name,
                        judge=args.judge, judge_options=options, judge_timeout=args.judge_timeout,
-                       judge_concurrency=args.judge_concurrency, method=args.method,
+                       judge_concurrency=args.judge_concurrency,
                        max_response_tokens=args.max_response_tokens, temperature=args.temperature,
                        session_idle_ttl=args.session_idle_ttl, max_body_bytes=int(args.max_body_mb * 1024 * 1024))
 

@@ -13,7 +13,7 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from slime.conversation import sessions
 from slime.conversation.judges.base import Judgement, TurnForJudge, Vote
@@ -49,7 +49,6 @@ class ServiceStats:
     samples: int = 0
     excluded: int = 0
     unclassified_sessions: int = 0
-    counters: dict = field(default_factory=dict)
 
 
 class FeedbackError(Exception):
