@@ -209,3 +209,14 @@ def test_rules_judge_produces_one_explained_vote():
     assert "user_negative" in negative.votes[0].rationale and negative.rationale == negative.votes[0].rationale
     assert repeat.score == -1.0 and "repeated_request" in repeat.rationale
     assert neutral.score == 0.0 and neutral.rationale == "" and neutral.votes[0].score == 0
+
+
+@pytest.mark.timeout(60)
+def test_long_pasted_text_does_not_stall_the_event_loop():
+    """A 200k-character paste (logs, a file) is classified in linear time: a regex that rescanned long words
+    took ~14 s at 50k characters (and ~4 minutes at 200k) on the proxy's event loop. The timeout only guards
+    against that regression coming back; it asserts nothing about speed."""
+    from slime.conversation.judges.rules import classify_user_text
+
+    assert classify_user_text("a" * 200_000).score == 0
+    assert classify_user_text("x" * 100_000 + " that isn't great").score == -1

@@ -134,7 +134,7 @@ _NEGATIVE = _alternatives(
      r"\bmake (?:it|that|this) (?:shorter|longer|simpler|more|less|clearer)\b", r"\bcan you shorten\b"),
     ("unhelpful", r"\buseless\b", r"\bunhelpful\b", r"\bnot helpful\b", r"\bmakes no sense\b", r"\bnonsense\b"),
     ("negated_praise", rf"\b{_NEGATORS}\s+(?:\w+\s+)?(?:{_PRAISE_WORDS}|exactly|what i)\b",
-     rf"\w+n't (?:\w+ )?{_PRAISE_WORDS}\b"),
+     rf"\b\w+n't (?:\w+ )?{_PRAISE_WORDS}\b"),  # \b first: no quadratic rescans of long words
 )
 
 _POSITIVE = _alternatives(
