@@ -16,9 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,7 +23,6 @@ from pathlib import Path
 
 import httpx
 
-REPO = Path(__file__).resolve().parents[1]
 FEEDBACK = ["thanks, that's perfect", "no, that's wrong, try again", "great, thank you", "not what I asked, redo it"]
 
 
@@ -99,65 +95,48 @@ def main() -> int:
     parser.add_argument("--baseline-seconds", type=float, default=20.0)
     parser.add_argument("--timeout", type=float, default=1200.0)
     args = parser.parse_args()
-    from slime.engine.launch import free_port
+    from slime.conversation.launch import ConversationJob
 
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
     with tempfile.TemporaryDirectory() as run_dir:
-        env = {**os.environ, "OMP_NUM_THREADS": "1", "PORT": str(port), "HOST": "127.0.0.1", "RUN_DIR": run_dir,
-               "ROLLOUT_BATCH_SIZE": "2", "PRM_TYPE": "rules"}
-        log_path = Path(run_dir) / "job.log"
-        with open(log_path, "wb") as log:
-            job = subprocess.Popen(["bash", "openclaw-rl/run_cpu_smollm2_openclaw_rl.sh", "--hf-checkpoint",
-                                    args.model_path, "--save-interval", "100000", "--lr", "1e-4"],
-                                   cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-            try:
-                deadline = time.monotonic() + 600
-                while _version(url) < 0:
-                    if job.poll() is not None or time.monotonic() > deadline:
-                        raise SystemExit(f"the job did not come up; see {log_path}:\n{log_path.read_text()[-3000:]}")
-                    time.sleep(1)
-                # baseline: chat before any step could have trained (no sample judged yet at start); the
-                # feedback-free first turns of fresh sessions cannot produce samples, so nothing trains
-                baseline = Tally()
-                started = time.monotonic()
-                base_stop = lambda: time.monotonic() - started > args.baseline_seconds  # noqa: E731
-                asyncio.run(_chat_without_feedback(url + "/v1/chat/completions", args.sessions, base_stop, baseline))
-                print(f"baseline (no training yet): {baseline.ok} ok, {baseline.failed} failed, "
-                      f"weight version {_version(url)}", flush=True)
+        job = ConversationJob("openclaw-rl/run_cpu_smollm2_openclaw_rl.sh", "--hf-checkpoint", args.model_path,
+                              "--save-interval", "100000", "--lr", "1e-4", log_path=Path(run_dir) / "job.log",
+                              env={"RUN_DIR": run_dir, "ROLLOUT_BATCH_SIZE": "2", "PRM_TYPE": "rules"})
+        with job:
+            url = job.url
+            # baseline: chat before any step could have trained: fresh single-turn sessions never get a next
+            # state, so they produce no samples and nothing trains
+            baseline = Tally()
+            started = time.monotonic()
+            base_stop = lambda: time.monotonic() - started > args.baseline_seconds  # noqa: E731
+            asyncio.run(_chat_without_feedback(url + "/v1/chat/completions", args.sessions, base_stop, baseline))
+            print(f"baseline (no training yet): {baseline.ok} ok, {baseline.failed} failed, "
+                  f"weight version {_version(url)}", flush=True)
 
-                during = Tally()
-                start_version = _version(url)
-                started = time.monotonic()
-                last_report = [started]
-                finished = [False]
+            during = Tally()
+            start_version = _version(url)
+            started = time.monotonic()
+            last_report = [started]
+            finished = [False]
 
-                def stop():
-                    if finished[0]:
+            def stop():
+                if finished[0]:
+                    return True
+                now = time.monotonic()
+                version = _version(url) if now - last_report[0] > 2 else None
+                if version is not None:
+                    last_report[0] = now
+                    print(f"  {now - started:6.0f} s: weight version {version}, {during.ok} ok, "
+                          f"{during.failed} failed", flush=True)
+                    if version - start_version >= args.syncs:
+                        finished[0] = True
                         return True
-                    now = time.monotonic()
-                    version = _version(url) if now - last_report[0] > 2 else None
-                    if version is not None:
-                        last_report[0] = now
-                        print(f"  {now - started:6.0f} s: weight version {version}, {during.ok} ok, "
-                              f"{during.failed} failed", flush=True)
-                        if version - start_version >= args.syncs:
-                            finished[0] = True
-                            return True
-                    if job.poll() is not None:
-                        raise SystemExit(f"the job exited with {job.returncode}; see {log_path}")
-                    finished[0] = now - started > args.timeout
-                    return finished[0]
+                if job.process.poll() is not None:
+                    raise SystemExit(f"the job exited with {job.process.returncode}; see {job.log_path}")
+                finished[0] = now - started > args.timeout
+                return finished[0]
 
-                asyncio.run(_chat(url + "/v1/chat/completions", args.sessions, stop, during, "train"))
-                syncs = _version(url) - start_version
-            finally:
-                if job.poll() is None:
-                    os.killpg(job.pid, signal.SIGINT)
-                    try:
-                        job.wait(timeout=120)
-                    except subprocess.TimeoutExpired:
-                        os.killpg(job.pid, signal.SIGKILL)
+            asyncio.run(_chat(url + "/v1/chat/completions", args.sessions, stop, during, "train"))
+            syncs = _version(url) - start_version
     print(f"during training: {during.ok} requests ok, {during.failed} failed, {syncs} weight syncs, "
           f"versions seen in responses: {sorted(during.versions, key=lambda v: (len(v), v))}")
     for error in during.errors[:5]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 from pathlib import Path
 
@@ -38,3 +40,31 @@ class ProxyProcess(ChildServer):
         else:
             env.pop("OPENCLAW_PROXY_API_KEY", None)
         return env
+
+
+class ConversationJob(ChildServer):
+    """A conversation launch script (`openclaw-*/run_cpu_*.sh`) run as a user would: ready once its proxy's
+    /healthz answers, stopped with Ctrl-C (SIGINT to its process group), which checkpoints and exits cleanly.
+
+    `with ConversationJob("openclaw-rl/run_cpu_smollm2_openclaw_rl.sh", "--hf-checkpoint", "tiny",
+                          env={"RUN_DIR": ...}) as job: ... job.url ...`; `job.process.returncode` after.
+    """
+
+    name = "conversation job"
+    ready_path = "/healthz"
+    stop_signal = signal.SIGINT
+    stop_grace = 180.0
+
+    def __init__(self, script: str | Path, *args: str, env: dict | None = None, cwd: str | Path | None = None,
+                 port: int | None = None, log_path: str | Path | None = None, ready_timeout: float = 600.0):
+        super().__init__(port=port, log_path=log_path, ready_timeout=ready_timeout)
+        self.script = str(script)
+        self.args = list(args)
+        self.extra_env = dict(env or {})
+        self.cwd = str(cwd) if cwd else str(Path(__file__).resolve().parents[3])  # the repository root
+
+    def command(self) -> list[str]:
+        return ["bash", self.script, *self.args]
+
+    def environment(self) -> dict:
+        return {**os.environ, "OMP_NUM_THREADS": "1", "HOST": self.host, "PORT": str(self.port), **self.extra_env}

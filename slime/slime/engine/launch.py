@@ -31,6 +31,13 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)  # started with start_new_session: its pid is its group id
+    except ProcessLookupError:
+        pass
+
+
 class ChildServer:
     """A server started as a child process on a free loopback port, stopped by PID.
 
@@ -41,6 +48,7 @@ class ChildServer:
 
     ready_path = "/health"
     name = "server"
+    cwd: str | None = None  # working directory of the child (None: ours)
 
     def __init__(self, *, port: int | None = None, api_key: str | None = None,
                  log_path: str | Path | None = None, ready_timeout: float = 300.0, threads: int = 1,
@@ -71,7 +79,7 @@ class ChildServer:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             self._log_file = open(self.log_path, "ab")
         out = self._log_file or None  # None: inherit our stderr/stdout, so conversion progress is visible
-        self.process = subprocess.Popen(self.command(), env=self.environment(), stdout=out,
+        self.process = subprocess.Popen(self.command(), env=self.environment(), stdout=out, cwd=self.cwd,
                                         stderr=subprocess.STDOUT if out else None,
                                         start_new_session=True, preexec_fn=_die_with_parent)
         try:
@@ -99,14 +107,18 @@ class ChildServer:
                 time.sleep(0.3)
         raise TimeoutError(f"{self.name} at {self.url} not ready after {self.ready_timeout:.0f} s")
 
-    def stop(self, grace: float = 10.0):
+    stop_signal = signal.SIGTERM
+    stop_grace = 10.0
+
+    def stop(self, grace: float | None = None):
+        """Signal the child's own process group (it and anything it started), escalate to SIGKILL."""
         proc = self.process
         if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
+            _signal_group(proc, self.stop_signal)
             try:
-                proc.wait(timeout=grace)
+                proc.wait(timeout=self.stop_grace if grace is None else grace)
             except subprocess.TimeoutExpired:
-                proc.kill()
+                _signal_group(proc, signal.SIGKILL)
                 proc.wait()
         if self._log_file:
             self._log_file.close()

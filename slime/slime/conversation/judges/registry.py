@@ -61,18 +61,23 @@ def _kinds_help() -> str:
 def _build_cascade(kind: str, options: dict) -> Judge:
     from slime.conversation.judges.cascade import CascadeJudge
 
+    return CascadeJudge([build_judge(part, **part_options)
+                         for part, part_options in _cascade_parts(kind, options, BUILTIN_KINDS, _judge_class, "judge")])
+
+
+def _cascade_parts(kind: str, options: dict, kinds, class_of, what: str) -> list[tuple[str, dict]]:
+    """The parts of a `a+b` cascade, each with the options its constructor names (an option nobody takes
+    is a typo, not a no-op)."""
     parts = [part.strip() for part in kind.split("+")]
-    unknown = [part for part in parts if part not in BUILTIN_KINDS]
+    unknown = [part for part in parts if part not in kinds]
     if unknown or len(parts) < 2:
-        raise ValueError(f"bad cascade {kind!r}: parts {unknown or parts} are not built-in kinds "
-                         f"({', '.join(sorted(BUILTIN_KINDS))})")
-    # Each judge gets the options its constructor names; an option nobody takes is a typo, not a no-op.
-    accepted = {part: set(inspect.signature(_judge_class(part)).parameters) for part in parts}
+        raise ValueError(f"bad {what} cascade {kind!r}: parts {unknown or parts} are not built-in kinds "
+                         f"({', '.join(sorted(kinds))})")
+    accepted = {part: set(inspect.signature(class_of(part)).parameters) for part in parts}
     unused = set(options) - set().union(*accepted.values())
     if unused:
-        raise ValueError(f"options {sorted(unused)} are accepted by no judge of cascade {kind!r}")
-    judges = [build_judge(part, **{k: v for k, v in options.items() if k in accepted[part]}) for part in parts]
-    return CascadeJudge(judges)
+        raise ValueError(f"options {sorted(unused)} are accepted by no {what} of cascade {kind!r}")
+    return [(part, {k: v for k, v in options.items() if k in accepted[part]}) for part in parts]
 
 
 def _build_plugin(spec: str, options: dict, *, method: str = "judge", what: str = "judge",
@@ -133,17 +138,8 @@ def build_hint_judge(kind: str, **options):
     if "+" in kind:
         from slime.conversation.judges.hints import CascadeHintJudge
 
-        parts = [part.strip() for part in kind.split("+")]
-        unknown = [part for part in parts if part not in HINT_KINDS]
-        if unknown or len(parts) < 2:
-            raise ValueError(f"bad hint-judge cascade {kind!r}: parts {unknown or parts} are not built-in kinds "
-                             f"({', '.join(sorted(HINT_KINDS))})")
-        accepted = {part: set(inspect.signature(_hint_judge_class(part)).parameters) for part in parts}
-        unused = set(options) - set().union(*accepted.values())
-        if unused:
-            raise ValueError(f"options {sorted(unused)} are accepted by no hint judge of cascade {kind!r}")
-        return CascadeHintJudge([build_hint_judge(part, **{k: v for k, v in options.items() if k in accepted[part]})
-                                 for part in parts])
+        return CascadeHintJudge([build_hint_judge(part, **part_options) for part, part_options
+                                 in _cascade_parts(kind, options, HINT_KINDS, _hint_judge_class, "hint judge")])
     if kind in HINT_KINDS:
         if kind == "llm" and not options.get("engine_url"):
             raise ValueError("hint judge kind 'llm' needs engine_url (the judge engine's base URL)")
