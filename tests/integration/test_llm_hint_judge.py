@@ -1,17 +1,15 @@
 """LLMHintJudge against real engine processes: the random tiny model (unparseable output, timeouts) and a
-tiny model fine-tuned, with test_llm_judge's recipe, to answer two hint prompts: one with `\\boxed{1}` and
+tiny model fine-tuned, with helpers.memorised_model (the PRM judge model's recipe), to answer two hint prompts: one with `\\boxed{1}` and
 a hint, one with `\\boxed{-1}` (the full path through the real prompt, chat template and sampling)."""
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import time
 from pathlib import Path
 
 import pytest
-from test_llm_judge import _RECIPE, EOS, _train  # the fine-tuning recipe of the PRM judge model
+from helpers.memorised_model import EOS, build_memorised_model
 
 from slime.conversation.judges import LLMHintJudge, RulesHintJudge, TurnForJudge, build_hint_judge
 
@@ -28,19 +26,9 @@ PLAIN_ANSWER = "The user is satisfied; nothing new. \\boxed{-1}"
 
 
 def build_hint_model() -> Path:
-    from slime.models.tiny import build_tiny_model
-    from slime.utils.paths import atomic_directory, cache_dir
-
-    base = build_tiny_model()
     judge = LLMHintJudge("http://127.0.0.1:9")  # only to render prompts exactly as the judge sends them
     examples = [(judge.prompt(HINTED_TURN), HINTED_ANSWER + EOS), (judge.prompt(PLAIN_TURN), PLAIN_ANSWER + EOS)]
-    key = hashlib.sha256(json.dumps({"recipe": _RECIPE, "base": base.name, "examples": examples},
-                                    sort_keys=True).encode()).hexdigest()[:12]
-    final = cache_dir() / "tiny" / f"hint-judge-model-{key}"
-    if not (final / "config.json").exists():
-        with atomic_directory(final) as tmp:
-            _train(base, examples, tmp)
-    return final
+    return build_memorised_model("hint-judge-model", examples)
 
 
 @pytest.fixture(scope="module")
