@@ -182,6 +182,7 @@ def create_app(config: ProxyConfig, method) -> FastAPI:
             # Whatever the engine has sent so far is relayed in one write: under load several tokens arrive
             # together, and one write per token would cost more than everything else the proxy does.
             pending = b""
+            recorded = False
             try:
                 async for raw in upstream.content.iter_any():
                     pending += raw
@@ -202,7 +203,11 @@ def create_app(config: ProxyConfig, method) -> FastAPI:
                         chunk = client_chunk(item, wants, meta.session_id)
                         if chunk is not None:
                             out.append(b"data: " + orjson.dumps(chunk) + b"\n\n")
-                    if sampled.complete:
+                    if sampled.complete and not recorded:
+                        # the turn must be matchable before the client can see [DONE] and send its next
+                        # request (the row itself is written in the background)
+                        await service.record_turn(meta, stored_request, sampled)
+                        recorded = True
                         out.append(b"data: [DONE]\n\n")
                     if out:
                         yield b"".join(out)
@@ -212,10 +217,9 @@ def create_app(config: ProxyConfig, method) -> FastAPI:
                 yield _sse(APIError(502, f"policy engine stream broke: {exc}", type="server_error").body())
             finally:
                 upstream.release()
-                # after the last byte went out: storing never delays the client
                 try:
-                    await asyncio.shield(service.record_turn(meta, stored_request, sampled,
-                                                             aborted=not sampled.complete))
+                    if not recorded:  # the stream broke or the client left: kept as an aborted turn
+                        await asyncio.shield(service.record_turn(meta, stored_request, sampled, aborted=True))
                 finally:
                     service.end_request(meta.session_id)
 
