@@ -5,9 +5,6 @@
 # background. Ctrl-C stops it cleanly (checkpoint, engine and proxy stopped). Extra arguments go to the trainer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup_env.sh
 # shellcheck disable=SC1091
-. .venv/bin/activate
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
-python -c "from slime.models import resolve_model_path; resolve_model_path('smollm2')"  # convert once, with progress
+. scripts/prepare_smollm2.sh
 exec bash openclaw-combine/run_cpu_smollm2_openclaw_combine.sh "$@"

@@ -11,7 +11,12 @@ import torch
 import torch.nn.functional as F
 
 from slime.utils import distill, ppo_utils
-from slime.utils.loss import combine_loss_function, policy_loss_function, topk_distillation_loss_function
+from slime.utils.loss import (
+    combine_loss_function,
+    combine_topk_loss_function,
+    policy_loss_function,
+    topk_distillation_loss_function,
+)
 
 B, R, V, K = 3, 5, 40, 6
 
@@ -298,3 +303,48 @@ def test_bounded_opd_advantage_is_clamped(no_combine_env):
     loss, metrics, _ = run_loss(combine_loss_function, args_for(opd_advantage_bound=0.1), batch, logits)
     assert torch.equal(loss, ref_loss)
     assert metrics["opd_advantage_abs_mean"] <= 0.1 * B
+
+
+# ------------------------------------------------------------------------------ Combine with the top-K term
+
+
+def combine_topk_batch():
+    batch, logits = policy_batch()
+    teacher_lp, teacher_idx = teacher_topk()
+    return {**batch, "teacher_topk_log_probs": teacher_lp, "teacher_topk_indices": teacher_idx}, logits
+
+
+def test_combine_topk_is_the_weighted_sum_of_binary_rl_and_topk_distillation(no_combine_env):
+    batch, logits = combine_topk_batch()
+    args = args_for(combine_w_rl=0.5, combine_w_opd=2.0)
+    rl_loss, _, rl_grad = run_loss(policy_loss_function, args, {**batch, "advantages": 0.5 * batch["advantages"]},
+                                   logits)
+    kl_loss, _, kl_grad = run_loss(topk_distillation_loss_function, args, batch, logits)
+    loss, metrics, grad = run_loss(combine_topk_loss_function, args, batch, logits)
+    torch.testing.assert_close(loss, rl_loss + 2.0 * kl_loss, atol=1e-12, rtol=0)
+    torch.testing.assert_close(grad, rl_grad + 2.0 * kl_grad, atol=1e-12, rtol=0)
+    torch.testing.assert_close(metrics["topk_kl_loss"], kl_loss.detach())
+    assert {"pg_loss", "pg_clipfrac", "rl_advantage_mean", "topk_kl_loss", "loss"} <= set(metrics)
+
+
+def test_combine_topk_samples_without_a_teacher_get_only_the_rl_term(no_combine_env):
+    batch, logits = combine_topk_batch()
+    batch["teacher_topk_log_probs"][0] = 0.0  # sample 0 has no teacher: zero padding, as batching writes it
+    batch["teacher_topk_indices"][0] = 0
+    loss, _, grad = run_loss(combine_topk_loss_function, args_for(), batch, logits)
+    rl_only, _, rl_grad = run_loss(policy_loss_function, args_for(), batch, logits)
+    # sample 0's gradient is exactly the RL gradient; the others also carry the distillation term
+    torch.testing.assert_close(grad[0], rl_grad[0], atol=1e-12, rtol=0)
+    assert not torch.allclose(grad[1], rl_grad[1])
+    assert torch.isfinite(grad).all()
+    # no top-K fields at all (a batch of RL-only samples): exactly Binary RL
+    plain = {k: v for k, v in batch.items() if not k.startswith("teacher_topk")}
+    loss, metrics, grad = run_loss(combine_topk_loss_function, args_for(combine_w_opd=5.0), plain, logits)
+    assert torch.equal(loss, rl_only) and metrics["topk_kl_loss"] == 0
+
+
+def test_combine_topk_says_what_it_needs(no_combine_env):
+    batch, logits = combine_topk_batch()
+    with pytest.raises(ValueError, match="advantages and old_log_probs"):
+        combine_topk_loss_function(args_for(), {k: v for k, v in batch.items() if k != "advantages"}, logits,
+                                   sample_mean_reduce(batch["loss_mask"]))

@@ -244,3 +244,138 @@ def test_long_replies_stay_fast():
     match, _ = user_feedback_hint(long_paste, REQUEST)
     assert match.hint == "Running it failed with: ModuleNotFoundError: No module named 'foo'."
     assert time.monotonic() - started < 2.0
+
+
+# --------------------------------------------------------------------------------------------------
+# style corrections: how the reply came across and how to write the next one
+# --------------------------------------------------------------------------------------------------
+
+# (user reply, expected hint): every distinct instruction kept (up to MAX_INSTRUCTIONS), explicit instructions
+# before bare judgements ("too cold"), the user's first person from the assistant's view
+STYLE_HINTS = [
+    # measured misses from the simulated-user evaluation
+    ("this looks way too AI-written. no bold, no lists and no final answer label, just plain sentences like a "
+     "normal student",
+     "Make it read less like AI-written text. Do not use bold, lists or final answer label; use only plain sentences "
+     "like a normal student."),
+    ("my teacher will know this is AI lol. write it in plain sentences without lists or headings",
+     "Make it read less like AI-written text. Write it in plain sentences without lists or headings."),
+    ("too formal. write it like a kid would, in plain sentences, no bullet points or bold",
+     "Use a less formal tone. Write it like a kid would, in plain sentences, no bullet points or bold."),
+    ("too cold. be friendly and encouraging, and mention the student's answer and the correct one",
+     "Be friendly and encouraging. Mention the student's answer and the correct one."),
+    ("please be more specific and friendly: say what they got right and give the exact numbers",
+     "Be more specific and friendly. Say what they got right and give the exact numbers."),
+    ("that's not very encouraging. start with something positive and name the numbers",
+     "Be more encouraging. Start with something positive and name the numbers."),
+    ("you could at least say hi first. please start your reply with a greeting",
+     "Say hi first. Start your reply with a greeting."),
+    ("a bit rude, no hello? start with a greeting next time", "Be more polite. Start with a greeting."),
+    ("please start with a hi or hello before the answer", "Start with a hi or hello before the answer."),
+    # judgements alone
+    ("too cold", "Use a warmer tone."),
+    ("that's not very encouraging", "Be more encouraging."),
+    ("this looks way too AI-written", "Make it read less like AI-written text."),
+    ("the recipe is too salty, halve the salt", "Make it less salty."),
+    ("kind of condescending tbh", "Do not be condescending."),
+    ("could be friendlier", "Be friendlier."),
+    ("too many emojis", "Use fewer emojis."),
+    ("you didn't even say hello", "Start with a greeting."),
+    ("no markdown please", "Do not use markdown."),
+    ("nope, no bullet points", "Do not use bullet points."),
+    ("you could at least have said hi", "Say hi."),
+    # judgement + instruction, other wording and other domains (email, code, cooking, support)
+    ("this email sounds like a robot wrote it. make it sound like me, casual and short",
+     "Make it sound less robotic and more natural. Make it sound like the user, casual and short."),
+    ("too stiff. write it like I'm texting a friend",
+     "Make it sound more natural. Write it like the user is texting a friend."),
+    ("that's pretty harsh, be gentler with the junior dev", "Be gentler with the junior dev."),
+    ("the code review is a bit blunt. start with what they did well",
+     "Be gentler and less blunt. Start with what they did well."),
+    ("not very readable. no one-letter variable names, no nested ternaries",
+     "Make it more readable. Do not use one-letter variable names or nested ternaries."),
+    ("write the email without exclamation marks, and sign off with my name",
+     "Write the email without exclamation marks. Sign off with the user's name."),
+    ("no intro, no summary, just the code", "Do not use intro or summary; use only the code."),
+    ("no type hints, no docstrings, just the function", "Do not use type hints or docstrings; use only the function."),
+    ("this reads like ChatGPT. rewrite it so it sounds like a human wrote it",
+     "Make it read less like AI-written text. Rewrite it so it sounds like a human wrote it."),
+    ("that was kind of cold. say sorry for the delay first", "Use a warmer tone. Say sorry for the delay first."),
+    ("you could at least mention the oven temperature", "Mention the oven temperature."),
+    ("thanks, but it's a bit dry. add a joke at the start", "Make it more engaging. Add a joke at the start."),
+    ("the comments are too preachy, just say what to fix", "Make it less preachy. Say what to fix."),
+    ("not friendly enough, greet the customer by name", "Be friendlier. Greet the customer by name."),
+    ("that's not very professional, remove the jokes", "Be more professional. Remove the jokes."),
+    ("sounds a bit too salesy, make it sound more genuine", "Make it less salesy. Make it sound more genuine."),
+    ("kinda robotic tbh, write it like a real person would",
+     "Make it sound less robotic and more natural. Write it like a real person would."),
+    ("the function names are too cryptic. use descriptive names", "Make it less cryptic. Use descriptive names."),
+    ("this reply is so generic. mention the customer's order number",
+     "Be more specific. Mention the customer's order number."),
+    ("you were pretty dismissive there. acknowledge the problem first",
+     "Do not be dismissive. Acknowledge the problem first."),
+    ('be a bit warmer and sign off with "Best, Ana"', 'Be a bit warmer and sign off with "Best, Ana".'),
+    ("keep it to two sentences and no emojis", "Keep it to two sentences and no emojis."),
+    ("too corporate. be more relaxed and drop the buzzwords",
+     "Make it less corporate. Be more relaxed and drop the buzzwords."),
+]
+
+# no correction: new requests, small talk, praise; "tell me ..." / "give me ..." are requests, not instructions
+STYLE_NOT_HINTS = [
+    "ok",
+    "hm ok",
+    "ok, next time then",
+    "btw what's a good name for a cat?",
+    "is it going to rain today?",
+    "can you help me with my homework? A train travels 120 km in 1.5 hours. What is its average speed?",
+    "quick question: how do I reverse a list in python?",
+    "help me with this: solve 3x + 5 = 20",
+    "Please write grading comments for my student. Problem: 7 x 8 = ? Student answer: 54. Correct answer: 56.",
+    "perfect, thanks!",
+    "great, thank you!",
+    "nice, thanks",
+    "me too",
+    "that's too bad",
+    "is it too late to plant tomatoes?",
+    "I'm too tired to cook, give me a quick recipe",
+    "my sister is too shy to speak in class, any tips?",
+    "it's pretty cold today, what should I wear?",
+    "next time I'm in Paris I'll visit",
+    "no problem, no worries",
+    "looks like AI is taking over lol",
+    "I need a very formal email to my boss",
+    "can you give me a recipe for banana bread?",
+    "write an email to my landlord about the broken heater",
+    "Let's start with the basics of Python",
+    "keep it up!",
+]
+
+
+@pytest.mark.parametrize("reply, expected", STYLE_HINTS)
+def test_style_corrections_become_instructions(reply, expected):
+    match, reason = user_feedback_hint(reply, REQUEST)
+    assert match is not None, reason
+    assert match.hint == expected
+
+
+@pytest.mark.parametrize("reply", STYLE_NOT_HINTS)
+def test_requests_small_talk_and_praise_give_no_style_hint(reply):
+    match, reason = user_feedback_hint(reply, REQUEST)
+    assert match is None, match
+    assert reason
+
+
+def test_explicit_instructions_outrank_a_judgement_but_stay_in_order():
+    # three corrections, room for two: the bare judgement ("too cold") gives way
+    match, _ = user_feedback_hint("too cold. be friendly and encouraging, and mention the student's answer", REQUEST)
+    assert match.hint == "Be friendly and encouraging. Mention the student's answer."
+    assert match.rule == "be_more+imperative"
+
+
+def test_style_rules_stay_fast_on_long_replies():
+    import time
+
+    started = time.monotonic()
+    for unit in ["too ", "no bold, ", "no a no ", "looks so ", "a bit too ", "be more ", "start your ", "say ", "x-y-"]:
+        user_feedback_hint((unit * (50_000 // len(unit) + 1))[:50_000], REQUEST)
+    assert time.monotonic() - started < 5.0

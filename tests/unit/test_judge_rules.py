@@ -220,3 +220,119 @@ def test_long_pasted_text_does_not_stall_the_event_loop():
 
     assert classify_user_text("a" * 200_000).score == 0
     assert classify_user_text("x" * 100_000 + " that isn't great").score == -1
+
+
+# --------------------------------------------------------------------------------------------------
+# Style corrections: how the reply came across and how to write the next one (tutoring, email, code, cooking)
+# --------------------------------------------------------------------------------------------------
+
+STYLE_NEGATIVE = [
+    # measured misses from the simulated-user evaluation
+    "this looks way too AI-written. no bold, no lists and no final answer label, just plain sentences like a "
+    "normal student",
+    "my teacher will know this is AI lol. write it in plain sentences without lists or headings",
+    "too formal. write it like a kid would, in plain sentences, no bullet points or bold",
+    "too cold. be friendly and encouraging, and mention the student's answer and the correct one",
+    "please be more specific and friendly: say what they got right and give the exact numbers",
+    "that's not very encouraging. start with something positive and name the numbers",
+    "you could at least say hi first. please start your reply with a greeting",
+    "a bit rude, no hello? start with a greeting next time",
+    "please start with a hi or hello before the answer",
+    # the same kinds, other wording and other domains
+    "this email sounds like a robot wrote it. make it sound like me, casual and short",
+    "too stiff. write it like I'm texting a friend",
+    "the recipe is too salty, halve the salt",
+    "way too spicy for my kids",
+    "that's pretty harsh, be gentler with the junior dev",
+    "kind of condescending tbh",
+    "the code review is a bit blunt. start with what they did well",
+    "not very readable. no one-letter variable names, no nested ternaries",
+    "your answer isn't very clear",
+    "could be friendlier",
+    "keep it to two sentences",
+    "next time, put the final answer on its own line",
+    "no intro, no summary, just the code",
+    "no markdown please",
+    "this reads like ChatGPT. rewrite it so it sounds like a human wrote it",
+    "it's so obviously AI, my boss will notice",
+    "you didn't even say hello",
+    "please start the email with \"Hi Sam\"",
+    "too corporate. be more relaxed and drop the buzzwords",
+    "the tone was kind of cold",
+    "this reply is so generic. mention the customer's order number",
+    "you could at least mention the oven temperature",
+    "be concise and don't repeat the question",
+    "this doesn't sound very natural",
+    "sounds a bit too salesy, make it sound more genuine",
+    "you were pretty dismissive there. acknowledge the problem first",
+    "use metric from now on",
+    # a correction that also thanks stays a correction
+    "thanks, but it's a bit dry. add a joke at the start",
+    "thank you! but no emojis next time",
+]
+
+STYLE_NEUTRAL = [
+    "ok",
+    "hm ok",
+    "ok, next time then",
+    "btw what's a good name for a cat?",
+    "is it going to rain today?",
+    "can you help me with my homework? A train travels 120 km in 1.5 hours. What is its average speed?",
+    "quick question: how do I reverse a list in python?",
+    "help me with this: solve 3x + 5 = 20",
+    "Please write grading comments for my student. Problem: 7 x 8 = ? Student answer: 54. Correct answer: 56.",
+    "me too",
+    "that's too bad",
+    "is it too late to plant tomatoes?",
+    "I'm too tired to cook, give me a quick recipe",
+    "my sister is too shy to speak in class, any tips?",
+    "it's pretty cold today, what should I wear?",
+    "see you next time",
+    "I'll try that next time",
+    "next time I'm in Paris I'll visit",
+    "no problem, no worries",
+    "no rush, whenever you can",
+    "no, it's fine",
+    "what is AI?",
+    "is chatgpt free?",
+    "looks like AI is taking over lol",
+    "sounds like a plan!",
+    "How do I write a polite email to my landlord?",
+    "I need a very formal email to my boss",
+    "write a very technical explanation of TCP",
+    "what's a really generic name for a dog?",
+    "Let's start with the basics of Python",
+    "Can you make a list of groceries?",
+    "Write a poem about autumn.",
+    "keep it up!",
+    "good morning!",
+]
+
+STYLE_POSITIVE = ["perfect, thanks!", "great, thank you!", "nice, thanks", "ok thanks, that's too kind"]
+
+
+@pytest.mark.parametrize("text", STYLE_NEGATIVE)
+def test_style_corrections_are_negative(text):
+    verdict = classify_user_text(text)
+    assert verdict.score == -1, verdict
+    assert verdict.rule.startswith("user_negative:") and verdict.phrase
+
+
+@pytest.mark.parametrize("text", STYLE_NEUTRAL)
+def test_new_requests_and_small_talk_stay_neutral(text):
+    assert classify_user_text(text).score == 0, classify_user_text(text)
+
+
+@pytest.mark.parametrize("text", STYLE_POSITIVE)
+def test_praise_stays_positive(text):
+    assert classify_user_text(text).score == 1, classify_user_text(text)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("unit", ["too ", "too cold ", "no bold, ", "no a no ", "looks so ", "a bit ", "start your ",
+                                  "be more ", "not very ", "next time ", "please use ", "x-y-", "sounds like a "])
+def test_style_rules_stay_linear_on_long_pastes(unit):
+    """The style rules read every position of a long paste; none may rescan it (50k characters of their own
+    trigger words, no sentence breaks). The timeout only guards against a quadratic pattern."""
+    text = (unit * (50_000 // len(unit) + 1))[:50_000]
+    assert classify_user_text(text).score in (-1, 0, 1)

@@ -293,10 +293,16 @@ def test_stats_numbers(store):
         "judged": 3,
         "judge_failures": 1,
         "samples": {"pending": 2, "in_batch": 1, "trained": 0},
+        "trained_batches": 0,
         "excluded": {"neutral": 2},
         "rewards": {"-1": 1, "0": 1, "1": 1, "mean": 0.0},
         "feedback": 2,
     }
+    store.mark_trained(1)
+    store.claim_samples(2, 1)
+    store.mark_trained(2)
+    assert store.stats()["samples"] == {"pending": 1, "in_batch": 0, "trained": 2}
+    assert store.stats()["trained_batches"] == 2
 
 
 def test_stats_of_empty_store(store):

@@ -497,6 +497,8 @@ class ConversationStore:
                 "SELECT COUNT(*), COALESCE(SUM(json_extract(judgement, '$.failed') = 1), 0) "
                 "FROM turns WHERE judgement IS NOT NULL").fetchone()
             by_state = dict(db.execute("SELECT state, COUNT(*) FROM samples GROUP BY state").fetchall())
+            trained_batches = db.execute(
+                "SELECT COUNT(DISTINCT batch_id) FROM samples WHERE state = 'trained'").fetchone()[0]
             excluded = dict(db.execute(
                 "SELECT COALESCE(exclusion_reason, 'unspecified'), COUNT(*) FROM turns "
                 "WHERE status = 'excluded' GROUP BY 1").fetchall())
@@ -510,6 +512,7 @@ class ConversationStore:
             "judged": judged,
             "judge_failures": failures,
             "samples": {s: by_state.get(s, 0) for s in ("pending", "in_batch", "trained")},
+            "trained_batches": trained_batches,  # training steps taken on these samples
             "excluded": excluded,
             # rewards are bucketed by sign so fractional rewards (combined methods) still count
             "rewards": {"-1": neg, "0": zero, "1": pos, "mean": mean},

@@ -72,6 +72,20 @@ def sft_loss_function(args, batch: dict, logits: torch.Tensor, reduce) -> tuple[
     return loss, {"loss": loss.detach()}
 
 
+def _topk_reverse_kl(batch: dict, logits: torch.Tensor, reduce) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(reduced KL(student || teacher) over the teacher's top-K tokens + a tail bin, the student's K+1 bins,
+    the per-token validity of the teacher rows). Rows that are not a distribution (padding of samples without
+    a teacher, bug B9) are invalid and contribute exactly 0."""
+    if batch.get("teacher_topk_log_probs") is None or batch.get("teacher_topk_indices") is None:
+        raise ValueError("this loss needs teacher_topk_log_probs/teacher_topk_indices on its samples "
+                         "(score the teacher with --distill-topk K)")
+    teacher_log_probs = batch["teacher_topk_log_probs"]
+    student = distill.with_tail_bin(distill.student_topk_log_probs(logits, batch["teacher_topk_indices"]))
+    teacher = distill.with_tail_bin(distill.sanitize_teacher_topk_log_probs(teacher_log_probs)).to(student.dtype)
+    valid = distill.valid_teacher_topk_rows(teacher_log_probs).to(student.dtype)
+    return reduce(distill.reverse_kl_over_bins(student, teacher) * valid), student, valid
+
+
 def topk_distillation_loss_function(args, batch: dict, logits: torch.Tensor, reduce) -> tuple[torch.Tensor, dict]:
     """Top-K reverse KL to the teacher (spec §7.4): K teacher tokens + a tail bin, no PPO ratio.
 
@@ -79,14 +93,7 @@ def topk_distillation_loss_function(args, batch: dict, logits: torch.Tensor, red
     the rollout temperature, the same temperature the teacher must have been scored at (bug B10).
     Teacher rows that are not a distribution (padding, bug B9) contribute 0.
     """
-    if batch.get("teacher_topk_log_probs") is None or batch.get("teacher_topk_indices") is None:
-        raise ValueError("topk_distillation_loss_function needs teacher_topk_log_probs/teacher_topk_indices "
-                         "on every sample (score the teacher with --distill-topk K)")
-    teacher_log_probs = batch["teacher_topk_log_probs"]
-    student = distill.with_tail_bin(distill.student_topk_log_probs(logits, batch["teacher_topk_indices"]))
-    teacher = distill.with_tail_bin(distill.sanitize_teacher_topk_log_probs(teacher_log_probs)).to(student.dtype)
-    valid = distill.valid_teacher_topk_rows(teacher_log_probs).to(student.dtype)
-    kl_loss = reduce(distill.reverse_kl_over_bins(student, teacher) * valid)
+    kl_loss, student, valid = _topk_reverse_kl(batch, logits, reduce)
     # without an entropy bonus the (K+1-bin) entropy is only reported: keep it out of the autograd graph
     with torch.set_grad_enabled(bool(args.entropy_coef) and torch.is_grad_enabled()):
         entropy_loss = reduce(distill.entropy_over_bins(student) * valid)
@@ -145,6 +152,31 @@ def combine_loss_function(args, batch: dict, logits: torch.Tensor, reduce) -> tu
                     "rl_advantage_mean": reduce(batch["advantages"]).detach(),
                     "opd_advantage_mean": reduce(opd).detach(),
                     "opd_advantage_abs_mean": reduce(opd.abs()).detach()})
+    return loss, metrics
+
+
+def combine_topk_loss_function(args, batch: dict, logits: torch.Tensor, reduce) -> tuple[torch.Tensor, dict]:
+    """Combine with the top-K teacher term: the PPO policy loss on `w_rl * reward` plus `w_opd *` the top-K
+    reverse KL to the hinted teacher (samples without a teacher contribute only the RL term).
+
+    Token-level OPD only re-weights the tokens the student sampled, so a preference the policy never samples
+    (open with a greeting) gets little push from it; the top-K term moves probability toward the teacher's
+    own choices at every position. Score the teacher with `--distill-topk K`; run with `--advantage-estimator
+    grpo --disable-rewards-normalization` so `advantages` is the raw reward.
+    """
+    if batch.get("advantages") is None or batch.get("old_log_probs") is None:
+        raise ValueError("combine_topk_loss_function needs advantages and old_log_probs: run it with "
+                         "--advantage-estimator grpo --disable-rewards-normalization")
+    w_rl, w_opd = combine_weights(args)
+    loss, metrics = policy_loss_function(args, {**batch, "advantages": w_rl * batch["advantages"]}, logits, reduce)
+    metrics["rl_advantage_mean"] = reduce(batch["advantages"]).detach()
+    if batch.get("teacher_topk_log_probs") is not None and batch.get("teacher_topk_indices") is not None:
+        kl_loss, _, valid = _topk_reverse_kl(batch, logits, reduce)
+        loss = loss + w_opd * kl_loss
+        metrics.update({"topk_kl_loss": kl_loss.detach(), "teacher_topk_invalid_frac": reduce(1.0 - valid).detach()})
+    else:
+        metrics["topk_kl_loss"] = torch.zeros((), dtype=loss.dtype)
+    metrics["loss"] = loss.detach()
     return loss, metrics
 
 

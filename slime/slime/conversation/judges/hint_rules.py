@@ -3,10 +3,11 @@
 The next state's last user message is read clause by clause; each recognised correction is rewritten as
 an instruction to the assistant ("too long, one sentence" -> "Answer in one short sentence.", "stop using
 bullet points" -> "Do not use bullet points.", "no, I meant Paris, Texas" -> "The user meant Paris,
-Texas."). A tool error caused by the response becomes a hint quoting the key error line. At most two
-instructions are kept (the hint is 1-2 sentences). A correction no rule rewrites is kept in the user's own
-words; a bare "wrong" / "try again" carries no hindsight information and is not accepted, and neither is
-praise or a neutral follow-up.
+Texas.", "too cold, say hi first" -> "Use a warmer tone. Say hi first."). A tool error caused by the
+response becomes a hint quoting the key error line. At most two instructions are kept (the hint is 1-2
+sentences), explicit ones before bare judgements ("too cold"). A correction no rule rewrites is kept in
+the user's own words; a bare "wrong" / "try again" carries no hindsight information and is not accepted,
+and neither is praise or a neutral follow-up.
 """
 
 from __future__ import annotations
@@ -19,7 +20,15 @@ from dataclasses import dataclass
 from slime.conversation.judges.base import TurnForJudge, Vote
 from slime.conversation.judges.hints import HintResult
 from slime.conversation.judges.prompts import last_user_request
-from slime.conversation.judges.rules import classify_tool_result, classify_user_text, last_user_text, repeated_request
+from slime.conversation.judges.rules import (  # the vocabulary of complaints is shared with the PRM rules
+    _AI_WORDS,
+    _REPLY_IS,
+    _REPLY_NOUN,
+    classify_tool_result,
+    classify_user_text,
+    last_user_text,
+    repeated_request,
+)
 from slime.conversation.judges.voting import clean_user_text, is_internal_context, message_text
 
 __all__ = ["HintMatch", "RulesHintJudge", "error_line", "rules_hint", "tool_error_hint", "user_feedback_hint"]
@@ -88,6 +97,8 @@ def _from_assistant_view(text: str) -> str:
 def _tidy(fragment: str) -> str:
     """A captured fragment without trailing politeness or punctuation, in the assistant's point of view."""
     fragment = fragment.strip().strip("\"'`")
+    if fragment.count('"') % 2:  # 'sign off with "Best, Ana"' keeps its closing quote
+        fragment += '"'
     previous = None
     while previous != fragment:
         previous = fragment
@@ -409,6 +420,153 @@ def _fixed(text: str) -> Rewrite:
     return lambda m: text
 
 
+def _imperative(m: re.Match) -> str | None:
+    """The captured words with their first verb in the base form ("said hi first" -> "Say hi first.")."""
+    words = _tidy(m.group("x")).split()
+    if not words:
+        return None
+    words[0] = _base_form(words[0])
+    return _sentence(" ".join(words))
+
+
+# Style corrections: how the reply came across ("a bit rude", "too cold", "not very encouraging").
+_END_CLAUSE = r"\s*(?=$|[.!?;,:\n]|\s(?:please|pls|thanks|thank you|instead|anymore)\b)"  # _END, also at ":"
+_WORDS = r'(?:"[^"\n]{0,100}"|[^.!?;,:\n"])'  # a clause's characters; a quotation may hold commas ("Best, Ana")
+_GOOD = (r"encouraging|friendly|kind|warm|polite|supportive|positive|patient|empathetic|respectful|helpful|useful"
+         r"|clear|concise|specific|precise|accurate|detailed|thorough|natural|human|personal|engaging|readable"
+         r"|informative|professional|convincing|welcoming|gentle|motivating|constructive|nice|funny|casual|simple"
+         r"|direct")
+_TEXT_QUALITIES = {"useful", "detailed", "natural", "human", "personal", "engaging", "readable", "informative",
+                   "convincing", "motivating", "simple"}  # "Make it more ..." rather than "Be more ..."
+# judgements of a reply; "very formal", "so negative" also describe what a new request wants, the harsh ones do not
+_HARSH_SET = set("""rude impolite harsh blunt curt abrupt condescending patronizing patronising dismissive preachy pushy
+snarky sarcastic robotic cringey cringy cringe cheesy salesy unfriendly bossy aggressive impersonal""".split())
+_BAD_SET = _HARSH_SET | set("""cold dry stiff mechanical mean negative discouraging generic bland boring repetitive
+confusing messy cluttered awkward fake unclear vague wordy verbose formal technical""".split())
+_ROBOTIC = "Make it sound less robotic and more natural."
+_AI_TEXT = "Make it read less like AI-written text."
+_BRIEFER = "Answer much more briefly, with only the essentials."
+_FULLER = "Give a more detailed, complete answer."
+_SIMPLER = "Explain it more simply, without jargon."
+_REMEDY = {  # a quality the user objects to -> what to do instead
+    "cold": "Use a warmer tone.", "rude": "Be more polite.", "impolite": "Be more polite.", "harsh": "Be gentler.",
+    "blunt": "Be gentler and less blunt.", "curt": "Be less curt.", "abrupt": "Be less abrupt.",
+    "dry": "Make it more engaging.", "boring": "Make it more engaging.", "bland": "Make it more engaging.",
+    "stiff": "Make it sound more natural.", "robotic": _ROBOTIC, "mechanical": _ROBOTIC,
+    "condescending": "Do not be condescending.", "patronizing": "Do not be patronizing.",
+    "patronising": "Do not be patronising.", "mean": "Be kinder.", "dismissive": "Do not be dismissive.",
+    "negative": "Be more encouraging.", "discouraging": "Be more encouraging.", "unfriendly": "Be friendlier.",
+    "impersonal": "Make it more personal.", "generic": "Be more specific.", "repetitive": "Do not repeat yourself.",
+    "confusing": "Explain it more clearly.", "unclear": "Explain it more clearly.",
+    "messy": "Make it cleaner and better organized.", "cluttered": "Make it cleaner and better organized.",
+    "cheesy": "Make it less cheesy.", "cringe": "Make it less cringey.", "cringy": "Make it less cringey.",
+    "wordy": _BRIEFER, "verbose": _BRIEFER, "long": _BRIEFER, "lengthy": _BRIEFER, "short": _FULLER,
+    "brief": _FULLER, "terse": _FULLER, "vague": _FULLER, "complicated": _SIMPLER, "complex": _SIMPLER,
+    "technical": _SIMPLER, "advanced": _SIMPLER, "dense": _SIMPLER,
+    "hard": "Make it easier.", "difficult": "Make it easier.", "easy": "Make it harder.", "slow": "Make it faster.",
+    "fast": "Make it slower.", "big": "Make it smaller.", "large": "Make it smaller.", "small": "Make it bigger.",
+    "expensive": "Make it cheaper.", "loud": "Make it quieter.", "high": "Make it lower.", "low": "Make it higher.",
+}
+_TONE_SET = set(_TONES.split("|"))
+# "too <word>" that another rule rewrites ("too long") or that is no complaint ("me too", "too bad", "too late")
+_NOT_JUDGED_TOO = set("""long short brief terse verbose wordy lengthy vague complicated complex technical advanced
+confusing dense much many few little late early soon bad good kind great cool cute funny sweet nice awesome perfect far
+close often well lazy tired busy sleepy hungry excited happy sad old young and or but so then i we you he she they it
+its that this these those the a an my your our his her their please pls thanks thank lol lmao haha btw now is was are
+were be been though tbh maybe ok okay also as if when for with to in on at of by from right yes no not sure will can
+could would should do does did have has had am""".split()) | _TONE_SET
+# "is it too late to plant tomatoes?" asks and "pretty cold today" talks about the weather: neither complains
+_NOT_ABOUT_REPLY = re.compile(r"[^.!?,\n]{0,60}\?|\s+(?:today|tonight|outside|out there|in here|lately"
+                              r"|this (?:morning|week))\b", re.I)
+_NOT_ABOUT_REPLY_TOO = re.compile(_NOT_ABOUT_REPLY.pattern + r"|[^.!?\n]{0,80}\?|\s+to\s", re.I)
+_INTENSIFIERS = (r"way too|far too|much too|too|overly|a bit|a little|a tad|kind of|kinda|sort of|pretty|rather|quite"
+                 r"|really|so|very|super")
+_PLAIN_INTENSIFIERS = {"really", "so", "very", "super", "quite", "rather"}  # "a very formal email" is a request
+
+
+def _ai_style(m: re.Match) -> str:
+    said = m.group(0).lower()
+    return _ROBOTIC if re.search(r"\b(?:robot|robotic|bot|machine)", said) else _AI_TEXT
+
+
+def _judged(m: re.Match) -> str | None:
+    """"too cold" -> "Use a warmer tone.", "a bit rude" -> "Be more polite.", "too salty" -> "Make it less salty."."""
+    pre = (m.group("pre") or m.group("pre2") or "").lower()
+    adjective, lower = m.group("adj"), m.group("adj").lower()
+    too = pre in {"too", "way too", "far too", "much too"}
+    # "too shy to speak in class, any tips?" is about the user's world, not the reply
+    guard = _NOT_ABOUT_REPLY_TOO if too else _NOT_ABOUT_REPLY
+    if guard.match(m.string, m.end()):
+        return None
+    if re.match(rf"(?:{_AI_WORDS})\b", lower):
+        return _AI_TEXT
+    if too:
+        if lower in _NOT_JUDGED_TOO:
+            return None
+    elif lower not in (_HARSH_SET if pre in _PLAIN_INTENSIFIERS and not m.group("subject") else _BAD_SET):
+        return None
+    if lower in _REMEDY:
+        return _REMEDY[lower]
+    if lower in _TONE_SET:
+        return f"Use a less {lower} tone."
+    return _sentence(f"Make it less {adjective}")
+
+
+_MORE = {"friendlier": "Be friendlier.", "warmer": "Use a warmer tone.", "kinder": "Be kinder.", "nicer": "Be nicer.",
+         "clearer": "Be clearer.", "gentler": "Be gentler.", "softer": "Be gentler.", "simpler": _SIMPLER}
+_PLAIN_COMPARATIVE = {"friendly": "friendlier", "warm": "warmer", "kind": "kinder", "nice": "nicer", "clear": "clearer",
+                      "gentle": "gentler", "simple": "simpler"}
+
+
+def _not_very(m: re.Match) -> str | None:
+    """"not very encouraging" -> "Be more encouraging.", "could be friendlier" -> "Be friendlier."."""
+    better = (m.group("better") or "").lower()
+    if better:
+        return _MORE.get(better)
+    adjective = next(a for a in (m.group("adj"), m.group("adj2"), m.group("adj3"), m.group("adj4")) if a).lower()
+    if adjective in _PLAIN_COMPARATIVE:
+        return _MORE[_PLAIN_COMPARATIVE[adjective]]
+    if adjective in _TEXT_QUALITIES:
+        return f"Make it more {adjective}."
+    return f"Be more {adjective}."
+
+
+def _too_much_of(m: re.Match) -> str | None:
+    """"too many emojis" -> "Use fewer emojis."."""
+    if _NOT_ABOUT_REPLY_TOO.match(m.string, m.end()):
+        return None
+    thing = _tidy(m.group("x"))
+    if not thing:
+        return None
+    return _sentence(f"Use {'less' if m.group('q').lower() == 'much' else 'fewer'} {thing}")
+
+
+_STYLE_NOUN = re.compile(
+    r"\b(?:bold|bolding|bullets?|bullet ?points?|lists?|headings?|headers?|titles?|emojis?|emoticons|markdown|tables?"
+    r"|code ?blocks?|intro|introduction|preamble|fluff|filler|caveats?|disclaimers?|labels?|numbering|asterisks"
+    r"|hashtags|exclamation (?:marks?|points?)|formatting|italics?|caps|capitals|apolog(?:y|ies)|em[- ]?dash(?:es)?"
+    r"|dashes|semicolons|quotes|links|sign-?offs?|signatures?|summary|summaries|conclusion|recap|slang|abbreviations"
+    r"|buzzwords|swearing|profanity|latex|html|symbols)\b", re.I)
+_NOT_FORBIDDING = (r"(?:i|i'm|you|we|it|it's|that|this|the|not|no|problem|problems|worries|worry|rush|idea|way"
+                   r"|doubt|thanks|thank|need|pressure|hurry|prob|biggie|matter|one|wait|sorry|lol|haha|ok|okay"
+                   r"|just|actually|but|and|more|longer|offense|offence|clue|luck|kidding|joke|reason|point|change"
+                   r"|difference|hello|hi|hey|greetings?|jargon)(?![\w-])")
+_LIST_SPLIT = re.compile(r",\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+", re.I)
+
+
+def _no_list(m: re.Match) -> str | None:
+    """"no bold, no lists and no final answer label" -> "Do not use bold, lists or final answer label."."""
+    parts = [p.strip() for p in _LIST_SPLIT.split(m.group("x")) if p.strip()]
+    forbidden = sum(1 for p in parts if p.lower().startswith("no "))
+    items = [_tidy(re.sub(r"^no\s+", "", p, flags=re.I)) for p in parts]
+    items = [i for i in items if i]
+    if not items or (forbidden < 2 and not _STYLE_NOUN.search(items[0])):
+        return None  # one "no X" only counts for formatting ("no emojis"), not "no Paris"
+    listed = items[0] if len(items) == 1 else f"{', '.join(items[:-1])} or {items[-1]}"
+    instead = _tidy(m.group("y") or "")
+    return _sentence(f"Do not use {listed}; use only {instead}" if instead else f"Do not use {listed}")
+
+
 # (group, rule name, pattern, rewrite); earlier rules win where matches overlap and within a group.
 _R = re.IGNORECASE
 _RULES: list[tuple[str, str, re.Pattern, Rewrite]] = [
@@ -416,6 +574,53 @@ _RULES: list[tuple[str, str, re.Pattern, Rewrite]] = [
         r"\b(?:in|as|to|with|into|under|max(?:imum)?|at most|no more than|less than|fewer than|keep it (?:to|under)"
         r"|just|only|a|one|1|single)\s+(?:(?:just|only|a|one|1|single|short)\s+)*(?P<n>\d+\s+)?"
         r"(?P<unit>sentences?|lines?|words?|paragraphs?|bullet points|characters)\b", _R), _length_limit),
+    # how the reply came across: "looks way too AI-written", "sounds like a robot", "no hello?"
+    ("ai", "ai_style", re.compile(
+        r"\b(?:looks?|sounds?|reads?|feels?|seems?)\s+(?:(?:way|so|very|too|really|obviously|clearly|pretty|super"
+        r"|totally|completely|kinda|kind of|a bit|a little)\s+)*(?:like\s+)?(?:(?:it was|it's)\s+)?"
+        rf"(?:(?:written|generated|made)\s+by\s+)?(?:an?\s+)?(?:{_AI_WORDS}|bot|robot)"
+        r"(?:[- ](?:written|generated|made|ish|like|y|sounding))?\b(?!\s+(?:is|are|was|will|can|could|would|might"
+        r"|has|have)\b)"
+        r"|\b(?:know|tell|see|obvious|clear|notice|guess|spot)\w*\s+(?:that\s+)?(?:this|it)(?:'s|\s+is|\s+was)\s+"
+        rf"(?:(?:written|generated|made)\s+by\s+)?(?:an?\s+)?(?:{_AI_WORDS}|bot|robot)\b"
+        rf"|\b(?:too|so|very|obviously|clearly|totally|super)\s+(?:{_AI_WORDS}|robotic|bot-?like|machine-?like)"
+        r"(?:[- ](?:written|generated|made|ish|like|y|sounding))?\b", _R), _ai_style),
+    ("greet", "greeting", re.compile(
+        r"\bno\s+(?:hello|hi|hey|greeting|greetings|good morning|salutation)\b"
+        r"|\b(?:didn't|did not|never)\s+(?:even\s+)?(?:say|said|greet|greeted)\s+(?:hi|hello|hey|me)\b"
+        r"|\bwithout\s+(?:a\s+|any\s+)?(?:greeting|hello|hi)\b", _R), _fixed("Start with a greeting.")),
+    # how to write the next reply: "start your reply with a greeting", "write it in plain sentences", "be friendlier"
+    ("be", "be_more", re.compile(
+        _START + r"(?:please\s+|just\s+|try to\s+|try and\s+|always\s+)?(?P<x>be\s+(?:a (?:bit|little|lot)\s+"
+        rf"|much\s+|way\s+|even\s+|slightly\s+)?(?:more|less|{_GOOD}|friendlier|warmer|kinder|nicer|clearer"
+        r"|gentler|brief|honest|short|quick|careful)\b" + _WORDS + "*?)" + _END_CLAUSE, _R), _as_instruction),
+    ("start", "start_with", re.compile(
+        _START + r"(?:please\s+|always\s+)?(?P<x>(?:start|begin|open|lead|end|finish|close|sign off)\s+"
+        r"(?:(?:your|the|each|every)\s+(?:[\w'-]+\s+){0,2}?)?(?:with|by)\s+" + _WORDS + "+?)" + _END_CLAUSE, _R),
+     _as_instruction),
+    ("write", "write_it", re.compile(
+        _START + r"(?:please\s+|can you\s+|could you\s+|just\s+)?(?P<x>(?:re)?write\s+(?:it|this|that|them"
+        r"|the\s+(?:[\w'-]+\s+)?(?:answer|reply|response|text|email|message|comments?|feedback|letter|essay|post"
+        r"|summary|story|note))\s+(?:in|like|without|with|as|using|more|less|so)\b[^.!?;\n]*?"
+        r"|make\s+(?:it|this|that|them)\s+(?:sound|read|look|feel|seem)\b[^.!?;\n]*?)" + _END_SENTENCE, _R),
+     _as_instruction),
+    ("at_least", "at_least", re.compile(
+        r"\byou\s+(?:could|can|might|should)(?:'ve|\s+have)?\s+at\s+(?:the\s+very\s+)?least\s+(?:have\s+)?"
+        + _UPTO + _END, _R), _imperative),
+    ("not_very", "not_very", re.compile(
+        r"\b(?:not|isn't|wasn't|aren't|weren't|(?:doesn't|don't|didn't) (?:sound|read|look|feel|seem))\s+"
+        r"(?:very|that|so|really|particularly|super|exactly|all that|overly|terribly|especially|too)\s+"
+        rf"(?P<adj>{_GOOD})\b"
+        rf"|\bnot\s+(?P<adj2>{_GOOD})\s+(?:at all|enough)\b"
+        rf"|\b(?:that's|this is|it's|you're|you are|that was|this was|it was|you were)\s+not\s+(?P<adj3>{_GOOD})\b"
+        r"|\b(?:could|should|needs? to|has to|might)\s+(?:be|sound|read)\s+(?:a (?:bit|little|lot)\s+|much\s+"
+        rf"|way\s+|even\s+|slightly\s+)?(?:more\s+(?P<adj4>{_GOOD})|(?P<better>friendlier|warmer|kinder|nicer"
+        r"|clearer|gentler|softer|simpler))\b", _R), _not_very),
+    ("keep", "keep_it", re.compile(
+        _START + r"(?:please\s+|just\s+)?(?P<x>keep\s+(?:it|this|that|them|(?:the|your)\s+(?:answers?|repl(?:y|ies)"
+        r"|responses?|messages?|comments?|feedback|text|email|tone))\s+(?:to|under|below|within|simple"
+        r"|simpler|brief|concise|casual|light|plain|friendly|friendlier|professional|positive|tight|focused|clean"
+        r"|on topic|warm|polite|neutral|real|human|natural)\b[^.!?;,\n]*?)" + _END, _R), _as_instruction),
     ("dont", "stop", re.compile(_START + r"(?:please\s+)?(?:stop|quit|no more)\s+(?P<verb>\w+ing)\b\s*"
                                 + _UPTO_MAYBE + _END, _R), _stop),
     ("dont", "dont", re.compile(_START + r"(?:you\s+)?(?:please\s+)?(?:don't|dont|do not|never|pls don't)\s+"
@@ -424,12 +629,16 @@ _RULES: list[tuple[str, str, re.Pattern, Rewrite]] = [
                                  r"|drop the|get rid of(?: the)?)\s+" + _UPTO + _END, _R), _avoid),
     ("dont", "dislike", re.compile(r"\bI\s+(?:don't|do not|didn't|did not)\s+(?:want|need|like|ask for)\s+"
                                    + _UPTO + _END, _R), _dislike),
+    ("nolist", "no_list", re.compile(
+        _START + rf"(?:just\s+)?(?P<x>no\s+(?!{_NOT_FORBIDDING})[^.!?;,\n]+(?:,\s*(?:and\s+|or\s+)?no\s+"
+        r"[^.!?;,\n]+)*)(?:,\s*(?:just|only|but|instead)\s+(?P<y>[^.!?;,\n]+))?", _R), _no_list),
     ("should", "should_have", re.compile(
         r"\byou\s+(?:really\s+)?(?:should(?:'ve| have)?|shoulda|(?P<neg0>shouldn't|should not)(?:'ve| have)?"
         r"|could(?:'ve| have)|ought to(?: have)?|need(?:ed)? to|were supposed to|have to|must(?: have)?)\s+"
         r"(?P<neg1>not\s+|never\s+)?(?:have\s+)?(?P<neg>not\s+|never\s+)?(?:just\s+)?"
         + _UPTO_SENTENCE + _END_SENTENCE, _R), _should_have),
-    ("should", "next_time", re.compile(r"(?:\b(?:next time|in future|in the future|from now on|going forward)[,:]?\s+|"
+    ("should", "next_time", re.compile(r"(?:\b(?:next time|in future|in the future|from now on|going forward)[,:]?\s+"
+                                       r"(?!(?:I|I'm|I'll|we|we're|we'll|then)\b)|"
                                        + _START + r"(?:make sure (?:to|you)|remember to|be sure to)\s+)"
                                        + _UPTO_SENTENCE + _END_SENTENCE, _R), _as_instruction),
     ("should", "always", re.compile(_START + r"(?:please\s+)?(?P<x>always\s+[^.!?;\n]+?)" + _END_SENTENCE, _R),
@@ -479,11 +688,28 @@ _RULES: list[tuple[str, str, re.Pattern, Rewrite]] = [
     ("simpler", "simpler", re.compile(
         r"\btoo\s+(?:complicated|complex|technical|advanced|confusing|dense)\b|\bsimpler\b|\bsimplify\b"
         r"|\b(?:plain|simple) (?:english|language|terms|words)\b|\blike I'?m (?:five|5|a beginner|new)\b|\beli5\b"
-        r"|\bless (?:technical|jargon)\b|\bno jargon\b", _R), _fixed("Explain it more simply, without jargon.")),
+        r"|\bless (?:technical|jargon)\b|\b(?:no|without) jargon\b", _R), _fixed(_SIMPLER)),
     ("format", "format", re.compile(
         r"\b(?:as|in|into|use|with|using)\s+(?:an?\s+|the\s+)?(?P<f>table|bulleted list|bullet list|bullet points?"
         r"|numbered list|list|code block|json|yaml|csv|markdown|plain text|prose|paragraphs?)\b(?!\s+(?:of|about|for))",
         _R), _format),
+    # corrections that are only judgements: "too cold", "a bit rude", "not very encouraging", "too many emojis"
+    ("judged", "too_adj", re.compile(
+        r"(?<!\bme )(?<!\byou )(?<!\bnot )(?<!\bnone )(?<!\bi'm )(?<!\bi am )"
+        rf"\b(?:(?P<subject>that's|that was|you're|you are|you were|how|sounds|seems|feels|comes across as"
+        rf"|came across as|{_REPLY_IS})\s+(?:being\s+)?(?:(?P<pre>{_INTENSIFIERS})\s+){{0,3}}"
+        rf"|(?:(?P<pre2>{_INTENSIFIERS})\s+){{1,3}})"
+        r"(?P<adj>[a-z]+(?:-[a-z]+)*)\b", _R), _judged),
+    ("amount", "too_much_of", re.compile(
+        r"\btoo\s+(?P<q>much|many)\s+(?!(?:for|to|of|in|on|at|the|a|an|and|or|but|time|already|now|here|there|i"
+        r"|you|it|that|this)\b)" + _UPTO + _END, _R), _too_much_of),
+    # a plain imperative ("say what they got right", "mention the units") only in a message that corrects
+    ("imperative", "imperative", re.compile(
+        _START + r"(?:please\s+|also\s+|and\s+)*(?P<x>(?:say|mention|name|give|tell|state|show|list|include|explain"
+        r"|acknowledge|point out|note|greet|address|praise|thank|put|add|remove|drop|cut|focus on|talk about"
+        r"|refer to|call|ask|answer|reply|respond|check|avoid|skip|leave out|compare|quote|cite|spell out|round"
+        r"|double-check|verify|stick to|highlight|emphasi[sz]e|split|break|sort|group|label|offer|suggest|write"
+        r"|make|keep|use(?![^.!?;,\n]{0,100}\binstead\b))\b" + _WORDS + "*?)" + _END_CLAUSE, _R), _as_instruction),
     ("add", "add", re.compile(_START + r"(?:can you |could you |would you )?(?:please\s+)?(?:also\s+)?"
                               r"(?:add|include|give(?: me)?|show(?: me)?|provide|cite|mention)\s+"
                               rf"(?P<x>(?:an?|some|the|more|your|a few|\d+|at least \w+)?\s*(?:\w+\s+)?(?:{_ADDABLE})\b"
@@ -496,6 +722,10 @@ _SHORT_USE = re.compile(r"^(?:please\s+|just\s+|no[,.!]?\s+)?use\s+(?P<x>[^.!?;,
 
 
 _TRACEBACK = "Traceback (most recent call last)"
+# "give me the code", "tell me a joke" are requests; after "too cold." they are instructions
+_ONLY_IN_CORRECTIONS = {"imperative"}
+# judgements ("too cold") give way to explicit instructions ("be friendly") when there are too many to keep
+_JUDGEMENTS = {"ai_style", "too_adj", "not_very"}
 
 
 def _rewrites(text: str) -> list[HintMatch]:
@@ -510,13 +740,22 @@ def _rewrites(text: str) -> list[HintMatch]:
             found.append((start, HintMatch(f"Running it failed with: {line.rstrip('.')}.", "user_error", line)))
     # corrections are short; a long reply is pasted material, and the patterns are not linear in length
     text = text[:MAX_SCAN]
+    corrective = None  # whether the reply corrects at all: plain imperatives count only then
     for group, name, pattern, rewrite in _RULES:
         if group in groups:
             continue
+        if group in _ONLY_IN_CORRECTIONS:
+            if corrective is None:
+                corrective = classify_user_text(text).score < 0
+            if not corrective:
+                continue
         for match in pattern.finditer(text):
             start, end = match.span()
             if any(start < b and a < end for a, b in taken):
                 continue
+            if group in _ONLY_IN_CORRECTIONS and any((said := other.search(match.group(0))) and again(said)
+                                                     for g, _, other, again in _RULES if g in groups):
+                continue  # "explain like I'm five" after "too complicated" restates what a rule already said
             hint = rewrite(match)
             if not hint:
                 continue
@@ -533,7 +772,9 @@ def _rewrites(text: str) -> list[HintMatch]:
     for _, match in found:
         if match.hint not in {m.hint for m in unique}:
             unique.append(match)
-    return unique
+    # "Be gentler." says less than "Be gentler with the junior dev." from the same reply
+    return [m for m in unique if not any(o.hint != m.hint and o.hint.startswith(m.hint.rstrip(".") + " ")
+                                         for o in unique)]
 
 
 # Words that say "wrong" / "again" without saying what to do differently.
@@ -558,7 +799,10 @@ def user_feedback_hint(text: str, request: str = "") -> tuple[HintMatch | None, 
         return None, "empty reply"
     rewrites = _rewrites(text)
     if rewrites:
-        kept = rewrites[:MAX_INSTRUCTIONS]
+        kept = list(rewrites)
+        while len(kept) > MAX_INSTRUCTIONS and any(m.rule in _JUDGEMENTS for m in kept):
+            kept.remove(next(m for m in kept if m.rule in _JUDGEMENTS))
+        kept = kept[:MAX_INSTRUCTIONS]
         return HintMatch(" ".join(m.hint for m in kept), "+".join(m.rule for m in kept),
                          " | ".join(m.phrase for m in kept)), ""
     scan = text[:MAX_SCAN]  # classify_user_text is slow on very long unbroken text

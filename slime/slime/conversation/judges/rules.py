@@ -95,6 +95,54 @@ def classify_tool_results(next_state: Sequence[dict]) -> RuleMatch | None:
 _NEGATORS = r"(?:not|never|no longer|hardly)"  # for "not great", "never correct"
 _PRAISE_WORDS = r"(?:great|good|perfect|correct|right|helpful)"
 
+# Style corrections: how the reply came across ("a bit rude", "not very encouraging", "too AI-written") and
+# how to write the next one ("start with a greeting", "be friendlier", "no bold, no lists").
+_CLAUSE = r"(?:^|(?<=[.!?;:,\n])\s*|\b(?:but|and|so|also|just|please|pls|then|now|ok|okay)\s+)"  # clause start
+_GOOD_QUALITIES = (r"(?:encouraging|friendly|kind|warm|polite|supportive|positive|patient|empathetic|respectful"
+                   r"|helpful|useful|clear|concise|specific|precise|accurate|detailed|thorough|natural|human|personal"
+                   r"|engaging|readable|informative|professional|convincing|welcoming|gentle|motivating|constructive"
+                   r"|nice|funny|casual|simple|direct)")
+_BETTER = (r"(?:friendlier|warmer|kinder|nicer|clearer|gentler|softer|simpler|shorter|briefer|funnier|livelier"
+           r"|tighter|cleaner|easier|better)")
+# judgements of a reply; "very formal", "so negative" also describe what a new request wants, the harsh ones do not
+_HARSH_QUALITIES = (r"(?:rude|impolite|harsh|blunt|curt|abrupt|condescending|patroni[sz]ing|dismissive|preachy|pushy"
+                    r"|snarky|sarcastic|robotic|cringey|cringy|cringe|cheesy|salesy|unfriendly|bossy|aggressive"
+                    r"|impersonal)")
+_BAD_QUALITIES = (rf"(?:{_HARSH_QUALITIES}|cold|dry|stiff|mechanical|mean|negative|discouraging|generic|bland|boring"
+                  r"|repetitive|confusing|messy|cluttered|awkward|fake|unclear|vague|wordy|verbose|formal|technical)")
+# "too <word>" that is no complaint about the reply: "me too", "too bad", "too late now", "too much" (own rule)
+_NOT_JUDGED_TOO = (r"(?:much|many|few|little|late|early|soon|bad|good|kind|great|cool|cute|funny|sweet|nice|awesome"
+                   r"|perfect|far|close|often|well|lazy|tired|busy|sleepy|hungry|excited|happy|sad|old|young|and|or"
+                   r"|but|so|then|i|we|you|he|she|they|it|its|that|this|these|those|the|a|an|my|your|our|his|her"
+                   r"|their|please|pls|thanks|thank|lol|lmao|haha|btw|now|is|was|are|were|be|been|though|tbh|maybe"
+                   r"|ok|okay|also|as|if|when|for|with|to|in|on|at|of|by|from|right|yes|no|not|sure|will|can|could"
+                   r"|would|should|do|does|did|have|has|had|am)")
+# "is it too late to plant tomatoes?" asks and "pretty cold today" talks about the weather: neither complains
+_QUESTION_AHEAD = (r"(?![^.!?,\n]{0,60}\?)"
+                   r"(?!\s+(?:today|tonight|outside|out there|in here|lately|this (?:morning|week)))")
+# ... and "too shy to speak in class, any tips?" is about the user's world, not about the reply
+_QUESTION_AHEAD_TOO = _QUESTION_AHEAD + r"(?![^.!?\n]{0,80}\?)(?!\s+to\s)"
+_AI_WORDS = r"(?:ai|a\.i\.|chat ?gpt|gpt|llm)"
+# what a judgement is about: "this reply is so generic", "the tone was kind of cold"
+_REPLY_NOUN = (r"(?:answer|reply|response|email|text|message|code|feedback|comments?|tone|explanation|summary|letter"
+               r"|essay|recipe|story|poem|wording|review|note|post|intro)")
+_REPLY_IS = (rf"(?:(?:this|that)(?:\s+{_REPLY_NOUN})?|(?:the|your)\s+{_REPLY_NOUN})\s+(?:is|was|feels|sounds|reads"
+             r"|seems|looks)")
+# things a reply can be told to leave out: "no bold", "no bullet points", "no final answer label"
+_STYLE_NOUNS = (r"(?:bold|bolding|bullets?|bullet ?points?|lists?|headings?|headers?|titles?|emojis?|emoticons"
+                r"|markdown|tables?|code ?blocks?|intro|introduction|preamble|fluff|filler|caveats?|disclaimers?"
+                r"|labels?|numbering|asterisks|hashtags|exclamation (?:marks?|points?)|formatting|italics?|caps"
+                r"|capitals|apolog(?:y|ies)|em[- ]?dash(?:es)?|dashes|semicolons|quotes|links|sign-?offs?"
+                r"|signatures?|summary|summaries|conclusion|recap|slang|abbreviations|buzzwords|swearing|profanity"
+                r"|latex|html|symbols)")
+_NOT_FORBIDDING = (r"(?:i|i'm|you|we|it|it's|that|this|the|not|no|problem|problems|worries|worry|rush|idea|way"
+                   r"|doubt|thanks|thank|need|pressure|hurry|prob|biggie|matter|one|wait|sorry|lol|haha|ok|okay"
+                   r"|just|actually|but|and|more|longer|offense|offence|clue|luck|kidding|joke|reason|point|change"
+                   r"|difference|hello|hi|hey|greetings?)")
+_STYLE_VERBS = (r"(?:use|write|start|begin|end|keep|make|give|add|include|say|be|ask|check|put|answer|reply|respond"
+                r"|mention|show|format|avoid|stop|don't|do not|try|remember|tell|explain|list|sign|greet|cite|round"
+                r"|convert|spell|call|leave|skip|double-check)")
+
 # (rule name, alternative patterns...): the first rule with a match names the verdict.
 _NEGATIVE = _alternatives(
     ("thumbs_down", r"👎"),
@@ -135,6 +183,56 @@ _NEGATIVE = _alternatives(
     ("unhelpful", r"\buseless\b", r"\bunhelpful\b", r"\bnot helpful\b", r"\bmakes no sense\b", r"\bnonsense\b"),
     ("negated_praise", rf"\b{_NEGATORS}\s+(?:\w+\s+)?(?:{_PRAISE_WORDS}|exactly|what i)\b",
      rf"\b\w+n't (?:\w+ )?{_PRAISE_WORDS}\b"),  # \b first: no quadratic rescans of long words
+    ("sounds_ai",  # "looks way too AI-written", "sounds like a robot", "my teacher will know this is AI"
+     r"\b(?:looks?|sounds?|reads?|feels?|seems?)\s+(?:(?:way|so|very|too|really|obviously|clearly|pretty|super"
+     r"|totally|completely|kinda|kind of|a bit|a little)\s+)*(?:like\s+)?(?:(?:it was|it's)\s+)?"
+     rf"(?:(?:written|generated|made)\s+by\s+)?(?:an?\s+)?(?:{_AI_WORDS}|bot|robot)"
+     r"(?:[- ](?:written|generated|made|ish|like|y|sounding))?\b(?!\s+(?:is|are|was|will|can|could|would|might|has"
+     r"|have)\b)",
+     r"\b(?:know|tell|see|obvious|clear|notice|guess|spot)\w*\s+(?:that\s+)?(?:this|it)(?:'s|\s+is|\s+was)\s+"
+     rf"(?:(?:written|generated|made)\s+by\s+)?(?:an?\s+)?(?:{_AI_WORDS}|bot|robot)\b",
+     rf"\b(?:too|so|very|obviously|clearly|totally|super)\s+(?:{_AI_WORDS}|robotic|bot-?like|machine-?like)\b"),
+    ("tone_complaint",  # "a bit rude", "too cold", "that's not very encouraging", "could be friendlier"
+     r"\b(?:a bit|a little|a tad|kind of|kinda|sort of|pretty|overly|bit|that's|that was|you're|you are|you were"
+     rf"|how|sounds|seems|feels|comes across as|came across as)\s+{_BAD_QUALITIES}\b{_QUESTION_AHEAD}",
+     rf"\b{_REPLY_IS}\s+(?:so|very|really|super|quite|rather|way too|too|pretty|a bit|kind of|kinda)?\s*"
+     rf"{_BAD_QUALITIES}\b{_QUESTION_AHEAD}",
+     rf"\b(?:really|so|very|super|quite|rather)\s+{_HARSH_QUALITIES}\b{_QUESTION_AHEAD}",
+     rf"(?<!\bme )(?<!\byou )(?<!\bnot )(?<!\bnone )(?<!\bi'm )(?<!\bi am )\btoo\s+(?!{_NOT_JUDGED_TOO}\b)"
+     rf"[a-z]+(?:-[a-z]+)?\b{_QUESTION_AHEAD_TOO}",
+     rf"\b(?:not|isn't|wasn't|aren't|weren't|(?:doesn't|don't|didn't) (?:sound|read|look|feel|seem))\s+"
+     rf"(?:very|that|so|really|particularly|super|exactly|all that|overly|terribly|especially|too)\s+"
+     rf"{_GOOD_QUALITIES}\b",
+     rf"\bnot\s+{_GOOD_QUALITIES}\s+(?:at all|enough)\b",
+     rf"\b(?:that's|this is|it's|you're|you are|that was|this was|it was|you were)\s+not\s+{_GOOD_QUALITIES}\b",
+     rf"\b(?:could|should|needs? to|has to|might)\s+(?:be|sound|read)\s+(?:a (?:bit|little|lot)\s+|much\s+"
+     rf"|way\s+|even\s+|slightly\s+)?(?:(?:more|less)\s+(?!than\b)[a-z]+|{_BETTER})\b{_QUESTION_AHEAD}"),
+    ("at_least", r"\byou\s+(?:could|can|might|should)(?:'ve|\s+have)?\s+at\s+(?:the\s+very\s+)?least\b",
+     r"\bwould it kill you\b"),
+    ("no_greeting", r"\bno\s+(?:hello|hi|hey|greeting|greetings|good morning|salutation)\b",
+     r"\b(?:didn't|did not|never)\s+(?:even\s+)?(?:say|said|greet|greeted)\s+(?:hi|hello|hey|me)\b",
+     r"\bwithout\s+(?:a\s+|any\s+)?(?:greeting|hello|hi)\b"),
+    ("style_request",  # an instruction for the next reply: how to start it, write it, keep it, what to leave out
+     _CLAUSE + r"(?:please\s+|pls\s+|just\s+|always\s+)?(?:start|begin|open|lead|end|finish|close|sign off)\s+"
+     r"(?:(?:your|the|each|every)\s+(?:[\w'-]+\s+){0,2}?)?(?:with|by)\s+[\w\"'“]",
+     r"\b(?:re)?write\s+(?:it|this|that|them|the\s+(?:[\w'-]+\s+)?(?:answer|reply|response|text|email|message"
+     r"|comments?|feedback|letter|essay|post|summary|story|note))\s+(?:in|like|without|with|as|using|more|less|so"
+     r"|again|differently)\b",
+     r"\bmake\s+(?:it|this|that|them)\s+(?:sound|read|look|feel|seem)\b",
+     r"\bkeep\s+(?:it|this|that|them|(?:the|your)\s+(?:answers?|repl(?:y|ies)|responses?|messages?|comments?"
+     r"|feedback|text|email|tone))\s+(?:to|under|below|within|short|shorter|simple|simpler|brief|concise|casual"
+     r"|light|plain|friendly|friendlier|professional|positive|tight|focused|clean|on topic|warm|polite|neutral|real"
+     r"|human|natural)\b",
+     _CLAUSE + r"(?:please\s+|pls\s+|just\s+|try to\s+|try and\s+|always\s+)?be\s+(?:a (?:bit|little|lot)\s+"
+     rf"|much\s+|way\s+|even\s+|slightly\s+)?(?:more|less|{_GOOD_QUALITIES}|{_BETTER}|brief|honest|short"
+     r"|quick|careful)\b",
+     _CLAUSE + rf"(?:just\s+)?no\s+(?:[\w'-]+\s+){{0,2}}?{_STYLE_NOUNS}\b",
+     rf"\bno\s+(?!{_NOT_FORBIDDING}(?![\w-]))[\w'-]+(?:\s+[\w'-]+){{0,2}}\s*(?:,|\band\b|\bor\b)\s*(?:and\s+|or\s+)?"
+     rf"no\s+(?!{_NOT_FORBIDDING}(?![\w-]))\w",
+     r"\b(?:next time|from now on|going forward|in (?:the )?future)[,:]?\s+(?:please\s+)?(?!(?:then|maybe|perhaps"
+     r"|i|i'll|we|we'll|you'll|lol|haha|ok|okay|too|bye|see)\b)\w",
+     _CLAUSE + rf"(?:please\s+|pls\s+|just\s+)?{_STYLE_VERBS}\b[^.!?\n]{{0,100}}?\b(?:next time|from now on"
+     r"|going forward)\b"),
 )
 
 _POSITIVE = _alternatives(

@@ -1,0 +1,126 @@
+"""Learning-curve plots and the results table, from the runner's `result.json` files.
+
+`python -m slime.personalization.report <results dir> [--out table.md]` finds every result.json below the
+directory and prints the markdown table of openclaw-test/README.md: per persona and method, held-out preference
+and quality at each checkpoint (mean +- std over seeds), the gain at 64 interactions, and the wall time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+
+__all__ = ["collect", "headline", "load_results", "markdown_table", "plot_curve"]
+
+
+def plot_curve(result: dict, path: str | Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    curve = result.get("curve") or []
+    xs = [p["interactions"] for p in curve]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot(xs, [p["preference"] for p in curve], "o-", label="preference (held out)")
+    ax.plot(xs, [p["quality"] for p in curve], "s--", label="quality (held out)")
+    hinted = result.get("base_with_hint")
+    if hinted:
+        ax.axhline(hinted["preference"], color="gray", linestyle=":", label="base model told the preference")
+    ax.set_xlabel("interactions")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title(f"{result.get('persona')} / {result.get('method')} / {result.get('model')} / seed {result.get('seed')}")
+    ax.legend(loc="best", fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def load_results(root: str | Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(Path(root).rglob("result.json"))]
+
+
+def _stat(values: list[float]) -> str:
+    if not values:
+        return "–"
+    if len(values) == 1:
+        return f"{values[0]:.2f}"
+    return f"{statistics.mean(values):.2f}±{statistics.stdev(values):.2f}"
+
+
+def collect(results: Iterable[dict]) -> dict:
+    """{(persona, method): {"points": {n: {"preference": [...], "quality": [...], "wall": [...]}},
+    "hint": [...], "seeds": [...]}}."""
+    table: dict = defaultdict(lambda: {"points": defaultdict(lambda: defaultdict(list)), "hint": [], "seeds": []})
+    for r in results:
+        row = table[(r["persona"], r["method"])]
+        row["seeds"].append(r["seed"])
+        if r.get("base_with_hint"):
+            row["hint"].append(r["base_with_hint"]["preference"])
+        for p in r.get("curve", []):
+            cell = row["points"][p["interactions"]]
+            cell["preference"].append(p["preference"])
+            cell["quality"].append(p["quality"])
+            cell["wall"].append(p.get("wall_seconds", 0.0))
+    return table
+
+
+def markdown_table(results: list[dict], checkpoints: tuple[int, ...] = (0, 32, 64, 128)) -> str:
+    table = collect(results)
+    head = ["persona", "method", "seeds", "base told pref."] + [f"pref@{n}" for n in checkpoints] + \
+           [f"qual@{n}" for n in checkpoints] + ["wall min @64", "wall min @128"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for (persona, method), row in sorted(table.items()):
+        points = row["points"]
+        cells = [persona, method, str(len(row["seeds"])), _stat(row["hint"])]
+        cells += [_stat(points[n]["preference"]) if n in points else "–" for n in checkpoints]
+        cells += [_stat(points[n]["quality"]) if n in points else "–" for n in checkpoints]
+        for n in (64, 128):
+            cells.append(_stat([w / 60 for w in points[n]["wall"]]) if n in points else "–")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def headline(results: list[dict], method: str = "combine", at: int = 64) -> dict:
+    """Mean over personas (each averaged over its seeds) of the preference and quality change from 0 to `at`
+    interactions, for one method."""
+    table = collect(r for r in results if r["method"] == method)
+    gains, quality_changes = [], []
+    for (_, _), row in table.items():
+        points = row["points"]
+        if 0 in points and at in points:
+            gains.append(statistics.mean(points[at]["preference"]) - statistics.mean(points[0]["preference"]))
+            quality_changes.append(statistics.mean(points[at]["quality"]) - statistics.mean(points[0]["quality"]))
+    if not gains:
+        return {"personas": 0, "preference_gain": float("nan"), "quality_change": float("nan")}
+    return {"personas": len(gains), "preference_gain": statistics.mean(gains),
+            "quality_change": statistics.mean(quality_changes)}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("root", help="directory searched for result.json files")
+    parser.add_argument("--out", help="also write the table to this file")
+    args = parser.parse_args(argv)
+    results = load_results(args.root)
+    if not results:
+        raise SystemExit(f"no result.json under {args.root}")
+    text = markdown_table(results)
+    for method in sorted({r["method"] for r in results}):
+        for at in (64, 128):
+            h = headline(results, method, at)
+            if h["personas"]:
+                text += (f"\n\n{method}: mean preference gain at {at} = {h['preference_gain']:+.3f}, "
+                         f"quality change {h['quality_change']:+.3f} over {h['personas']} persona(s)")
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()

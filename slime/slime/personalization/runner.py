@@ -1,0 +1,264 @@
+"""Does the agent get better by talking to it? One measured run.
+
+`run_experiment(config)` starts the conversation RL server with a method's launch script (or attaches to a
+running one), lets a persona talk to it for N interactions, and at each checkpoint waits until the trainer
+has trained on every full batch of those interactions and the engine serves the new weights, then rates the
+live policy on held-out requests. It writes `result.json` (config, rating versions, base rates with and
+without the hint, the learning curve, wall times, the server's stats), `interactions.jsonl`,
+`eval_<n>.jsonl` and `curve.png`.
+
+The config is a plain mapping (the Hydra app in `openclaw-test/run.py` composes it; see the YAML groups in
+`openclaw-test/conf/`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import random
+import time
+from collections.abc import Mapping
+from dataclasses import asdict
+from pathlib import Path
+
+from slime.personalization.client import ServerClient
+from slime.personalization.personas import Persona, get_persona
+from slime.personalization.problems import load_problems
+from slime.personalization.simulate import Generation, ScriptedReactor, converse, evaluate
+
+__all__ = ["Progress", "run_experiment", "wait_for_training"]
+
+log = logging.getLogger(__name__)
+logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request would bury the progress lines
+REPO_ROOT = Path(__file__).resolve().parents[3]
+
+
+class Progress:
+    """A periodic console line: done/total, rate, ETA and the running preference of recent interactions."""
+
+    def __init__(self, total: int, label: str, every: float = 15.0):
+        self.total, self.label, self.every = total, label, every
+        self.started = time.monotonic()
+        self.last = 0.0
+        self.done = 0
+        self.recent: list[float] = []
+
+    def update(self, done: int, preference: float | None = None, force: bool = False) -> None:
+        self.done = done
+        if preference is not None:
+            self.recent = (self.recent + [preference])[-16:]
+        now = time.monotonic()
+        if not force and now - self.last < self.every:
+            return
+        self.last = now
+        elapsed = now - self.started
+        rate = done / elapsed if elapsed > 0 else 0.0
+        eta = (self.total - done) / rate if rate > 0 else float("nan")
+        recent = sum(self.recent) / len(self.recent) if self.recent else float("nan")
+        print(f"[{self.label}] {done}/{self.total} interactions  {rate * 60:.1f}/min  ETA {eta / 60:.1f} min  "
+              f"preference (last {len(self.recent)}) {recent:.2f}", flush=True)
+
+
+async def wait_for_training(client: ServerClient, *, judged_target: int, batch_size: int, base: dict,
+                            timeout: float = 3600.0, poll: float = 1.0) -> dict:
+    """Block until every interaction so far is judged, every full batch of their samples is trained, and the
+    engine serves the weights of the last step. `base` holds the counters at the start of the run (attach mode
+    can start on a store with history). Returns the last stats."""
+    deadline = time.monotonic() + timeout
+    last_report = 0.0
+    while True:
+        stats = await client.stats()
+        version = await client.weight_version()
+        judged = stats["judged"] - base["judged"]
+        samples = stats["samples"]
+        steps = stats.get("trained_batches", 0) - base["trained_batches"]
+        published = version - base["weight_version"]
+        settled = (judged >= judged_target and samples["in_batch"] == 0 and samples["pending"] < batch_size
+                   and published >= steps)
+        if settled:
+            return {**stats, "weight_version": version}
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"training did not catch up in {timeout:.0f} s: judged {judged}/{judged_target}, "
+                               f"samples {samples}, trained steps {steps}, published {published}")
+        if time.monotonic() - last_report > 30:
+            last_report = time.monotonic()
+            print(f"  waiting for the trainer: judged {judged}/{judged_target}, samples {samples}, "
+                  f"steps {steps}, weights published {published}", flush=True)
+        await asyncio.sleep(poll)
+
+
+def _interaction_plan(config: Mapping, persona: Persona):
+    problems = load_problems("train")
+    order = list(range(len(problems)))
+    random.Random(f"order:{config['seed']}:{persona.name}").shuffle(order)
+    return problems, order
+
+
+async def _talk(client: ServerClient, config: Mapping, persona: Persona, target: int, state: dict,
+                progress: Progress, log_file) -> None:
+    """Conversations until exactly `target` interactions (assistant turns) exist; turns are reserved before a
+    conversation starts, so concurrent conversations never overshoot."""
+    problems, order = state["problems"], state["order"]
+    generation = Generation(**config["generation"])
+
+    async def worker():
+        while True:
+            remaining = target - state["done"] - state["reserved"]
+            if remaining <= 0:
+                return
+            turns = min(int(config["max_turns"]), remaining)
+            state["reserved"] += turns
+            index = state["conversations"]
+            state["conversations"] += 1
+            problem = problems[order[index % len(order)]]
+            rng = random.Random(f"{config['seed']}:{persona.name}:{index}")
+            try:
+                made = await converse(client, persona, problem, rng, max_turns=turns, generation=generation,
+                                      system_prompt=config.get("system_prompt"), first_index=state["done"],
+                                      session_prefix=f"sim{config['seed']}", reactor=state["reactor"])
+            finally:
+                state["reserved"] -= turns
+            for item in made:
+                item.index = state["done"]
+                state["done"] += 1
+                log_file.write(json.dumps(asdict(item)) + "\n")
+                progress.update(state["done"], item.preference)
+            log_file.flush()
+
+    await asyncio.gather(*[worker() for _ in range(int(config["concurrency"]))])
+
+
+async def _evaluate_point(client, config, persona, heldout, label, out_dir: Path, with_hint=False) -> dict:
+    started = time.monotonic()
+    result = await evaluate(client, persona, heldout, with_hint=with_hint,
+                            samples_per_prompt=int(config["eval"]["samples_per_prompt"]),
+                            generation=Generation(**config["generation"]), system_prompt=config.get("system_prompt"),
+                            concurrency=int(config["eval"]["concurrency"]), seed=int(config["eval"]["seed"]))
+    with open(out_dir / f"eval_{label}.jsonl", "w") as f:
+        for item in result.items:
+            f.write(json.dumps(item) + "\n")
+    summary = {**result.summary(), "seconds": round(time.monotonic() - started, 1)}
+    print(f"  eval {label}: preference {summary['preference']:.3f}  quality {summary['quality']:.3f}  "
+          f"(n={summary['n']}, {summary['seconds']:.0f} s)", flush=True)
+    return summary
+
+
+async def run_against(url: str, config: Mapping, out_dir: Path, started: float) -> dict:
+    """The experiment against a server that is already up at `url`."""
+    persona = get_persona(config["persona"]["name"])
+    heldout = load_problems("heldout")[: int(config["eval"]["num_prompts"])]
+    client = ServerClient(url, api_key=config["server"].get("api_key") or os.environ.get("OPENCLAW_PROXY_API_KEY"))
+    try:
+        client.model = await client.served_model()
+        stats = await client.stats()
+        base = {"judged": stats["judged"], "trained_batches": stats.get("trained_batches", 0),
+                "weight_version": await client.weight_version()}
+        batch_size = int(config["trainer"]["batch_size"])
+        result = {"config": _plain(config), "versions": persona.versions, "persona": persona.name,
+                  "method": config["method"]["name"], "model": config["model"]["name"], "seed": config["seed"],
+                  "heldout_prompts": len(heldout), "curve": []}
+        print(f"[{persona.name}/{config['method']['name']}/seed {config['seed']}] base rates on "
+              f"{len(heldout)} held-out prompts", flush=True)
+        if config["eval"]["hint_baseline"]:
+            result["base_with_hint"] = await _evaluate_point(client, config, persona, heldout, "0_hint", out_dir,
+                                                             with_hint=True)
+        state = {"done": 0, "reserved": 0, "conversations": 0, "reactor": build_reactor(config.get("user"))}
+        state["problems"], state["order"] = _interaction_plan(config, persona)
+        checkpoints = sorted({0, *[int(c) for c in config["checkpoints"]]})
+        progress = Progress(checkpoints[-1], f"{persona.name}/{config['method']['name']}")
+        with open(out_dir / "interactions.jsonl", "a") as log_file:
+            for checkpoint in checkpoints:
+                if checkpoint > state["done"]:
+                    await _talk(client, config, persona, checkpoint, state, progress, log_file)
+                    progress.update(state["done"], force=True)
+                talk_done = time.monotonic()
+                stats = await wait_for_training(client, judged_target=state["done"], batch_size=batch_size,
+                                                base=base, timeout=float(config["sync_timeout"]))
+                synced = time.monotonic()
+                point = await _evaluate_point(client, config, persona, heldout, str(checkpoint), out_dir)
+                point.update({"interactions": checkpoint, "conversations": state["conversations"],
+                              "train_steps": stats.get("trained_batches", 0) - base["trained_batches"],
+                              "weight_version": stats["weight_version"],
+                              "wall_seconds": round(synced - started, 1),
+                              "wait_for_trainer_seconds": round(synced - talk_done, 1),
+                              "rewards": stats["rewards"], "samples": stats["samples"]})
+                result["curve"].append(point)
+                _write_result(out_dir, result)
+        result["server_stats"] = await client.stats()
+        result["wall_seconds"] = round(time.monotonic() - started, 1)
+        _write_result(out_dir, result)
+        return result
+    finally:
+        await client.aclose()
+
+
+def build_reactor(user: Mapping | None):
+    """The persona's scripted reactions (default), or an LLM behind an OpenAI-compatible URL playing it."""
+    kind = (user or {}).get("kind", "scripted")
+    if kind == "scripted":
+        return ScriptedReactor()
+    if kind == "llm":
+        from slime.personalization.llm_user import LLMReactor
+
+        return LLMReactor.from_config(user)
+    raise ValueError(f"user.kind must be 'scripted' or 'llm', not {kind!r}")
+
+
+def _write_result(out_dir: Path, result: dict) -> None:
+    tmp = out_dir / "result.json.tmp"
+    tmp.write_text(json.dumps(result, indent=1) + "\n")
+    tmp.replace(out_dir / "result.json")
+
+
+def _plain(config: Mapping) -> dict:
+    try:
+        from omegaconf import OmegaConf
+
+        if OmegaConf.is_config(config):
+            return OmegaConf.to_container(config, resolve=True)
+    except ImportError:
+        pass
+    return json.loads(json.dumps(config, default=str))
+
+
+def server_command(config: Mapping) -> tuple[str, list[str], dict]:
+    """(launch script, trainer flags, environment) for starting the server of `config`."""
+    method, model, judge, trainer = config["method"], config["model"], config["judge"], config["trainer"]
+    args = ["--hf-checkpoint", str(model["path"]), "--seed", str(config["seed"]),
+            "--rollout-max-response-len", str(config["generation"]["max_tokens"]),
+            "--rollout-temperature", str(config["generation"]["temperature"])]
+    if judge.get("hint_judge"):
+        args += ["--hint-judge-type", str(judge["hint_judge"])]
+    args += [str(a) for a in (judge.get("extra_args") or [])]
+    args += [str(a) for a in (method.get("extra_args") or [])]
+    args += [str(a) for a in (trainer.get("extra_args") or [])]
+    env = {"ROLLOUT_BATCH_SIZE": str(trainer["batch_size"]), "LR": str(trainer["lr"]),
+           "PRM_TYPE": str(judge["prm_type"]), "PRM_M": str(judge.get("prm_m", 3))}
+    return str(REPO_ROOT / method["script"]), args, env
+
+
+def run_experiment(config: Mapping, out_dir: str | Path) -> dict:
+    """Start (or attach to) the server, run the experiment, stop what was started. Returns the result."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    url = config["server"].get("url")
+    if url:
+        result = asyncio.run(run_against(url, config, out_dir, started))
+    else:
+        from slime.conversation.launch import ConversationJob
+
+        script, args, env = server_command(config)
+        env["RUN_DIR"] = str(out_dir / "server")
+        port = config["server"].get("port")
+        print(f"starting {Path(script).name} {' '.join(args)} (log: {out_dir / 'server.log'})", flush=True)
+        with ConversationJob(script, *args, env=env, port=int(port) if port else None,
+                             log_path=out_dir / "server.log",
+                             ready_timeout=float(config["server"]["ready_timeout"])) as job:
+            result = asyncio.run(run_against(job.url, config, out_dir, started))
+    from slime.personalization.report import plot_curve
+
+    plot_curve(result, out_dir / "curve.png")
+    return result

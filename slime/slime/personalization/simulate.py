@@ -1,0 +1,136 @@
+"""Conversations between a persona and the served agent, and the held-out evaluation.
+
+An *interaction* is one assistant turn the user reacts to (one judged main-line turn, i.e. one training
+sample). A conversation starts with the persona's request; when the persona asks for another attempt
+(a correction or "try again") and `max_turns` allows, its reaction is the next chat message and the agent
+answers again in the same session; otherwise the reaction is sent through `/v1/feedback`, which makes it the
+last turn's next state without asking the agent for another reply.
+
+Evaluation asks each held-out request once per sample, as a *side* request (served by the live policy, never
+trained on), with a fixed seed per prompt, and rates the first response.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import uuid
+from dataclasses import asdict, dataclass, field
+from statistics import mean
+from typing import Protocol
+
+from slime.conversation.teacher import hinted_messages
+from slime.personalization.client import ServerClient
+from slime.personalization.personas import Persona, Reaction, heldout_requests
+from slime.personalization.problems import Problem
+from slime.personalization.rating import Rating
+
+__all__ = ["EvalResult", "Generation", "Interaction", "Reactor", "ScriptedReactor", "converse", "evaluate"]
+
+
+@dataclass(frozen=True)
+class Generation:
+    max_tokens: int = 256
+    temperature: float = 0.6
+    stream: bool = True
+
+
+@dataclass
+class Interaction:
+    index: int
+    problem_id: str
+    session_id: str
+    request: str
+    response: str
+    preference: float
+    quality: float
+    reaction: str
+    reaction_kind: str
+    turn: int  # 1 for the first attempt, 2 for a retry, ...
+
+
+def _system(system_prompt: str | None) -> list[dict]:
+    return [{"role": "system", "content": system_prompt}] if system_prompt else []
+
+
+class Reactor(Protocol):
+    """How the user answers a reply: the persona's scripted reactions (`ScriptedReactor`), or an LLM playing the
+    persona (`slime.personalization.llm_user.LLMReactor`)."""
+
+    async def react(self, persona: Persona, rating: Rating, rng: random.Random, can_retry: bool,
+                    messages: list[dict], reply: str) -> Reaction: ...
+
+
+class ScriptedReactor:
+    async def react(self, persona: Persona, rating: Rating, rng: random.Random, can_retry: bool,
+                    messages: list[dict], reply: str) -> Reaction:
+        return persona.react(rating, rng, can_retry)
+
+
+async def converse(client: ServerClient, persona: Persona, problem: Problem, rng: random.Random, *,
+                   max_turns: int = 2, generation: Generation = Generation(), system_prompt: str | None = None,
+                   first_index: int = 0, session_prefix: str = "sim",
+                   reactor: Reactor | None = None) -> list[Interaction]:
+    """One conversation about `problem`; returns one Interaction per assistant turn (1..max_turns)."""
+    reactor = reactor or ScriptedReactor()
+    session_id = f"{session_prefix}-{persona.name}-{uuid.uuid4().hex[:12]}"
+    request = persona.request(problem, rng)
+    messages = _system(system_prompt) + [{"role": "user", "content": request}]
+    done: list[Interaction] = []
+    for turn in range(1, max_turns + 1):
+        reply = await client.chat(messages, session_id, max_tokens=generation.max_tokens,
+                                  temperature=generation.temperature, stream=generation.stream)
+        rating = persona.rate(reply.content, problem)
+        reaction = await reactor.react(persona, rating, rng, turn < max_turns, messages, reply.content)
+        done.append(Interaction(first_index + len(done), problem.id, session_id, messages[-1]["content"],
+                                reply.content, rating.preference, rating.quality, reaction.text, reaction.kind,
+                                turn))
+        if reaction.wants_retry:
+            messages = messages + [{"role": "assistant", "content": reply.content},
+                                   {"role": "user", "content": reaction.text}]
+            continue
+        await client.feedback(session_id, reaction.text)
+        break
+    return done
+
+
+@dataclass
+class EvalResult:
+    preference: float
+    quality: float
+    n: int
+    hint: bool
+    items: list[dict] = field(default_factory=list)
+
+    def summary(self) -> dict:
+        return {"preference": self.preference, "quality": self.quality, "n": self.n, "hint": self.hint}
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+async def evaluate(client: ServerClient, persona: Persona, problems: list[Problem], *, with_hint: bool = False,
+                   samples_per_prompt: int = 1, generation: Generation = Generation(),
+                   system_prompt: str | None = None, concurrency: int = 8, seed: int = 1234) -> EvalResult:
+    """Mean preference and quality of the first response to each held-out request. `with_hint` appends the
+    persona's preference to the request the way the OPD teacher sees a hint, which measures what the model
+    can do when told."""
+    requests = heldout_requests(persona, problems, seed=seed)
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(i: int, problem: Problem, request: str, k: int) -> dict:
+        messages = _system(system_prompt) + [{"role": "user", "content": request}]
+        if with_hint:
+            messages = hinted_messages(messages, persona.hint)
+        async with gate:
+            reply = await client.chat(messages, f"eval-{persona.name}-{uuid.uuid4().hex[:12]}", side=True,
+                                      max_tokens=generation.max_tokens, temperature=generation.temperature,
+                                      seed=seed + 1000 * k + i, stream=generation.stream)
+        rating = persona.rate(reply.content, problem)
+        return {"problem_id": problem.id, "sample": k, "response": reply.content, **rating.to_dict()}
+
+    items = await asyncio.gather(*[one(i, p, r, k) for k in range(samples_per_prompt)
+                                   for i, (p, r) in enumerate(zip(problems, requests))])
+    return EvalResult(preference=round(mean(x["preference"] for x in items), 4),
+                      quality=round(mean(x["quality"] for x in items), 4), n=len(items), hint=with_hint,
+                      items=list(items))
