@@ -193,3 +193,12 @@ def test_main_on_an_empty_directory_exits_with_an_error(tmp_path, capsys):
         report.main([str(tmp_path)])
     assert isinstance(info.value.code, str) and "no result.json" in info.value.code  # a message -> exit status 1
     assert capsys.readouterr().out == ""
+
+
+def test_a_variant_gets_its_own_row_and_headline():
+    base = _result("concise", "combine", 0, [(0, 0.2, 0.5, 60.0), (64, 0.4, 0.5, 400.0)])
+    probe = {**_result("concise", "combine", 0, [(0, 0.2, 0.5, 60.0), (64, 0.9, 0.3, 400.0)]), "variant": "lr5e-5"}
+    table = markdown_table([base, probe], checkpoints=(0, 64))
+    assert "| concise | combine | 1 |" in table and "| concise | combine [lr5e-5] | 1 |" in table
+    assert headline([base, probe], "combine")["preference_gain"] == pytest.approx(0.2)
+    assert headline([base, probe], "combine [lr5e-5]")["preference_gain"] == pytest.approx(0.7)

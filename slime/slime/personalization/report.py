@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["collect", "headline", "load_results", "markdown_table", "plot_curve"]
+__all__ = ["collect", "headline", "load_results", "markdown_table", "method_label", "plot_curve"]
 
 
 def plot_curve(result: dict, path: str | Path) -> None:
@@ -53,12 +53,17 @@ def _stat(values: list[float]) -> str:
     return f"{statistics.mean(values):.2f}±{statistics.stdev(values):.2f}"
 
 
+def method_label(result: dict) -> str:
+    """The method, with the run's `variant` tag (e.g. an LR probe) so variants never merge with the default."""
+    return f"{result['method']} [{result['variant']}]" if result.get("variant") else result["method"]
+
+
 def collect(results: Iterable[dict]) -> dict:
     """{(persona, method): {"points": {n: {"preference": [...], "quality": [...], "wall": [...]}},
     "hint": [...], "seeds": [...]}}."""
     table: dict = defaultdict(lambda: {"points": defaultdict(lambda: defaultdict(list)), "hint": [], "seeds": []})
     for r in results:
-        row = table[(r["persona"], r["method"])]
+        row = table[(r["persona"], method_label(r))]
         row["seeds"].append(r["seed"])
         if r.get("base_with_hint"):
             row["hint"].append(r["base_with_hint"]["preference"])
@@ -89,7 +94,7 @@ def markdown_table(results: list[dict], checkpoints: tuple[int, ...] = (0, 32, 6
 def headline(results: list[dict], method: str = "combine", at: int = 64) -> dict:
     """Mean over personas (each averaged over its seeds) of the preference and quality change from 0 to `at`
     interactions, for one method."""
-    table = collect(r for r in results if r["method"] == method)
+    table = collect(r for r in results if method_label(r) == method)
     gains, quality_changes = [], []
     for (_, _), row in table.items():
         points = row["points"]
@@ -111,7 +116,7 @@ def main(argv: list[str] | None = None) -> None:
     if not results:
         raise SystemExit(f"no result.json under {args.root}")
     text = markdown_table(results)
-    for method in sorted({r["method"] for r in results}):
+    for method in sorted({method_label(r) for r in results}):
         for at in (64, 128):
             h = headline(results, method, at)
             if h["personas"]:

@@ -150,6 +150,7 @@ async def run_against(url: str, config: Mapping, out_dir: Path, started: float) 
     persona = get_persona(config["persona"]["name"])
     heldout = load_problems("heldout")[: int(config["eval"]["num_prompts"])]
     client = ServerClient(url, api_key=config["server"].get("api_key") or os.environ.get("OPENCLAW_PROXY_API_KEY"))
+    reactor = build_reactor(config.get("user"))
     try:
         client.model = await client.served_model()
         stats = await client.stats()
@@ -158,13 +159,14 @@ async def run_against(url: str, config: Mapping, out_dir: Path, started: float) 
         batch_size = int(config["trainer"]["batch_size"])
         result = {"config": _plain(config), "versions": persona.versions, "persona": persona.name,
                   "method": config["method"]["name"], "model": config["model"]["name"], "seed": config["seed"],
+                  "variant": config.get("variant") or "",
                   "heldout_prompts": len(heldout), "curve": []}
         print(f"[{persona.name}/{config['method']['name']}/seed {config['seed']}] base rates on "
               f"{len(heldout)} held-out prompts", flush=True)
         if config["eval"]["hint_baseline"]:
             result["base_with_hint"] = await _evaluate_point(client, config, persona, heldout, "0_hint", out_dir,
                                                              with_hint=True)
-        state = {"done": 0, "reserved": 0, "conversations": 0, "reactor": build_reactor(config.get("user"))}
+        state = {"done": 0, "reserved": 0, "conversations": 0, "reactor": reactor}
         state["problems"], state["order"] = _interaction_plan(config, persona)
         checkpoints = sorted({0, *[int(c) for c in config["checkpoints"]]})
         progress = Progress(checkpoints[-1], f"{persona.name}/{config['method']['name']}")
@@ -187,11 +189,15 @@ async def run_against(url: str, config: Mapping, out_dir: Path, started: float) 
                 result["curve"].append(point)
                 _write_result(out_dir, result)
         result["server_stats"] = await client.stats()
+        result["user"] = {"kind": type(reactor).__name__,
+                          **{k: getattr(reactor, k) for k in ("calls", "fallbacks") if hasattr(reactor, k)}}
         result["wall_seconds"] = round(time.monotonic() - started, 1)
         _write_result(out_dir, result)
         return result
     finally:
         await client.aclose()
+        if hasattr(reactor, "aclose"):
+            await reactor.aclose()
 
 
 def build_reactor(user: Mapping | None):
