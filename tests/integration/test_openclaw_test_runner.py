@@ -90,3 +90,57 @@ def test_multirun_over_seeds_attaches_to_one_running_server(tmp_path):
 
     table = markdown_table(load_results(tmp_path / "multi"))
     assert "| greeter | rl | 2 |" in table and "| student | rl | 2 |" in table
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every live process below `pid` (from /proc's parent links)."""
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                parents[int(entry.name)] = int(fields[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return not Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+def test_sigterm_stops_the_run_and_the_server_it_started_even_in_the_background(tmp_path):
+    import signal
+    import time
+
+    out = tmp_path / "run"
+    # started like `nohup ... &` from a script: SIGINT is inherited as ignored
+    runner = subprocess.Popen(RUN + SMALL + ["checkpoints=[400]", f"hydra.run.dir={out}"], cwd=ROOT,
+                              env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        deadline = time.monotonic() + 300
+        while not (out / "interactions.jsonl").exists() or not (out / "interactions.jsonl").read_text():
+            assert runner.poll() is None and time.monotonic() < deadline, runner.stdout.read()[-3000:]
+            time.sleep(1)
+        children = _descendants(runner.pid)
+        assert len(children) >= 3  # the launch script's trainer, its engines and the proxy
+        runner.send_signal(signal.SIGTERM)
+        runner.wait(timeout=240)
+        deadline = time.monotonic() + 60
+        while any(_alive(pid) for pid in children) and time.monotonic() < deadline:
+            time.sleep(1)
+        assert not [pid for pid in children if _alive(pid)]
+        assert "stop requested" in (out / "server.log").read_text(errors="replace")  # a clean stop, not a kill
+    finally:
+        if runner.poll() is None:
+            runner.kill()

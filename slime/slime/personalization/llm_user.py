@@ -169,7 +169,9 @@ class LLMReactor:
     def from_config(cls, user: Mapping) -> LLMReactor:
         """From openclaw-test's `user` config group (`conf/user/llm.yaml`); `api_key` defaults to
         $USER_LLM_API_KEY."""
-        user = _plain(user)
+        from slime.personalization.runner import plain_config  # (runner imports this module lazily)
+
+        user = plain_config(user or {})
         if not user.get("url"):
             raise ValueError("user.url (the user model's OpenAI-compatible URL) is required for user.kind=llm")
         options = {key: user[key] for key in ("temperature", "max_tokens", "timeout", "retries", "retry_delay",
@@ -224,15 +226,3 @@ class LLMReactor:
 
     async def aclose(self) -> None:
         await self.http.aclose()
-
-
-def _plain(config: Mapping) -> dict:
-    """A plain dict of an OmegaConf node or mapping (nested values too, so they serialise as JSON)."""
-    try:
-        from omegaconf import OmegaConf
-
-        if OmegaConf.is_config(config):
-            return OmegaConf.to_container(config, resolve=True)
-    except ImportError:
-        pass
-    return dict(config or {})

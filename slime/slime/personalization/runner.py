@@ -18,6 +18,8 @@ import json
 import logging
 import os
 import random
+import signal
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import asdict
@@ -157,7 +159,7 @@ async def run_against(url: str, config: Mapping, out_dir: Path, started: float) 
         base = {"judged": stats["judged"], "trained_batches": stats.get("trained_batches", 0),
                 "weight_version": await client.weight_version()}
         batch_size = int(config["trainer"]["batch_size"])
-        result = {"config": _plain(config), "versions": persona.versions, "persona": persona.name,
+        result = {"config": plain_config(config), "versions": persona.versions, "persona": persona.name,
                   "method": config["method"]["name"], "model": config["model"]["name"], "seed": config["seed"],
                   "variant": config.get("variant") or "",
                   "heldout_prompts": len(heldout), "curve": []}
@@ -218,7 +220,8 @@ def _write_result(out_dir: Path, result: dict) -> None:
     tmp.replace(out_dir / "result.json")
 
 
-def _plain(config: Mapping) -> dict:
+def plain_config(config: Mapping) -> dict:
+    """A plain dict of an OmegaConf node or a mapping, nested values too, that serialises as JSON."""
     try:
         from omegaconf import OmegaConf
 
@@ -245,8 +248,20 @@ def server_command(config: Mapping) -> tuple[str, list[str], dict]:
     return str(REPO_ROOT / method["script"]), args, env
 
 
+def _stop_on_signals() -> None:
+    """SIGTERM and SIGINT end the run through KeyboardInterrupt, so the server it started is stopped cleanly --
+    also when the runner was started in the background (nohup, `&`), where SIGINT is inherited as ignored."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, interrupt)
+
+
 def run_experiment(config: Mapping, out_dir: str | Path) -> dict:
     """Start (or attach to) the server, run the experiment, stop what was started. Returns the result."""
+    _stop_on_signals()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
