@@ -7,6 +7,8 @@ import asyncio
 
 import pytest
 
+from helpers.everyday_messages import NOT_CORRECTIONS
+
 from slime.conversation.judges import RulesHintJudge, TurnForJudge, user_feedback_hint
 from slime.conversation.judges.hint_rules import error_line, rules_hint, tool_error_hint
 
@@ -321,33 +323,15 @@ STYLE_HINTS = [
 ]
 
 # no correction: new requests, small talk, praise; "tell me ..." / "give me ..." are requests, not instructions
-STYLE_NOT_HINTS = [
-    "ok",
-    "hm ok",
-    "ok, next time then",
-    "btw what's a good name for a cat?",
-    "is it going to rain today?",
-    "can you help me with my homework? A train travels 120 km in 1.5 hours. What is its average speed?",
-    "quick question: how do I reverse a list in python?",
-    "help me with this: solve 3x + 5 = 20",
-    "Please write grading comments for my student. Problem: 7 x 8 = ? Student answer: 54. Correct answer: 56.",
-    "perfect, thanks!",
-    "great, thank you!",
-    "nice, thanks",
-    "me too",
-    "that's too bad",
-    "is it too late to plant tomatoes?",
-    "I'm too tired to cook, give me a quick recipe",
-    "my sister is too shy to speak in class, any tips?",
-    "it's pretty cold today, what should I wear?",
-    "next time I'm in Paris I'll visit",
-    "no problem, no worries",
-    "looks like AI is taking over lol",
-    "I need a very formal email to my boss",
-    "can you give me a recipe for banana bread?",
-    "write an email to my landlord about the broken heater",
+STYLE_NOT_HINTS = NOT_CORRECTIONS + [
+    'perfect, thanks!',
+    'great, thank you!',
+    'nice, thanks',
+    'I need a very formal email to my boss',
+    'can you give me a recipe for banana bread?',
+    'write an email to my landlord about the broken heater',
     "Let's start with the basics of Python",
-    "keep it up!",
+    'keep it up!',
 ]
 
 

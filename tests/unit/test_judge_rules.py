@@ -6,6 +6,8 @@ import asyncio
 
 import pytest
 
+from helpers.everyday_messages import NOT_CORRECTIONS
+
 from slime.conversation.judges.base import TurnForJudge
 from slime.conversation.judges.rules import (
     RulesJudge,
@@ -271,41 +273,23 @@ STYLE_NEGATIVE = [
     "thank you! but no emojis next time",
 ]
 
-STYLE_NEUTRAL = [
-    "ok",
-    "hm ok",
-    "ok, next time then",
-    "btw what's a good name for a cat?",
-    "is it going to rain today?",
-    "can you help me with my homework? A train travels 120 km in 1.5 hours. What is its average speed?",
-    "quick question: how do I reverse a list in python?",
-    "help me with this: solve 3x + 5 = 20",
-    "Please write grading comments for my student. Problem: 7 x 8 = ? Student answer: 54. Correct answer: 56.",
-    "me too",
-    "that's too bad",
-    "is it too late to plant tomatoes?",
-    "I'm too tired to cook, give me a quick recipe",
-    "my sister is too shy to speak in class, any tips?",
-    "it's pretty cold today, what should I wear?",
-    "see you next time",
+STYLE_NEUTRAL = NOT_CORRECTIONS + [
+    'see you next time',
     "I'll try that next time",
-    "next time I'm in Paris I'll visit",
-    "no problem, no worries",
-    "no rush, whenever you can",
+    'no rush, whenever you can',
     "no, it's fine",
-    "what is AI?",
-    "is chatgpt free?",
-    "looks like AI is taking over lol",
-    "sounds like a plan!",
-    "How do I write a polite email to my landlord?",
-    "I need a very formal email to my boss",
-    "write a very technical explanation of TCP",
+    'what is AI?',
+    'is chatgpt free?',
+    'sounds like a plan!',
+    'How do I write a polite email to my landlord?',
+    'I need a very formal email to my boss',
+    'write a very technical explanation of TCP',
     "what's a really generic name for a dog?",
     "Let's start with the basics of Python",
-    "Can you make a list of groceries?",
-    "Write a poem about autumn.",
-    "keep it up!",
-    "good morning!",
+    'Can you make a list of groceries?',
+    'Write a poem about autumn.',
+    'keep it up!',
+    'good morning!',
 ]
 
 STYLE_POSITIVE = ["perfect, thanks!", "great, thank you!", "nice, thanks", "ok thanks, that's too kind"]
