@@ -11,9 +11,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Callable
-from pathlib import Path
-
-DATA_FILE = Path(__file__).with_name("data") / "problems.json"
+from slime.personalization.problems import DEFAULT_FILE
 
 NAMES = ["Maya", "Leo", "Priya", "Sam", "Ana", "Omar", "Lena", "Kofi", "Ines", "Tom", "Yuki", "Ben", "Zara",
          "Luis", "Mia", "Ravi"]
@@ -121,6 +119,6 @@ def generate(seed: int = 0, per_template: int = 12, heldout_per_template: int = 
 
 
 if __name__ == "__main__":
-    DATA_FILE.parent.mkdir(parents=True, exist_ok=True)
-    DATA_FILE.write_text(json.dumps(generate(), indent=1) + "\n")
-    print(f"wrote {DATA_FILE}")
+    DEFAULT_FILE.parent.mkdir(parents=True, exist_ok=True)
+    DEFAULT_FILE.write_text(json.dumps(generate(), indent=1) + "\n")
+    print(f"wrote {DEFAULT_FILE}")

@@ -23,7 +23,6 @@ from slime.conversation.judges.prompts import last_user_request
 from slime.conversation.judges.rules import (  # the vocabulary of complaints is shared with the PRM rules
     _AI_WORDS,
     _REPLY_IS,
-    _REPLY_NOUN,
     classify_tool_result,
     classify_user_text,
     last_user_text,
