@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# Combine (Binary RL + OPD) on Qwen3-4B with LoRA (rank 16). Default layout: 4 GPUs = 2 trainer + 1 policy engine + 1 judge/teacher engine.
-#   HF_CKPT=/models/Qwen3-4B OPENCLAW_PROXY_API_KEY=... bash openclaw-combine/run_qwen3_4b_openclaw_combine_lora.sh [extra trainer flags]   (DRY_RUN=1 prints it)
-# Status: the trainer (fsdp backend) and the proxy are as verified on CPU; SGLang engines and per-component GPU
-# pinning arrive with the scale-out issue (issue 7); until then the engines are the embedded engine on CUDA.
-# Not yet run on a GPU machine.
+# Combine (Binary RL + token-level OPD in one advantage) on Qwen3-4B, LoRA rank 16.
+# Hardware: one node with 4 GPUs (24 GB or more each): 2 trainer ranks + 1 policy engine + 1 judge/teacher engine.
+#   HF_CKPT=/models/Qwen3-4B OPENCLAW_PROXY_API_KEY=... bash openclaw-combine/run_qwen3_4b_openclaw_combine_lora.sh [--dry-run] [extra trainer flags]
+# --dry-run (or DRY_RUN=1) prints the resolved GPU layout and the full command and starts nothing. Layout and
+# multi-node variables (NUM_GPUS, ACTOR_GPUS, ROLLOUT_GPUS, PRM_GPUS, ROLLOUT_TP, PRM_TP, TRAIN_TP, NNODES,
+# NODE_RANK, MASTER_ADDR, MASTER_PORT): scripts/README.md, "GPU layout".
+# Status: engines are SGLang servers (--rollout-engine sglang, issue 7), each pinned to its own GPUs; the trainer
+# is the fsdp backend. The layout, the command and its flags are verified on CPU (tests/unit/test_launch_scripts.py);
+# not yet run on a GPU machine.
 # shellcheck source=scripts/conversation_gpu_common.sh
 source "$(dirname "$0")/../scripts/conversation_gpu_common.sh"
-NUM_GPUS=${NUM_GPUS:-4} ACTOR_GPUS=${ACTOR_GPUS:-2} ROLLOUT_GPUS=${ROLLOUT_GPUS:-1} PRM_GPUS=${PRM_GPUS:-1}
-run_conversation_trainer qwen3-4b-openclaw-combine-lora lora \
-    --conversation-method combine --hint-judge-type "${HINT_JUDGE:-llm}" \
-    --rollout-function-path openclaw_combine_rollout.generate_rollout_openclaw_combine \
-    "${GRPO_ARGS[@]}" --loss-type custom_loss --custom-loss-function-path combine_loss.combine_loss_function \
-    "$@"
+NUM_GPUS=${NUM_GPUS:-4} ACTOR_GPUS=${ACTOR_GPUS:-2} ROLLOUT_GPUS=${ROLLOUT_GPUS:-1} PRM_GPUS=${PRM_GPUS:-1} DEFAULT_ENGINE_TP=1
+run_conversation_trainer lora combine "$@"

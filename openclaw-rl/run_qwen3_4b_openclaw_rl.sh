@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Binary RL on Qwen3-4B, full fine-tuning. Default layout: 8 GPUs = 4 trainer + 2 policy engine + 2 judge/teacher engine.
-#   HF_CKPT=/models/Qwen3-4B OPENCLAW_PROXY_API_KEY=... bash openclaw-rl/run_qwen3_4b_openclaw_rl.sh [extra trainer flags]   (DRY_RUN=1 prints it)
-# Status: the trainer (fsdp backend) and the proxy are as verified on CPU; SGLang engines and per-component GPU
-# pinning arrive with the scale-out issue (issue 7); until then the engines are the embedded engine on CUDA.
-# Not yet run on a GPU machine.
+# Binary RL (PRM judge +-1 as reward, GRPO-style PPO) on Qwen3-4B, full fine-tuning.
+# Hardware: one node with 8 GPUs (80 GB class): 4 trainer ranks + 1 policy engine (TP2) + 1 judge/teacher engine (TP2).
+#   HF_CKPT=/models/Qwen3-4B OPENCLAW_PROXY_API_KEY=... bash openclaw-rl/run_qwen3_4b_openclaw_rl.sh [--dry-run] [extra trainer flags]
+# --dry-run (or DRY_RUN=1) prints the resolved GPU layout and the full command and starts nothing. Layout and
+# multi-node variables (NUM_GPUS, ACTOR_GPUS, ROLLOUT_GPUS, PRM_GPUS, ROLLOUT_TP, PRM_TP, TRAIN_TP, NNODES,
+# NODE_RANK, MASTER_ADDR, MASTER_PORT): scripts/README.md, "GPU layout".
+# Status: engines are SGLang servers (--rollout-engine sglang, issue 7), each pinned to its own GPUs; the trainer
+# is the fsdp backend. The layout, the command and its flags are verified on CPU (tests/unit/test_launch_scripts.py);
+# not yet run on a GPU machine.
 # shellcheck source=scripts/conversation_gpu_common.sh
 source "$(dirname "$0")/../scripts/conversation_gpu_common.sh"
-NUM_GPUS=${NUM_GPUS:-8} ACTOR_GPUS=${ACTOR_GPUS:-4} ROLLOUT_GPUS=${ROLLOUT_GPUS:-2} PRM_GPUS=${PRM_GPUS:-2}
-run_conversation_trainer qwen3-4b-openclaw-rl full \
-    --conversation-method rl --rollout-function-path openclaw_rollout.generate_rollout_openclaw \
-    "${GRPO_ARGS[@]}" \
-    "$@"
+NUM_GPUS=${NUM_GPUS:-8} ACTOR_GPUS=${ACTOR_GPUS:-4} ROLLOUT_GPUS=${ROLLOUT_GPUS:-2} PRM_GPUS=${PRM_GPUS:-2} DEFAULT_ENGINE_TP=2
+run_conversation_trainer full rl "$@"

@@ -1,33 +1,26 @@
-# Shared by the Qwen3-4B GPU launch scripts of the conversation method folders (sourced, not run).
-# Validates the GPU layout up front and prints it; never kills processes by name.
+# Shared by the Qwen3-4B GPU launch scripts of the conversation method folders (sourced, not run by itself).
+#
+# A script sets its default layout, then calls
+#     run_conversation_trainer <full|lora> <rl|opd|opd_topk|combine|combine_topk> [extra trainer flags]
+# The checkpoint folder is named after the script (run_qwen3_4b_openclaw_rl.sh -> ckpt/qwen3-4b-openclaw-rl).
+#
+# Layout (env; see scripts/README.md "GPU layout"): NUM_GPUS per node, NNODES, NODE_RANK, MASTER_ADDR,
+# MASTER_PORT, ACTOR_GPUS trainer GPUs per node, ROLLOUT_GPUS / PRM_GPUS policy / judge engine GPUs in total,
+# ROLLOUT_TP / PRM_TP GPUs per engine, TRAIN_TP trainer tensor parallel. The layout is resolved and validated
+# by `python -m slime.launch` (slime/slime/launch/) before anything starts.
+#
+# `--dry-run` as the first argument of a run_*.sh (or DRY_RUN=1) prints the resolved layout and the full
+# command and starts nothing. Launch scripts never kill processes by name: the launcher execs torchrun.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"  # the calling method folder
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+SCRIPT_NAME="$(basename "$0" .sh)"
 
-check_layout() {
-    local total name
-    for name in NUM_GPUS ACTOR_GPUS ROLLOUT_GPUS PRM_GPUS; do
-        if ! [[ "${!name}" =~ ^[0-9]+$ ]]; then
-            echo "error: $name must be a non-negative integer, got '${!name}'" >&2; exit 2
-        fi
-    done
-    total=$((ACTOR_GPUS + ROLLOUT_GPUS + PRM_GPUS))
-    if [ "$ACTOR_GPUS" -lt 1 ] || [ "$ROLLOUT_GPUS" -lt 1 ]; then
-        echo "error: ACTOR_GPUS and ROLLOUT_GPUS must be >= 1 (got $ACTOR_GPUS, $ROLLOUT_GPUS)" >&2; exit 2
-    fi
-    if [ "$total" -gt "$NUM_GPUS" ]; then
-        echo "error: ACTOR_GPUS + ROLLOUT_GPUS + PRM_GPUS = $total exceeds NUM_GPUS=$NUM_GPUS" >&2; exit 2
-    fi
-    if command -v nvidia-smi >/dev/null 2>&1; then
-        local have
-        have=$(nvidia-smi -L | wc -l)
-        if [ "$have" -lt "$NUM_GPUS" ]; then
-            echo "error: NUM_GPUS=$NUM_GPUS but nvidia-smi lists $have GPU(s)" >&2; exit 2
-        fi
-    fi
-    echo "layout: trainer GPUs 0..$((ACTOR_GPUS - 1)) | policy engine GPUs $ACTOR_GPUS..$((ACTOR_GPUS + ROLLOUT_GPUS - 1))" \
-         "| judge GPUs $((ACTOR_GPUS + ROLLOUT_GPUS))..$((total - 1)) (PRM_GPUS=$PRM_GPUS) | proxy http://$HOST:$PORT/v1"
-}
+# Sourced without arguments, this file shares the calling script's arguments: take a leading --dry-run.
+if [ "${1:-}" = --dry-run ]; then
+    DRY_RUN=1
+    shift
+fi
 
 if [ -z "${VIRTUAL_ENV:-}" ] && [ -f "$ROOT/.venv/bin/activate" ]; then
     # shellcheck disable=SC1091
@@ -52,43 +45,90 @@ GRPO_ARGS=(
 )
 OPTIMIZER_ARGS=(--optimizer adam --lr 1e-5 --lr-decay-style constant --weight-decay 0.1 --adam-beta1 0.9
                 --adam-beta2 0.98)
-prm_args() {  # $1: judge engine tensor-parallel size
-    echo --prm-enable --prm-num-gpus "$PRM_GPUS" --prm-num-gpus-per-engine "$1" --prm-model-path "$PRM_MODEL_PATH" \
-         --prm-type llm --prm-m "${PRM_M:-3}" --prm-temperature "${PRM_TEMPERATURE:-0.6}" \
-         --prm-max-new-tokens "${PRM_MAX_NEW_TOKENS:-4096}"
-}
-
-launch() {  # DRY_RUN=1 prints the command (shell-quoted) instead of running it
-    if [ "${DRY_RUN:-0}" = 1 ]; then
-        printf '%q ' "$@"; echo
-    else
-        exec "$@"
-    fi
-}
-
-LORA_ARGS=(--train-backend fsdp --use-lora --lora-rank 16 --lora-alpha 32
+# SGLang server settings of the policy and judge engines (upstream's values for Qwen3-4B).
+SGLANG_ARGS=(--sglang-mem-fraction-static "${MEM_FRACTION_STATIC:-0.85}" --sglang-context-length "${CONTEXT_LENGTH:-32768}"
+             --sglang-reasoning-parser "${REASONING_PARSER:-qwen3}" --sglang-tool-call-parser "${TOOL_CALL_PARSER:-qwen25}")
+LORA_ARGS=(--use-lora --lora-rank 16 --lora-alpha 32
            --lora-target-modules "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj")
+TOPK_ARGS=(--distill-topk "${DISTILL_TOPK:-50}")
 
-# Everything but the method: run_conversation_trainer <checkpoint name> <full|lora> <method flags...> "$@"
+# The flags that select a method (the CPU scripts in the same folders use the same ones).
+method_args() {
+    case "$1" in
+        rl) METHOD_ARGS=(--conversation-method rl --rollout-function-path openclaw_rollout.generate_rollout_openclaw
+                         "${GRPO_ARGS[@]}") ;;
+        opd) METHOD_ARGS=(--conversation-method opd --hint-judge-type "${HINT_JUDGE:-llm}"
+                          --rollout-function-path openclaw_opd_rollout.generate_rollout_openclaw_opd
+                          --advantage-estimator on_policy_distillation --kl-loss-coef 0.0 --entropy-coef 0.0
+                          --eps-clip 0.2) ;;
+        opd_topk) METHOD_ARGS=(--conversation-method opd --hint-judge-type "${HINT_JUDGE:-llm}"
+                               --rollout-function-path openclaw_opd_rollout.generate_rollout_openclaw_opd
+                               --loss-type custom_loss
+                               --custom-loss-function-path topk_distillation_loss.topk_distillation_loss_function
+                               "${TOPK_ARGS[@]}" --disable-compute-advantages-and-returns
+                               --disable-rewards-normalization --entropy-coef 0.0 --lr 1e-6) ;;
+        combine) METHOD_ARGS=(--conversation-method combine --hint-judge-type "${HINT_JUDGE:-llm}"
+                              --rollout-function-path openclaw_combine_rollout.generate_rollout_openclaw_combine
+                              "${GRPO_ARGS[@]}" --loss-type custom_loss
+                              --custom-loss-function-path combine_loss.combine_loss_function) ;;
+        combine_topk) METHOD_ARGS=(--conversation-method combine --hint-judge-type "${HINT_JUDGE:-llm}"
+                                   --rollout-function-path openclaw_combine_rollout.generate_rollout_openclaw_combine
+                                   "${GRPO_ARGS[@]}" --loss-type custom_loss
+                                   --custom-loss-function-path combine_topk_loss.combine_topk_loss_function
+                                   "${TOPK_ARGS[@]}") ;;
+        *) echo "error: unknown method '$1' (rl, opd, opd_topk, combine, combine_topk)" >&2; exit 2 ;;
+    esac
+}
+
+# Integers only; ranges and the combination are checked by slime.launch, with the variable names in its messages.
+check_layout_numbers() {
+    local name
+    for name in NUM_GPUS NNODES NODE_RANK ACTOR_GPUS ROLLOUT_GPUS ROLLOUT_TP PRM_GPUS PRM_TP TRAIN_TP MASTER_PORT; do
+        if ! [[ "${!name}" =~ ^[0-9]+$ ]]; then
+            echo "error: $name must be a non-negative integer, got '${!name}'" >&2; exit 2
+        fi
+    done
+}
+
+# Everything but the method: run_conversation_trainer <full|lora> <method> [extra trainer flags]
+# Defaults of the layout variables are set by the calling script before this runs.
 run_conversation_trainer() {
-    local name=$1 variant=$2 tp tokens interval
+    local variant=$1 method=$2 tokens interval name
     shift 2
     HF_CKPT=${HF_CKPT:?set HF_CKPT to a Qwen3-4B checkpoint folder}
     PRM_MODEL_PATH=${PRM_MODEL_PATH:-$HF_CKPT}
-    check_layout
-    cd "$ROOT"
+    NNODES=${NNODES:-1} NODE_RANK=${NODE_RANK:-0} MASTER_ADDR=${MASTER_ADDR:-127.0.0.1}
+    MASTER_PORT=${MASTER_PORT:-29500} TRAIN_TP=${TRAIN_TP:-1} ROLLOUT_ENGINE=${ROLLOUT_ENGINE:-sglang}
+    ROLLOUT_TP=${ROLLOUT_TP:-${TP:-$DEFAULT_ENGINE_TP}}  # TP: the name older scripts used
+    PRM_TP=${PRM_TP:-$ROLLOUT_TP}
+    export NNODES NODE_RANK MASTER_ADDR MASTER_PORT
+    check_layout_numbers
+    method_args "$method"
+    name=${SCRIPT_NAME#run_}
+    name=${name//_/-}
     local extra=()
     if [ "$variant" = lora ]; then
-        tp=${TP:-1} tokens=${MAX_TOKENS_PER_GPU:-8192} interval=1 extra=("${LORA_ARGS[@]}")
+        tokens=${MAX_TOKENS_PER_GPU:-8192} interval=1
+        extra=(--train-backend fsdp "${LORA_ARGS[@]}")
     else
-        tp=${TP:-2} tokens=${MAX_TOKENS_PER_GPU:-32768} interval=100
+        tokens=${MAX_TOKENS_PER_GPU:-32768} interval=100
+        extra=(--train-backend "${TRAIN_BACKEND:-fsdp}")
     fi
-    # shellcheck disable=SC2046  # prm_args prints words on purpose
-    launch torchrun --nproc_per_node="$ACTOR_GPUS" --master_port "${MASTER_PORT:-29500}" slime/train_async.py \
+    cd "$ROOT"
+    local launcher=(python -m slime.launch)
+    if [ "${DRY_RUN:-0}" = 1 ]; then
+        launcher+=(--dry-run)
+    fi
+    exec "${launcher[@]}" slime/train_async.py \
         --hf-checkpoint "$HF_CKPT" --ref-load "$HF_CKPT" --save "${SAVE_CKPT:-$ROOT/ckpt/$name}" \
-        --save-interval "$interval" --actor-num-nodes 1 --actor-num-gpus-per-node "$ACTOR_GPUS" \
-        --rollout-num-gpus "$ROLLOUT_GPUS" --num-gpus-per-node "$NUM_GPUS" --rollout-num-gpus-per-engine "$tp" \
-        "${ROLLOUT_ARGS[@]}" "${OPTIMIZER_ARGS[@]}" \
+        --save-interval "$interval" \
+        --actor-num-nodes "$NNODES" --actor-num-gpus-per-node "$ACTOR_GPUS" --num-gpus-per-node "$NUM_GPUS" \
+        --tensor-model-parallel-size "$TRAIN_TP" \
+        --rollout-engine "$ROLLOUT_ENGINE" --rollout-num-gpus "$ROLLOUT_GPUS" --rollout-num-gpus-per-engine "$ROLLOUT_TP" \
+        --prm-enable --prm-num-gpus "$PRM_GPUS" --prm-num-gpus-per-engine "$PRM_TP" --prm-model-path "$PRM_MODEL_PATH" \
+        --prm-type llm --prm-m "${PRM_M:-3}" --prm-temperature "${PRM_TEMPERATURE:-0.6}" \
+        --prm-max-new-tokens "${PRM_MAX_NEW_TOKENS:-4096}" \
+        "${SGLANG_ARGS[@]}" "${ROLLOUT_ARGS[@]}" "${OPTIMIZER_ARGS[@]}" \
         --use-dynamic-batch-size --max-tokens-per-gpu "$tokens" --gradient-checkpointing \
-        $(prm_args "${PRM_TP:-$tp}") --device cuda "${extra[@]}" "$@"
+        --device cuda "${extra[@]}" "${METHOD_ARGS[@]}" "$@"
 }

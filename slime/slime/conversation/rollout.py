@@ -73,6 +73,11 @@ class ConversationDataSource:
                       "--teacher-engine-url", teacher_url,
                       "--teacher-temperature", str(args.rollout_temperature or 1.0),
                       "--distill-topk", str(args.distill_topk or 0)]
+        engine_key = os.environ.get("SLIME_ENGINE_API_KEY")
+        if engine_key and (needs_judge_engine or method != "rl") and not args.prm_engine_url:
+            # our judge/teacher engines require the engines' key too; the proxy sends a separate judge key to a
+            # --judge-engine-url (an outside judge never gets the engines' key)
+            extra += ["--judge-api-key", engine_key]
         self.proxy = ProxyProcess(engine_url, self.store_path, *extra, judge=args.prm_type, host=args.proxy_host,
                                   port=args.proxy_port, api_key=os.environ.get("OPENCLAW_PROXY_API_KEY") or None,
                                   log_path=run_dir / "proxy.log", ready_timeout=300)
@@ -89,8 +94,22 @@ class ConversationDataSource:
             return args.prm_engine_url
         if not args.prm_enable:
             return args.engine_urls[0]  # the policy engine judges its own turns
-        from slime.engine.launch import EngineProcess
         from slime.models import resolve_model_path
+
+        if args.prm_engine != "embedded":
+            # SGLang/vLLM judges on the layout's PRM GPUs: the trainer starts them on every node (rank 0 gets the
+            # group, which the trainer stops); without a trainer, start this node's here and stop them on close
+            group = getattr(args, "judge_engines", None)
+            if group is None:
+                from slime.training.engines import start_judge_engines
+
+                group = self.judge_engine = start_judge_engines(args, resolve_model_path(args.prm_model_path),
+                                                                run_dir)
+            if len(group.urls) > 1:
+                log.warning("%d judge engines without a router (%s): the proxy uses the first, %s", len(group.urls),
+                            group.kind, group.url)
+            return group.url
+        from slime.engine.launch import EngineProcess
         from slime.training.engines import engine_device_args
 
         # a frozen copy: it never receives weight updates, so judging stays consistent across steps

@@ -49,6 +49,12 @@ __all__ = [
     "should_retry",
 ]
 
+DIALECTS = ("sglang", "vllm")  # what the engine speaks; vllm is translated (slime.engine.vllm_dialect)
+
+
+def engine_dialect(kind: str) -> str:
+    """The client dialect for an engine kind (--rollout-engine / --prm-engine): all but vLLM speak SGLang's."""
+    return "vllm" if kind == "vllm" else "sglang"
 DEFAULT_CONNECT_TIMEOUT = 10.0
 DEFAULT_READ_TIMEOUT = 600.0
 RETRY_AFTER_CAP = 30.0
@@ -398,7 +404,8 @@ def _json_or_message(response: httpx.Response) -> Any:
 def _check_update(response: httpx.Response) -> dict:
     payload = _json_payload(response)
     if not isinstance(payload, dict) or payload.get("success") is not True:
-        message = payload.get("message") if isinstance(payload, dict) else None
+        # SGLang's weight routes say {"message"}, its LoRA routes {"error_message"}
+        message = (payload.get("message") or payload.get("error_message")) if isinstance(payload, dict) else None
         raise EngineError(str(message or "weight update failed"), error_type="update_failed", body=payload)
     return payload
 
@@ -470,6 +477,41 @@ def _update_weights_call(model_path: str, weight_version: str | int | None) -> _
     return _Call("POST", "/update_weights_from_disk", body, idempotent=False, parse=_check_update)
 
 
+def _lora_load_call(lora_name: str, lora_path: str) -> _Call:
+    return _Call("POST", "/load_lora_adapter", {"lora_name": lora_name, "lora_path": lora_path}, idempotent=False,
+                 parse=_check_update)
+
+
+def _lora_unload_call(lora_name: str) -> _Call:
+    return _Call("POST", "/unload_lora_adapter", {"lora_name": lora_name}, idempotent=False, parse=_check_update)
+
+
+# SGLang's distributed weight update (GPU): the engine joins an NCCL group that the trainer opened, then receives
+# each bucket of tensors by broadcast from trainer rank 0. None of these may be resent: the engine may already be
+# inside a collective.
+def _init_group_call(master_address: str, master_port: int, rank_offset: int, world_size: int,
+                     group_name: str, backend: str) -> _Call:
+    body = {"master_address": master_address, "master_port": int(master_port), "rank_offset": int(rank_offset),
+            "world_size": int(world_size), "group_name": group_name, "backend": backend}
+    return _Call("POST", "/init_weights_update_group", body, idempotent=False, parse=_check_update)
+
+
+def _update_distributed_call(names: Sequence[str], dtypes: Sequence[str], shapes: Sequence[Sequence[int]],
+                             group_name: str, weight_version: str | int | None, flush_cache: bool) -> _Call:
+    if not len(names) == len(dtypes) == len(shapes):
+        raise ValueError(f"names, dtypes and shapes differ in length: {len(names)}, {len(dtypes)}, {len(shapes)}")
+    body = {"names": list(names), "dtypes": list(dtypes), "shapes": [[int(d) for d in s] for s in shapes],
+            "group_name": group_name, "flush_cache": flush_cache}
+    if weight_version is not None:
+        body["weight_version"] = str(weight_version)
+    return _Call("POST", "/update_weights_from_distributed", body, idempotent=False, parse=_check_update)
+
+
+def _destroy_group_call(group_name: str) -> _Call:
+    return _Call("POST", "/destroy_weights_update_group", {"group_name": group_name}, idempotent=False,
+                 parse=_check_update)
+
+
 _FLUSH_CACHE = _Call("POST", "/flush_cache", parse=_json_or_message)
 _MODELS = _Call("GET", "/v1/models")
 _MODEL_INFO = _Call("GET", "/get_model_info")
@@ -504,7 +546,11 @@ class _ClientBase:
         timeout: float | httpx.Timeout | None = DEFAULT_READ_TIMEOUT,
         retry: RetryPolicy = RetryPolicy(),
         max_connections: int = 256,
+        dialect: str = "sglang",
     ):
+        if dialect not in DIALECTS:
+            raise ValueError(f"dialect must be one of {DIALECTS}, got {dialect!r}")
+        self.dialect = dialect
         if "://" not in base_url:
             base_url = "http://" + base_url
         self.base_url = base_url.rstrip("/")
@@ -525,6 +571,28 @@ class _ClientBase:
 
     def _request(self, call: _Call) -> httpx.Request:
         return self._http.build_request(call.method, call.path, json=call.body)
+
+    def _translate(self, call: _Call) -> _Call:
+        if self.dialect == "vllm":
+            from slime.engine.vllm_dialect import vllm_call
+
+            return vllm_call(call)
+        return call
+
+    def _update_steps(self, model_path: str, weight_version) -> tuple[list[_Call], _Call | None]:
+        """The calls of one update from disk, and the one that must run even when they fail."""
+        if self.dialect == "vllm":
+            from slime.engine.vllm_dialect import vllm_update_calls
+
+            return vllm_update_calls(model_path, weight_version)
+        return [_update_weights_call(model_path, weight_version)], None
+
+    @staticmethod
+    def _update_result(results: list, model_path: str, weight_version) -> dict:
+        if len(results) == 1:
+            return results[0]
+        return {"success": True, "message": f"reloaded {model_path}", "weight_version":
+                None if weight_version is None else str(weight_version)}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.base_url!r})"
@@ -574,7 +642,37 @@ class AsyncEngineClient(_ClientBase):
 
     async def update_weights_from_disk(self, model_path: str, weight_version: str | int | None = None) -> dict:
         """Load new weights; never resent once it may have been delivered. Raises EngineError unless success."""
-        return await self._call(_update_weights_call(model_path, weight_version))
+        steps, always = self._update_steps(model_path, weight_version)
+        try:
+            results = [await self._send_call(step) for step in steps]
+        finally:
+            if always is not None:
+                await self._send_call(always)
+        return self._update_result(results, model_path, weight_version)
+
+    async def load_lora_adapter(self, lora_name: str, lora_path: str) -> dict:
+        """Load a PEFT adapter folder under `lora_name` (SGLang needs --enable-lora); requests pick it by name."""
+        return await self._call(_lora_load_call(lora_name, lora_path))
+
+    async def unload_lora_adapter(self, lora_name: str) -> dict:
+        return await self._call(_lora_unload_call(lora_name))
+
+    async def init_weights_update_group(self, master_address: str, master_port: int, rank_offset: int,
+                                        world_size: int, group_name: str = "weight_update_group",
+                                        backend: str = "nccl") -> dict:
+        """Make the engine join the trainer's weight-broadcast group; returns once the group has formed."""
+        return await self._call(_init_group_call(master_address, master_port, rank_offset, world_size, group_name,
+                                                 backend))
+
+    async def update_weights_from_distributed(self, names, dtypes, shapes, group_name: str = "weight_update_group",
+                                              weight_version: str | int | None = None,
+                                              flush_cache: bool = True) -> dict:
+        """Receive one bucket of tensors broadcast from group rank 0, in `names` order; returns once loaded."""
+        return await self._call(_update_distributed_call(names, dtypes, shapes, group_name, weight_version,
+                                                         flush_cache))
+
+    async def destroy_weights_update_group(self, group_name: str = "weight_update_group") -> dict:
+        return await self._call(_destroy_group_call(group_name))
 
     async def flush_cache(self) -> dict:
         return await self._call(_FLUSH_CACHE)
@@ -609,6 +707,9 @@ class AsyncEngineClient(_ClientBase):
             await asyncio.sleep(min(interval, max(deadline - time.monotonic(), 0.0)))
 
     async def _call(self, call: _Call) -> Any:
+        return await self._send_call(self._translate(call))
+
+    async def _send_call(self, call: _Call) -> Any:
         return call.finish(await self._send(call, stream=False))
 
     async def _send(self, call: _Call, stream: bool) -> httpx.Response:
@@ -633,6 +734,7 @@ class AsyncEngineClient(_ClientBase):
             await asyncio.sleep(delay)
 
     async def _stream(self, call: _Call) -> AsyncIterator[dict]:
+        call = self._translate(call)
         response = await self._send(call, stream=True)
         try:
             # No retries from here on: the engine is already producing output.
@@ -692,7 +794,31 @@ class EngineClient(_ClientBase):
         return self._call(_score_call(prompt_ids, response_ids, temperature, top_logprobs_num))
 
     def update_weights_from_disk(self, model_path: str, weight_version: str | int | None = None) -> dict:
-        return self._call(_update_weights_call(model_path, weight_version))
+        steps, always = self._update_steps(model_path, weight_version)
+        try:
+            results = [self._send_call(step) for step in steps]
+        finally:
+            if always is not None:
+                self._send_call(always)
+        return self._update_result(results, model_path, weight_version)
+
+    def load_lora_adapter(self, lora_name: str, lora_path: str) -> dict:
+        return self._call(_lora_load_call(lora_name, lora_path))
+
+    def unload_lora_adapter(self, lora_name: str) -> dict:
+        return self._call(_lora_unload_call(lora_name))
+
+    def init_weights_update_group(self, master_address: str, master_port: int, rank_offset: int, world_size: int,
+                                  group_name: str = "weight_update_group", backend: str = "nccl") -> dict:
+        return self._call(_init_group_call(master_address, master_port, rank_offset, world_size, group_name,
+                                           backend))
+
+    def update_weights_from_distributed(self, names, dtypes, shapes, group_name: str = "weight_update_group",
+                                        weight_version: str | int | None = None, flush_cache: bool = True) -> dict:
+        return self._call(_update_distributed_call(names, dtypes, shapes, group_name, weight_version, flush_cache))
+
+    def destroy_weights_update_group(self, group_name: str = "weight_update_group") -> dict:
+        return self._call(_destroy_group_call(group_name))
 
     def flush_cache(self) -> dict:
         return self._call(_FLUSH_CACHE)
@@ -725,6 +851,9 @@ class EngineClient(_ClientBase):
             time.sleep(min(interval, max(deadline - time.monotonic(), 0.0)))
 
     def _call(self, call: _Call) -> Any:
+        return self._send_call(self._translate(call))
+
+    def _send_call(self, call: _Call) -> Any:
         return call.finish(self._send(call, stream=False))
 
     def _send(self, call: _Call, stream: bool) -> httpx.Response:
@@ -749,6 +878,7 @@ class EngineClient(_ClientBase):
             time.sleep(delay)
 
     def _stream(self, call: _Call) -> Iterator[dict]:
+        call = self._translate(call)
         response = self._send(call, stream=True)
         try:
             for line in response.iter_lines():

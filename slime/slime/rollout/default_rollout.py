@@ -17,7 +17,8 @@ Eval rollouts (`evaluation=True`) generate once per `--eval-prompt-data` prompt 
 `--n-samples-per-eval-prompt`) with the eval sampling settings and no filter.
 
 Where the engines are: `args.engine_urls` (set by the trainer), else `--rollout-external-engine-addrs`,
-else `args.sglang_router_ip/port`. Hooks come from `args.hooks` (loaded callables, keyed by the attribute
+else `args.sglang_router_ip/port`. In flight: `--sglang-server-concurrency` per engine, engines behind a router
+included (`args.num_engine_workers`, set by the trainer). Hooks come from `args.hooks` (loaded callables, keyed by the attribute
 name `custom_rm_path` or the flag `--custom-rm-path`), else the dotted path on `args` is imported.
 
 `generate_rollout` is a plain function: it runs `generate_rollout_async` in its own event loop (in a
@@ -39,12 +40,13 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from slime.engine.client import AsyncEngineClient
+from slime.engine.client import AsyncEngineClient, engine_dialect
 from slime.rollout.data_source import load_prompt_samples, load_tokenizer, render_prompt
 from slime.utils.types import DynamicFilterOutput, RolloutFnEvalOutput, RolloutFnTrainOutput, Sample
 
 __all__ = [
     "close_engine_clients",
+    "engine_count",
     "engine_urls",
     "eval_rollout_async",
     "generate",
@@ -55,6 +57,7 @@ __all__ = [
     "get_engine_client",
     "get_hook",
     "sampling_params_from_args",
+    "total_concurrency",
 ]
 
 log = logging.getLogger(__name__)
@@ -116,6 +119,28 @@ def _concurrency(args) -> int:
     return int(getattr(args, "sglang_server_concurrency", None) or DEFAULT_CONCURRENCY)
 
 
+def engine_count(args) -> int:
+    """Engines serving generation. A router is one URL but N engines: the trainer sets `args.num_engine_workers`;
+    for an upstream-style router address (`sglang_router_ip`) the layout's engine count is used; else one per URL."""
+    count = getattr(args, "num_engine_workers", None)
+    if count:
+        return int(count)
+    urls = getattr(args, "engine_urls", None) or getattr(args, "rollout_external_engine_addrs", None)
+    if not urls and getattr(args, "sglang_router_ip", None) and getattr(args, "rollout_num_gpus", None):
+        return max(1, args.rollout_num_gpus // (getattr(args, "rollout_num_gpus_per_engine", None) or 1))
+    return len(engine_urls(args))
+
+
+def total_concurrency(args) -> int:
+    """Requests in flight in one rollout: --sglang-server-concurrency per engine, over every engine."""
+    return _concurrency(args) * engine_count(args)
+
+
+def _connections_per_url(args) -> int:
+    # round-robin spreads requests evenly over the URLs; a router URL carries all its engines' share
+    return math.ceil(total_concurrency(args) / len(engine_urls(args)))
+
+
 def get_engine_client(args, url: str | None = None) -> AsyncEngineClient:
     """The running loop's client for `url`, or for the next engine in round-robin order.
 
@@ -132,7 +157,8 @@ def get_engine_client(args, url: str | None = None) -> AsyncEngineClient:
             url,
             api_key=getattr(args, "engine_api_key", None),
             timeout=getattr(args, "rollout_request_timeout", None) or DEFAULT_REQUEST_TIMEOUT,
-            max_connections=_concurrency(args),
+            max_connections=_connections_per_url(args),
+            dialect=engine_dialect(getattr(args, "rollout_engine", "embedded")),
         )
         per_loop[url] = client
     return client
@@ -257,7 +283,7 @@ class _RolloutState:
     """Per-call state shared by the tasks of one rollout."""
 
     def __init__(self, args):
-        self.semaphore = asyncio.Semaphore(_concurrency(args) * len(engine_urls(args)))
+        self.semaphore = asyncio.Semaphore(total_concurrency(args))
         self.aborted = False
 
 

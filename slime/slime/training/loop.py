@@ -28,11 +28,11 @@ from slime.backends.fsdp.parallel import barrier, broadcast_object, init_distrib
 from slime.rollout import RolloutInterrupted
 from slime.training import checkpoint
 from slime.training.advantages import attach_advantages
-from slime.training.engines import RolloutEngines
+from slime.training.engines import RolloutEngines, start_node_engines
 from slime.training.tracking import Tracker, console_line
 from slime.training.train_data import (flatten, post_process_rewards, rollout_metrics, shard_for_ranks, to_rows,
                                        trim_to_steps)
-from slime.training.weight_sync import WeightPublisher
+from slime.training.weight_sync import make_publisher
 from slime.utils.ppo_utils import SingletonGroupTracker
 from slime.utils.types import RolloutFnTrainOutput
 
@@ -59,10 +59,10 @@ class StopFlag:
 class RolloutProducer:
     """Rank 0: turns the rollout function's output into per-rank rows, synchronously or one step ahead."""
 
-    def __init__(self, args, data_source, world_size: int):
+    def __init__(self, args, data_source, dp_size: int):
         self.args = args
         self.data_source = data_source
-        self.world_size = world_size
+        self.dp_size = dp_size  # one shard per data-parallel rank (tensor-parallel peers share it)
         self.rollout_fn = args.hooks["rollout_function_path"]
         self.tracker = SingletonGroupTracker()
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rollout")
@@ -88,7 +88,7 @@ class RolloutProducer:
         metrics.update(rollout_metrics(rows, samples))
         metrics.update(output.metrics or {})
         metrics["perf/rollout_time"] = time.perf_counter() - started
-        return shard_for_ranks(rows, self.args.global_batch_size, self.world_size), metrics
+        return shard_for_ranks(rows, self.args.global_batch_size, self.dp_size), metrics
 
     def start(self, rollout_id: int):
         """Begin generating `rollout_id` in the background (async mode)."""
@@ -157,20 +157,41 @@ def train_on_rollout(args, actor: FSDPActor, rows: list[dict], dist) -> list[dic
                 row["ref_log_probs"] = lp
         if args.loss_type != "sft_loss":
             attach_advantages(args, rows, dist.device)
-    local = args.global_batch_size // dist.world_size
+    local = args.global_batch_size // actor.dp_size
     return [actor.train_step(rows[s : s + local], args.global_batch_size) for s in range(0, len(rows), local)]
+
+
+def _model_parallel_size(args) -> int:
+    """Ranks that hold one copy of the model (TP x PP x CP; PP and CP > 1 only exist on the megatron backend)."""
+    return ((getattr(args, "tensor_model_parallel_size", 1) or 1) * (getattr(args, "pipeline_model_parallel_size", 1) or 1)
+            * (getattr(args, "context_parallel_size", 1) or 1))
+
+
+def _build_actor(args, dist, model_path: str, tokenizer, resume):
+    """The --train-backend: FSDPActor, or MegatronActor (megatron-core, imported only when asked for)."""
+    if args.train_backend == "megatron":
+        from slime.backends.megatron.actor import MegatronActor
+
+        return MegatronActor(args, dist, model_path, tokenizer, resume_dir=resume)
+    return FSDPActor(args, dist, model_path, tokenizer, resume_dir=resume)
 
 
 def main(mode: str, argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(name)s: %(message)s", stream=sys.stdout)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per engine request otherwise
     from slime.models import resolve_model_path
-    from slime.utils.arguments import parse_args
+    from slime.backends.fsdp.parallel import data_parallel_size
+    from slime.utils.arguments import build_parser, validate_args
     from slime.utils.hooks import load_hooks
 
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    args = parse_args(argv, mode=mode, world_size=world_size)
-    dist = init_distributed(args.device)
+    args = build_parser().parse_args(argv)
+    try:  # batches are split over data-parallel ranks: ranks / tensor-parallel size
+        dp_size = data_parallel_size(world_size, _model_parallel_size(args))
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    args = validate_args(args, mode=mode, world_size=dp_size)
+    dist = init_distributed(args.device, args.distributed_timeout_minutes)
     # derived output folders contain a timestamp: every rank must use rank 0's
     for name, value in broadcast_object({k: getattr(args, k, None) for k in _SHARED_DIRS}).items():
         setattr(args, name, value)
@@ -192,23 +213,28 @@ def main(mode: str, argv: list[str] | None = None) -> int:
     meta = checkpoint.load_meta(resume) if resume else None
     if meta and meta["world_size"] != dist.world_size:
         raise SystemExit(f"--load {resume}: written by {meta['world_size']} ranks, resuming with {dist.world_size}")
-    actor = FSDPActor(args, dist, str(model_path), tokenizer, resume_dir=resume)
+    actor = _build_actor(args, dist, str(model_path), tokenizer, resume)
     start_rollout = 0
     if resume:
         actor.load_training_state(resume)
         checkpoint.restore_rng(resume, dist.rank)
         start_rollout = meta["next_rollout_id"]
-    log.info("rank %d/%d: %s, %d trainable parameters, strategy %s, %s", dist.rank, dist.world_size,
-             model_path.name, actor.num_trainable, actor.strategy, "resumed from " + str(resume) if resume else "fresh")
+    log.info("rank %d/%d: %s, %d trainable parameters, %s, %s", dist.rank, dist.world_size,
+             model_path.name, actor.num_trainable, actor.parallel_description, "resumed from " + str(resume) if resume else "fresh")
 
     stop = StopFlag()
     args.stop_flag = stop  # rollout functions that wait for live traffic check it
-    engines = producer = publisher = None
+    engines = node_engines = producer = publisher = None
     tracker = Tracker(args, run_dir, enabled=dist.is_main)
     try:
+        # collective: every node's local rank 0 starts its node's SGLang/vLLM engines, rank 0 gets all (+ routers)
+        node_engines = start_node_engines(args, run_dir, dist, model_path)
         if dist.is_main:
-            engines = RolloutEngines(args, model_path, run_dir)
+            engines = RolloutEngines(args, model_path, run_dir, started=node_engines.get("rollout"))
             args.engine_urls = engines.urls
+            args.num_engine_workers = engines.num_workers  # a router is one URL for N engines (concurrency)
+            args.engine_api_key = os.environ.get("SLIME_ENGINE_API_KEY") or None
+            args.judge_engines = node_engines.get("prm")  # the conversation data source's judge/teacher
             data_source = args.hooks["data_source_path"](args)
             if resume and (state := checkpoint.load_data_source_state(resume)) is not None:
                 data_source.load_state_dict(state)
@@ -216,11 +242,12 @@ def main(mode: str, argv: list[str] | None = None) -> int:
         else:
             data_source, start_version = None, 0
         start_version = broadcast_object(start_version)
-        publisher = WeightPublisher(args, engines.urls if engines else [], dist.is_main, start_version)
+        # every engine gets the weights directly, never through a router (engines.worker_urls)
+        publisher = make_publisher(args, engines, dist.is_main, start_version)
         if resume:
             publisher.publish(actor)  # engines must serve the resumed policy, not the base model
         if dist.is_main:
-            producer = RolloutProducer(args, data_source, dist.world_size)
+            producer = RolloutProducer(args, data_source, actor.dp_size)
         _run(args, mode, actor, dist, producer, publisher, tracker, stop, start_rollout)
     finally:
         if producer is not None:
@@ -229,6 +256,8 @@ def main(mode: str, argv: list[str] | None = None) -> int:
             publisher.close()
         if engines is not None:
             engines.stop()
+        if node_engines is not None:
+            node_engines.stop()
         tracker.close()
     return 0
 
@@ -261,7 +290,7 @@ def _run(args, mode, actor, dist, producer, publisher, tracker, stop, start_roll
         shards = broadcast_object(shards)
         if shards is None:  # interrupted while waiting for data: nothing to train, stop cleanly
             break
-        rows = shards[dist.rank]
+        rows = shards[actor.dp_rank]
         train_started = time.perf_counter()
         step_metrics = train_on_rollout(args, actor, rows, dist)
         train_time = time.perf_counter() - train_started

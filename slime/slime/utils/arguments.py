@@ -28,34 +28,38 @@ DEFAULT_ROLLOUT_FUNCTION = "slime.rollout.default_rollout.generate_rollout"
 DEFAULT_DATA_SOURCE = "slime.rollout.data_source.RolloutDataSource"
 DEFAULT_LORA_TARGETS = "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"
 BUILTIN_MODEL_NAMES = ("tiny", "smollm2")  # see slime.models.registry.resolve_model_path
-MEGATRON_UNAVAILABLE = ("--train-backend megatron is not available yet (reserved for the Megatron backend "
-                        "issue); use --train-backend fsdp")
+MEGATRON_UNAVAILABLE = ("--train-backend megatron needs megatron-core, which is not installed: "
+                        "pip install 'slime[megatron]' (pins megatron-core==0.16.1), or use --train-backend fsdp")
 
-# Megatron/SGLang performance knobs that OpenClaw scripts pass: accepted so the scripts parse, no effect
-# on the fsdp backend. dest -> default (a value different from the default is reported once).
+# Megatron/SGLang knobs that OpenClaw scripts pass and neither backend acts on: accepted so the scripts
+# parse. dest -> default (a value different from the default is reported once).
 IGNORED_ON_FSDP = {
-    "tensor_model_parallel_size": 1,
-    "sequence_parallel": False,
-    "pipeline_model_parallel_size": 1,
-    "context_parallel_size": 1,
     "expert_model_parallel_size": 1,
     "expert_tensor_parallel_size": None,
-    "recompute_granularity": None,
-    "recompute_method": None,
-    "recompute_num_layers": None,
-    "attention_dropout": None,
+    "attention_dropout": None,  # dropout is always 0 (RL fine-tuning)
     "hidden_dropout": None,
-    "accumulate_allreduce_grads_in_fp32": False,
-    "attention_softmax_in_fp32": False,
+    "attention_softmax_in_fp32": False,  # the megatron backend always computes softmax in fp32
     "attention_backend": None,
     "log_probs_chunk_size": None,
     "balance_data": False,
+    "megatron_to_hf_mode": None,  # conversion is always slime.backends.megatron.convert
+}
+# Flags the megatron backend acts on and the fsdp backend does not (reported as ignored there).
+# --tensor-model-parallel-size is real on both backends.
+MEGATRON_ONLY = {
+    "sequence_parallel": False,
+    "recompute_granularity": None,
+    "recompute_method": None,
+    "recompute_num_layers": None,
+    "accumulate_allreduce_grads_in_fp32": False,
     "optimizer_cpu_offload": False,
     "overlap_cpu_optimizer_d2h_h2d": False,
     "use_precision_aware_optimizer": False,
-    "megatron_to_hf_mode": None,
-    "rotary_base": None,
-    "norm_epsilon": None,
+    "transformer_impl": None,
+    # MODEL_ARGS: checked against the HF config by the megatron backend
+    "num_layers": None, "hidden_size": None, "ffn_hidden_size": None, "num_attention_heads": None,
+    "num_query_groups": None, "kv_channels": None, "vocab_size": None, "rotary_base": None, "norm_epsilon": None,
+    "qk_layernorm": False, "untie_embeddings_and_output_weights": False,
 }
 
 
@@ -106,9 +110,16 @@ def build_parser() -> argparse.ArgumentParser:
     _add_prm_flags(p.add_argument_group("PRM / judge engines (OpenClaw)"))
     _add_conversation_flags(p.add_argument_group("conversation proxy (OpenClaw)"))
     _add_logging_flags(p.add_argument_group("logging"))
+    _add_parallel_flags(p.add_argument_group(
+        "model parallelism and memory (Megatron flags)",
+        "--tensor-model-parallel-size works on both backends; the rest needs --train-backend megatron."))
+    _add_megatron_model_flags(p.add_argument_group(
+        "MODEL_ARGS (megatron backend)",
+        "Architecture flags of slime/scripts/models/*.sh; the model is built from --hf-checkpoint's config and "
+        "these must agree with it."))
     _add_ignored_flags(p.add_argument_group(
-        "accepted for compatibility, no effect on the fsdp backend",
-        "Megatron/SGLang performance knobs used by the OpenClaw scripts; parsed and ignored."))
+        "accepted for compatibility, no effect",
+        "Megatron/SGLang knobs used by the OpenClaw scripts that neither backend acts on; parsed and ignored."))
     return p
 
 
@@ -127,6 +138,9 @@ def _add_cluster_flags(g):
                    help="data-parallel wrapper; auto picks DDP for tiny models, FSDP2 otherwise")
     g.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
                    help="training device; auto = cuda when available")
+    # engine ports of a GPU job (slime.launch.layout): router on the base port, engine i on base + 10 * (i + 1)
+    g.add_argument("--rollout-base-port", type=int, default=15000, help="policy router port; engines above it")
+    g.add_argument("--prm-base-port", type=int, default=25000, help="judge router port; judge engines above it")
 
 
 def _add_checkpoint_flags(g):
@@ -140,9 +154,39 @@ def _add_checkpoint_flags(g):
 
 
 def _add_engine_flags(g):
+    import shlex
+
+    g.add_argument("--rollout-engine", choices=["embedded", "sglang", "vllm"], default="embedded",
+                   help="what serves the policy: our embedded engine (CPU or one GPU), SGLang servers or vLLM "
+                        "servers pinned to the --rollout-num-gpus GPUs; with --rollout-external-engine-addrs, "
+                        "which protocol the running engines speak")
+    g.add_argument("--prm-engine", choices=["embedded", "sglang", "vllm"], default=None,
+                   help="what serves the judge/teacher with --prm-enable (default: --rollout-engine)")
     g.add_argument("--rollout-external-engine-addrs", nargs="+", default=None, metavar="URL",
                    help="attach to running engines (http(s)://host:port) instead of starting the embedded one")
     g.add_argument("--engine-threads", type=int, default=1, help="torch threads of an embedded engine")
+    g.add_argument("--sglang-mem-fraction-static", type=float, default=None,
+                   help="SGLang --mem-fraction-static (weights + KV cache share of GPU memory; vLLM: "
+                        "--gpu-memory-utilization)")
+    g.add_argument("--sglang-context-length", type=int, default=None,
+                   help="SGLang --context-length (vLLM: --max-model-len)")
+    g.add_argument("--sglang-reasoning-parser", default=None, help="SGLang/vLLM --reasoning-parser (e.g. qwen3)")
+    g.add_argument("--sglang-tool-call-parser", default=None, help="SGLang/vLLM --tool-call-parser (e.g. qwen25)")
+    g.add_argument("--sglang-router-policy", default="cache_aware",
+                   choices=["cache_aware", "round_robin", "random", "power_of_two"],
+                   help="sglang-router --policy in front of several SGLang engines")
+    g.add_argument("--sglang-router-port", type=int, default=None,
+                   help="fixed port of the policy router (default: the layout's router port)")
+    g.add_argument("--sglang-extra-args", type=shlex.split, default=[], metavar="'ARGS'",
+                   help="more sglang.launch_server flags as one string; write it with '=' when it is a "
+                        "single flag: --sglang-extra-args=--enable-metrics")
+    g.add_argument("--vllm-extra-args", type=shlex.split, default=[], metavar="'ARGS'",
+                   help="more `vllm serve` flags as one string (--vllm-extra-args=--enforce-eager)")
+    g.add_argument("--update-weight-transport", choices=["disk", "distributed"], default="disk",
+                   help="disk: write each version to --update-weight-disk-dir, engines reload it (default, any "
+                        "engine); distributed: NCCL broadcast to SGLang engines (GPU only)")
+    g.add_argument("--update-weight-buffer-size", type=int, default=512 * 1024**2,
+                   help="bytes of parameters per NCCL broadcast bucket (distributed transport)")
     g.add_argument("--update-weight-disk-dir", default=None,
                    help="where published weight versions are written (default: <save or run dir>/weights)")
     g.add_argument("--keep-weight-versions", type=int, default=2,
@@ -332,18 +376,53 @@ def _add_logging_flags(g):
                    help="write each rollout's samples as JSONL to this path; '{rollout_id}' is filled in")
 
 
-def _add_ignored_flags(g):
-    for flag in ("--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--context-parallel-size",
-                 "--expert-model-parallel-size", "--expert-tensor-parallel-size", "--recompute-num-layers",
-                 "--log-probs-chunk-size"):
-        g.add_argument(flag, type=int, default=IGNORED_ON_FSDP[_dest(flag)])
-    for flag in ("--sequence-parallel", "--accumulate-allreduce-grads-in-fp32", "--attention-softmax-in-fp32",
-                 "--balance-data", "--optimizer-cpu-offload", "--overlap-cpu-optimizer-d2h-h2d",
-                 "--use-precision-aware-optimizer"):
-        g.add_argument(flag, action="store_true")
-    for flag in ("--attention-dropout", "--hidden-dropout", "--rotary-base", "--norm-epsilon"):
+def _add_parallel_flags(g):
+    g.add_argument("--tensor-model-parallel-size", type=int, default=1,
+                   help="TP size (fsdp: DTensor tensor parallel; megatron: megatron-core TP)")
+    g.add_argument("--pipeline-model-parallel-size", type=int, default=1, help="PP size (megatron backend)")
+    g.add_argument("--context-parallel-size", type=int, default=1, help="CP size (megatron backend, GPU only)")
+    g.add_argument("--sequence-parallel", action="store_true", help="sequence parallel inside TP regions")
+    g.add_argument("--recompute-granularity", choices=["full", "selective"], default=None,
+                   help="activation recompute (megatron backend; fsdp: --gradient-checkpointing)")
+    g.add_argument("--recompute-method", choices=["uniform", "block"], default=None)
+    g.add_argument("--recompute-num-layers", type=int, default=None)
+    # megatron backend: optimizer state sharded over data-parallel ranks; always on upstream, switchable here
+    g.add_argument("--use-distributed-optimizer", action="store_true", default=True, help="(default)")
+    g.add_argument("--disable-distributed-optimizer", dest="use_distributed_optimizer", action="store_false")
+    g.add_argument("--optimizer-cpu-offload", action="store_true", help="megatron backend: Adam state and step on CPU")
+    g.add_argument("--overlap-cpu-optimizer-d2h-h2d", action="store_true")
+    g.add_argument("--use-precision-aware-optimizer", action="store_true")
+    g.add_argument("--accumulate-allreduce-grads-in-fp32", action="store_true")
+    g.add_argument("--transformer-impl", choices=["transformer_engine", "local"], default=None,
+                   help="megatron layer spec (default: transformer_engine when installed, else local)")
+    # ranks other than a node's engine starter wait in a collective while engines load (minutes on GPU nodes):
+    # the process-group timeout must outlast that, so the default is longer than torch's 10 minutes
+    g.add_argument("--distributed-timeout-minutes", type=int, default=60,
+                   help="timeout of the trainer's process group collectives")
+
+
+def _add_megatron_model_flags(g):
+    for flag in ("--num-layers", "--hidden-size", "--ffn-hidden-size", "--num-attention-heads", "--num-query-groups",
+                 "--kv-channels", "--vocab-size"):
+        g.add_argument(flag, type=int, default=None)
+    for flag in ("--rotary-base", "--norm-epsilon", "--rotary-percent"):
         g.add_argument(flag, type=float, default=None)
-    for flag in ("--recompute-granularity", "--recompute-method", "--attention-backend", "--megatron-to-hf-mode"):
+    for flag in ("--swiglu", "--group-query-attention", "--use-rotary-position-embeddings", "--disable-bias-linear",
+                 "--qk-layernorm", "--untie-embeddings-and-output-weights"):
+        g.add_argument(flag, action="store_true")
+    g.add_argument("--add-qkv-bias", action="store_true", help="refused: no supported model has QKV biases")
+    g.add_argument("--normalization", choices=["RMSNorm"], default=None)
+    g.add_argument("--position-embedding-type", choices=["rope"], default=None)
+
+
+def _add_ignored_flags(g):
+    for flag in ("--expert-model-parallel-size", "--expert-tensor-parallel-size", "--log-probs-chunk-size"):
+        g.add_argument(flag, type=int, default=IGNORED_ON_FSDP[_dest(flag)])
+    for flag in ("--attention-softmax-in-fp32", "--balance-data"):
+        g.add_argument(flag, action="store_true")
+    for flag in ("--attention-dropout", "--hidden-dropout"):
+        g.add_argument(flag, type=float, default=None)
+    for flag in ("--attention-backend", "--megatron-to-hf-mode"):
         g.add_argument(flag, default=None)
 
 
@@ -401,8 +480,25 @@ def _fail(message: str):
 def _check_backend(args, mode):
     if args.use_lora and args.train_backend != "fsdp":
         _fail(f"--use-lora requires --train-backend fsdp (got --train-backend {args.train_backend})")
+    for name in ("tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size"):
+        if getattr(args, name) < 1:
+            _fail(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if args.train_backend == "megatron":
-        _fail(MEGATRON_UNAVAILABLE)
+        import importlib.util
+
+        if importlib.util.find_spec("megatron") is None or importlib.util.find_spec("megatron.core") is None:
+            _fail(MEGATRON_UNAVAILABLE)
+        if args.add_qkv_bias:
+            _fail("--add-qkv-bias: the megatron backend supports Qwen3 and Llama without linear biases")
+    else:
+        for name in ("pipeline_model_parallel_size", "context_parallel_size"):
+            if getattr(args, name) > 1:
+                _fail(f"--{name.replace('_', '-')} {getattr(args, name)} needs --train-backend megatron (the fsdp "
+                      f"backend shards with FSDP2 and tensor parallel only)")
+    if args.recompute_method is not None and args.recompute_granularity != "full":
+        _fail("--recompute-method applies to --recompute-granularity full only")
+    if args.recompute_granularity == "full" and (args.recompute_method is None or args.recompute_num_layers is None):
+        _fail("--recompute-granularity full needs --recompute-method (uniform|block) and --recompute-num-layers")
     if args.colocate and mode == "async":
         _fail("--colocate cannot be used with the asynchronous loop (train_async): engines and trainer would "
               "share GPUs while generating and training at the same time; drop --colocate or use train.py")
@@ -420,7 +516,7 @@ _POSITIVE = ("actor_num_nodes", "actor_num_gpus_per_node", "rollout_num_gpus_per
              "update_weights_interval", "eval_interval", "n_samples_per_eval_prompt", "eval_max_response_len",
              "eval_max_context_len", "save_interval", "engine_threads", "keep_weight_versions", "log_interval",
              "num_epoch", "distill_topk", "prm_num_gpus_per_engine", "prm_m", "prm_max_new_tokens",
-             "prm_max_concurrency", "prm_timeout", "session_idle_ttl")
+             "prm_max_concurrency", "prm_timeout", "session_idle_ttl", "distributed_timeout_minutes")
 _NON_NEGATIVE = ("num_rollout", "rollout_num_gpus", "prm_num_gpus", "lr_warmup_iters", "lr_decay_iters",
                  "lr", "min_lr", "weight_decay", "clip_grad", "kl_loss_coef", "entropy_coef", "eps_clip",
                  "eps_clip_high", "rollout_temperature", "adam_eps")
@@ -549,6 +645,51 @@ def _check_engines(args):
         _fail(f"--rollout-num-gpus {args.rollout_num_gpus} is not a multiple of --rollout-num-gpus-per-engine "
               f"{args.rollout_num_gpus_per_engine}")
 
+    # --- which engines, and what they are asked to do (clear errors before anything starts)
+    from slime.engine.known_flags import unknown_flags
+    from slime.engine.sglang_server import RESERVED_SGLANG_FLAGS
+    from slime.engine.vllm_server import RESERVED_VLLM_FLAGS, VLLM_SCORING_TEMPERATURE
+
+    args.prm_engine = args.prm_engine or args.rollout_engine
+    distills = getattr(args, "conversation_method", "rl") in ("opd", "combine")
+    teacher_engine = args.rollout_engine if getattr(args, "self_distillation", False) else args.prm_engine
+    if distills and teacher_engine == "vllm" and (args.rollout_temperature or 1.0) != 1.0:
+        _fail(f"{VLLM_SCORING_TEMPERATURE} (the teacher scores at --rollout-temperature {args.rollout_temperature}); "
+              "serve the teacher with SGLang or the embedded engine, or use --rollout-temperature 1")
+    gpu_engine = args.rollout_engine != "embedded"
+    if gpu_engine and not args.rollout_external_engine_addrs and not args.rollout_num_gpus:
+        _fail(f"--rollout-engine {args.rollout_engine} starts its servers on GPUs: set --rollout-num-gpus "
+              "(ROLLOUT_GPUS) and --rollout-num-gpus-per-engine, or attach with --rollout-external-engine-addrs")
+    if gpu_engine and args.colocate:
+        _fail(f"--colocate with --rollout-engine {args.rollout_engine} is not supported: SGLang would have to "
+              "release and resume its GPU memory around every training step; give the engines their own GPUs")
+    if args.sglang_mem_fraction_static is not None and not 0 < args.sglang_mem_fraction_static < 1:
+        _fail(f"--sglang-mem-fraction-static must be in (0, 1), got {args.sglang_mem_fraction_static}")
+    if args.sglang_context_length is not None and args.sglang_context_length < 1:
+        _fail(f"--sglang-context-length must be >= 1, got {args.sglang_context_length}")
+    if args.sglang_router_port is not None and not 1 <= args.sglang_router_port <= 65535:
+        _fail(f"--sglang-router-port {args.sglang_router_port} is not a TCP port")
+    if args.update_weight_buffer_size < 1:
+        _fail(f"--update-weight-buffer-size must be >= 1 byte, got {args.update_weight_buffer_size}")
+    for flag, extra, reserved, package in (("--sglang-extra-args", args.sglang_extra_args, RESERVED_SGLANG_FLAGS,
+                                            "sglang"),
+                                           ("--vllm-extra-args", args.vllm_extra_args, RESERVED_VLLM_FLAGS, "vllm")):
+        clash = sorted({a.split("=", 1)[0] for a in extra} & reserved.keys())
+        if clash:
+            _fail(f"{flag} sets {', '.join(clash)}, which the trainer sets itself: use "
+                  + ", ".join(f"{reserved[c]} for {c}" for c in clash))
+        unknown = unknown_flags(package, extra)
+        if unknown:
+            logger.warning("%s: %s not defined by the %s version these flags were checked against; passing them "
+                           "through anyway", flag, ", ".join(unknown), package)
+    if args.update_weight_transport == "distributed":
+        if args.rollout_engine != "sglang":
+            _fail("--update-weight-transport distributed broadcasts over NCCL into SGLang engines: it needs "
+                  f"--rollout-engine sglang (got {args.rollout_engine}); use the default disk transport")
+        if args.use_lora:
+            _fail("--update-weight-transport distributed does not handle LoRA: use the disk transport, which "
+                  "publishes the merged weights to SGLang")
+
 
 def _check_algorithm(args):
     if args.eps_clip_high is None:
@@ -660,7 +801,10 @@ def _derive_prm(args):
 
 
 def _note_ignored(args):
-    args.ignored_flags = sorted(f"--{name.replace('_', '-')}" for name, default in IGNORED_ON_FSDP.items()
+    ignored = dict(IGNORED_ON_FSDP)
+    if args.train_backend != "megatron":
+        ignored.update(MEGATRON_ONLY)
+    args.ignored_flags = sorted(f"--{name.replace('_', '-')}" for name, default in ignored.items()
                                 if getattr(args, name) != default)
     if args.ignored_flags:
         logger.info("accepted but without effect on the %s backend: %s", args.train_backend,

@@ -3,10 +3,15 @@
 Every rank builds the same model and runs the same number of forward/backward passes per step
 (micro-batch counts are agreed with an all-reduce, because FSDP2's per-layer all-gathers are
 collectives). Losses come from `slime.utils.loss` or a custom plugin with the same contract.
+
+With `--tensor-model-parallel-size tp > 1` the ranks form a (dp, tp) mesh: each decoder block is
+sharded over the tp ranks (`tensor_parallel`), and FSDP2 (or a hand-made DDP all-reduce) runs over the
+dp ranks only. Ranks of one tp group train on the same rows; batches are split over dp ranks.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import time
@@ -14,10 +19,12 @@ from pathlib import Path
 
 import torch
 
-from slime.backends.fsdp import batching
-from slime.backends.fsdp.parallel import DistInfo, all_reduce_max, all_reduce_sum
+from slime.backends.fsdp import batching, gradients
+from slime.backends.fsdp.parallel import DistInfo, all_reduce_max, all_reduce_sum, data_parallel_size
 from slime.utils import ppo_utils
 from slime.utils.loss import BUILT_IN_LOSSES
+
+log = logging.getLogger(__name__)
 
 
 def lr_lambda(args, total_steps: int):
@@ -87,6 +94,7 @@ class FSDPActor:
         self.tokenizer = tokenizer
         self.pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.dtype = torch.bfloat16 if args.bf16 else torch.float16 if args.fp16 else torch.float32
+        self._init_layout(model_path)
         self.hf_model = self._build(model_path, resume_dir / "model" if resume_dir else None)
         self.ref_model = self._build_ref() if args.ref_model_needed and not args.use_lora else None
         self.strategy = self._strategy()
@@ -100,11 +108,40 @@ class FSDPActor:
         self.num_trainable = sum(p.numel() for p in trainable)
 
     # --- construction -------------------------------------------------------------------
+    def _init_layout(self, model_path):
+        """Data- and tensor-parallel sizes, ranks and groups (validated before any weights are loaded)."""
+        self.dp_size = data_parallel_size(self.dist.world_size, getattr(self.args, "tensor_model_parallel_size", None))
+        self.tp_size = self.dist.world_size // self.dp_size
+        self.dp_rank, self.tp_rank = divmod(self.dist.rank, self.tp_size)
+        self.mesh = self.tp_plan = None
+        if self.tp_size > 1:
+            from transformers import AutoConfig
+
+            from slime.backends.fsdp.tensor_parallel import check_tensor_parallel, tensor_parallel_mesh
+
+            self.tp_plan = check_tensor_parallel(AutoConfig.from_pretrained(str(model_path)), self.tp_size,
+                                                 self.dist.world_size, use_lora=self.args.use_lora)
+            self.mesh = tensor_parallel_mesh(self.dist.device.type, self.dist.world_size, self.tp_size)
+            if getattr(self.args, "sequence_parallel", False) and self.dist.is_main:
+                log.warning("--sequence-parallel has no effect on the fsdp backend: activations between "
+                            "blocks stay replicated over the %d tensor-parallel ranks", self.tp_size)
+        # the group over which different rows are trained (None: every rank)
+        self.dp_group = self.mesh.get_group("dp") if self.mesh is not None else None
+
+    @property
+    def parallel_description(self) -> str:
+        tp = f" x tp={self.tp_size}" if self.tp_size > 1 else ""
+        return f"{self.strategy} (dp={self.dp_size}{tp})"
+
     def _load_hf(self, path):
         from transformers import AutoModelForCausalLM
 
-        model = AutoModelForCausalLM.from_pretrained(str(path), dtype=self.dtype)
-        return model.to(self.dist.device)
+        model = AutoModelForCausalLM.from_pretrained(str(path), dtype=self.dtype).to(self.dist.device)
+        if self.mesh is not None:
+            from slime.backends.fsdp.tensor_parallel import apply_tensor_parallel
+
+            apply_tensor_parallel(model, self.mesh["tp"], self.tp_plan)
+        return model
 
     def _build(self, model_path, saved: Path | None):
         args = self.args
@@ -134,7 +171,7 @@ class FSDPActor:
 
     def _strategy(self) -> str:
         chosen = getattr(self.args, "fsdp_strategy", "auto")
-        if self.dist.world_size == 1:
+        if self.dp_size == 1:  # a single process, or tensor parallel only
             return "none"
         if chosen == "auto":
             # On CPU/gloo the per-layer all-gathers of FSDP2 cost more than DDP's single gradient
@@ -143,6 +180,9 @@ class FSDPActor:
         return chosen
 
     def _wrap(self, model):
+        if self.strategy == "ddp" and self.mesh is not None:
+            # DDP cannot wrap DTensor parameters: gradients are averaged over dp by `_finish_gradients`
+            return model
         if self.strategy == "ddp":
             from torch.nn.parallel import DistributedDataParallel
 
@@ -154,7 +194,9 @@ class FSDPActor:
             from torch.distributed.device_mesh import init_device_mesh
             from torch.distributed.fsdp import fully_shard
 
-            mesh = init_device_mesh(self.dist.device.type, (self.dist.world_size,))
+            # under TP: the dp sub-mesh, so FSDP2 shards the TP DTensors further into 2-D DTensors
+            mesh = self.mesh["dp"] if self.mesh is not None else init_device_mesh(self.dist.device.type,
+                                                                                  (self.dist.world_size,))
             for layer in _decoder_layers(model):
                 fully_shard(layer, mesh=mesh)
             fully_shard(model, mesh=mesh)
@@ -212,12 +254,13 @@ class FSDPActor:
         per_token = args.calculate_per_token_loss
         if per_token:
             local_tokens = sum(sum(r["loss_mask"]) for r in rows)
-            denominator = all_reduce_sum([local_tokens], self.dist.device)[0]
+            denominator = all_reduce_sum([local_tokens], self.dist.device, self.dp_group)[0]
         else:
             denominator = float(global_batch_size)
-        # DDP/FSDP average gradients over ranks; multiplying by the world size turns that average
-        # into the sum over the global batch divided by `denominator`.
-        scale = self.dist.world_size / max(denominator, 1.0)
+        # DDP/FSDP average gradients over dp ranks; multiplying by the dp size turns that average
+        # into the sum over the global batch divided by `denominator`. (TP ranks of one group compute
+        # the same loss on the same rows; each gets the gradient of its own shards, nothing to average.)
+        scale = self.dp_size / max(denominator, 1.0)
         self.optimizer.zero_grad(set_to_none=True)
         sums: dict[str, float] = {}
         trained_tokens = 0
@@ -226,7 +269,7 @@ class FSDPActor:
             mb = batching.collate(rows, group or [0], self.pad_token_id)
             self._set_grad_sync(last)
             logits = self._forward(self.model, mb)
-            batch = self._loss_batch(mb, logits.device)
+            batch = batching.loss_batch(mb, logits.device)
             mask = batch["loss_mask"] if group else torch.zeros_like(batch["loss_mask"])
             batch["loss_mask"] = mask
             reduce = (lambda x, m=mask: ppo_utils.sum_of_tokens(x, m)) if per_token else \
@@ -237,12 +280,13 @@ class FSDPActor:
                 sums[key] = sums.get(key, 0.0) + float(value)
             trained_tokens += int(mask.sum())
         self._set_grad_sync(True)
+        self._finish_gradients()
         grad_norm = self._clip_gradients()
         self.optimizer.step()
         self.scheduler.step()
         self.global_step += 1
         keys = sorted(sums)
-        totals = all_reduce_sum([sums[k] for k in keys] + [float(trained_tokens)], self.dist.device)
+        totals = all_reduce_sum([sums[k] for k in keys] + [float(trained_tokens)], self.dist.device, self.dp_group)
         result = {f"train/{k}": v / max(denominator, 1.0) for k, v in zip(keys, totals[:-1])}
         elapsed = time.perf_counter() - started
         result.update({"train/grad_norm": grad_norm, "train/lr": self.scheduler.get_last_lr()[0],
@@ -250,25 +294,28 @@ class FSDPActor:
                        "perf/train_tokens_per_s": totals[-1] / max(elapsed, 1e-9)})
         return result
 
-    def _loss_batch(self, mb: batching.MicroBatch, device) -> dict:
-        batch = {name: value.to(device) for name, value in mb.fields.items()}
-        batch["loss_mask"] = mb.loss_mask.to(device)
-        batch["tokens"] = batching.response_tokens(mb).to(device)
-        batch["response_lengths"] = mb.response_lengths
-        batch["total_lengths"] = mb.total_lengths
-        return batch
-
     def _set_grad_sync(self, enabled: bool):
         # accumulate locally over micro-batches and synchronise once, on the last backward
-        if self.strategy == "ddp":
+        if self.strategy == "ddp" and self.mesh is None:
             self.model.require_backward_grad_sync = enabled
         elif self.strategy == "fsdp":
             self.model.set_requires_gradient_sync(enabled)
+
+    def _finish_gradients(self):
+        """Under TP without FSDP2: complete partial (per-head) gradients, then DDP's average over dp."""
+        if self.mesh is None or self.strategy == "fsdp":  # DDP/FSDP2 reduced during the last backward
+            return
+        params = [p for p in self.model.parameters() if p.grad is not None]
+        gradients.complete_partial_gradients(params)
+        if self.strategy == "ddp":
+            gradients.average_gradients(params, self.dp_group)
 
     def _clip_gradients(self) -> float:
         params = [p for p in self.model.parameters() if p.grad is not None]
         if not params:
             return 0.0
+        if self.mesh is not None:  # DTensors on several meshes next to plain tensors
+            return gradients.clip_grad_norm(params, self.args.clip_grad)
         norm = torch.nn.utils.clip_grad_norm_(params, self.args.clip_grad or float("inf"))
         if hasattr(norm, "full_tensor"):
             norm = norm.full_tensor()
@@ -276,8 +323,8 @@ class FSDPActor:
 
     # --- weights out ----------------------------------------------------------------------
     def full_state_dict(self) -> dict[str, torch.Tensor]:
-        """The whole model on rank 0 (collective under FSDP; other ranks get an empty dict)."""
-        if self.strategy == "fsdp":
+        """The whole model on rank 0 (collective under FSDP/TP; other ranks get an empty dict)."""
+        if self.strategy == "fsdp" or self.mesh is not None:  # DTensor shards gathered to full HF tensors
             from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
             sd = get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
@@ -323,8 +370,16 @@ class FSDPActor:
         from slime.backends.fsdp.parallel import broadcast_object
 
         state = torch.load(ckpt_dir / "optimizer.pt", weights_only=False) if self.dist.is_main else None
-        state = broadcast_object(state)
-        set_optimizer_state_dict(self.model, self.optimizer, state["optimizer"],
-                                 options=StateDictOptions(full_state_dict=True))
+        if self.mesh is not None:
+            # Under TP rank 0 sends each full tensor and every rank copies out its slice: the default path
+            # (`distribute_tensor` on every rank) cannot split 2-D (dp, tp) shards of uneven size.
+            optimizer_state = state["optimizer"] if self.dist.is_main else {}
+            state = broadcast_object({k: v for k, v in state.items() if k != "optimizer"} if state else None)
+            set_optimizer_state_dict(self.model, self.optimizer, optimizer_state,
+                                     options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))
+        else:
+            state = broadcast_object(state)
+            set_optimizer_state_dict(self.model, self.optimizer, state["optimizer"],
+                                     options=StateDictOptions(full_state_dict=True))
         self.scheduler.load_state_dict(state["scheduler"])
         self.global_step = state["global_step"]

@@ -140,3 +140,13 @@ def response_tokens(batch: MicroBatch) -> torch.Tensor:
         if r:
             out[i, :r] = batch.input_ids[i, n - r : n]
     return out
+
+
+def loss_batch(batch: MicroBatch, device) -> dict:
+    """The keyword batch the loss functions of slime.utils.loss receive, on `device` (both backends use it)."""
+    fields = {name: value.to(device) for name, value in batch.fields.items()}
+    fields["loss_mask"] = batch.loss_mask.to(device)
+    fields["tokens"] = response_tokens(batch).to(device)
+    fields["response_lengths"] = batch.response_lengths
+    fields["total_lengths"] = batch.total_lengths
+    return fields

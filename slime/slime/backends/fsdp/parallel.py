@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import os
 from dataclasses import dataclass
 
@@ -21,8 +22,11 @@ class DistInfo:
         return self.rank == 0
 
 
-def init_distributed(device: str = "auto") -> DistInfo:
-    """Join the torchrun group (or make a group of one when started as a plain process)."""
+def init_distributed(device: str = "auto", timeout_minutes: float | None = None) -> DistInfo:
+    """Join the torchrun group (or make a group of one when started as a plain process).
+
+    `timeout_minutes`: how long a collective may wait (None: torch's default), e.g. for engines to load.
+    """
     use_cuda = torch.cuda.is_available() if device == "auto" else device == "cuda"
     if "RANK" not in os.environ:  # plain `python slime/train.py ...`: a group of one
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
@@ -35,22 +39,39 @@ def init_distributed(device: str = "auto") -> DistInfo:
     if use_cuda:
         torch.cuda.set_device(local_rank)
     if not dist.is_initialized():
-        dist.init_process_group("nccl" if use_cuda else "gloo")
+        timeout = datetime.timedelta(minutes=timeout_minutes) if timeout_minutes else None
+        dist.init_process_group("nccl" if use_cuda else "gloo", timeout=timeout)
     return DistInfo(dist.get_rank(), dist.get_world_size(), local_rank,
                     torch.device("cuda", local_rank) if use_cuda else torch.device("cpu"))
 
 
-def all_reduce_sum(values: list[float], device: torch.device) -> list[float]:
+def data_parallel_size(world_size: int, tensor_parallel_size: int | None) -> int:
+    """Training ranks / tensor-parallel size: how many different shares of each global batch exist.
+
+    Ranks of one tensor-parallel group hold different slices of the same weights and must see the
+    same micro-batches, so batches are split over data-parallel ranks only.
+    """
+    tp = 1 if tensor_parallel_size is None else tensor_parallel_size
+    if tp < 1:
+        raise ValueError(f"--tensor-model-parallel-size must be >= 1, got {tp}")
+    if world_size % tp:
+        raise ValueError(f"--tensor-model-parallel-size {tp} does not divide the {world_size} training ranks "
+                         f"(torchrun --nnodes x --nproc-per-node)")
+    return world_size // tp
+
+
+def all_reduce_sum(values: list[float], device: torch.device, group=None) -> list[float]:
+    """Sum over `group` (default: every rank)."""
     t = torch.tensor(values, dtype=torch.float64, device=device)
-    if dist.get_world_size() > 1:
-        dist.all_reduce(t)
+    if dist.get_world_size(group) > 1:
+        dist.all_reduce(t, group=group)
     return t.tolist()
 
 
-def all_reduce_max(value: int, device: torch.device) -> int:
+def all_reduce_max(value: int, device: torch.device, group=None) -> int:
     t = torch.tensor([value], dtype=torch.long, device=device)
-    if dist.get_world_size() > 1:
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    if dist.get_world_size(group) > 1:
+        dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
     return int(t.item())
 
 

@@ -1,0 +1,5 @@
+import sys
+
+from slime.launch.cli import main
+
+sys.exit(main())

@@ -1,0 +1,70 @@
+"""Test-only shim that lets megatron-core 0.16.1 run its local (non-Transformer-Engine) GPT spec on CPU with gloo.
+
+Not part of the library: on GPU machines none of this is needed. Each patch is the smallest change that
+removes one hard-coded CUDA assumption met on the forward/backward path of GPTModel:
+
+1. `torch.cuda.current_device` -> "cpu": RotaryEmbedding moves its `inv_freq` to `torch.cuda.current_device()`
+   at the first forward (and a few buffers are allocated there). Returning "cpu" keeps them on the CPU.
+2. `fused_softmax.get_default_causal_mask`: the torch (non-fused) softmax path builds its causal mask with
+   `device="cuda"` hard-coded; the replacement builds the same mask on the CPU.
+3. The RNG tracker: `get_cuda_rng_tracker().fork()` saves/restores the CUDA generator around attention
+   dropout. The tracker megatron-core itself uses for inference (`inference_rng_tracker=True`) forks as a
+   no-op; dropout is 0 in every test, so no randomness is involved either way.
+
+Everything else (parallel_state groups, ColumnParallelLinear / RowParallelLinear / VocabParallelEmbedding
+collectives, the optimizer, the distributed optimizer's buffers) runs unpatched over gloo.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import torch
+
+_ORIGINALS: dict = {}
+
+
+@functools.lru_cache(maxsize=32)
+def _cpu_causal_mask(sq: int) -> torch.Tensor:
+    return torch.triu(torch.ones(sq, sq), diagonal=1).bool()
+
+
+def install() -> None:
+    """Apply the patches (idempotent). Call after `torch.distributed` and parallel_state are initialised."""
+    if torch.cuda.is_available() or _ORIGINALS:
+        return  # real GPUs: nothing to patch; or already installed
+    from megatron.core.fusions import fused_softmax
+    from megatron.core.tensor_parallel import random
+
+    _ORIGINALS.update(current_device=torch.cuda.current_device, causal_mask=fused_softmax.get_default_causal_mask)
+    torch.cuda.current_device = lambda: "cpu"  # patch 1
+    fused_softmax.get_default_causal_mask = _cpu_causal_mask  # patch 2
+    random.initialize_rng_tracker(inference_rng_tracker=True, force_reset=True)  # patch 3
+
+
+def uninstall() -> None:
+    """Undo `install` (in-process tests share the interpreter with the rest of the suite)."""
+    if not _ORIGINALS:
+        return
+    from megatron.core.fusions import fused_softmax
+    from megatron.core.tensor_parallel import random
+
+    torch.cuda.current_device = _ORIGINALS.pop("current_device")
+    fused_softmax.get_default_causal_mask = _ORIGINALS.pop("causal_mask")
+    random.initialize_rng_tracker(force_reset=True)
+
+
+def init_gloo_single_process() -> None:
+    """A torch.distributed group of one (for in-process tests), on a free port."""
+    import socket
+
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        return
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
+    dist.init_process_group("gloo")

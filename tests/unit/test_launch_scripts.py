@@ -1,0 +1,148 @@
+"""Every GPU launch script (run_*.sh outside the CPU ones) on this CPU machine: `--dry-run` prints the resolved
+layout and a torchrun command whose trainer flags our parser accepts; bad layouts fail up front; multi-node env
+goes into torchrun; nothing is killed by name."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from slime.utils.arguments import parse_args
+
+REPO = Path(__file__).resolve().parents[2]
+METHOD_FOLDERS = ("openclaw-rl", "openclaw-opd", "openclaw-combine", "terminal-rl", "gui-rl", "swe-rl", "toolcall-rl")
+GPU_SCRIPTS = sorted(str(p.relative_to(REPO)) for folder in METHOD_FOLDERS for p in (REPO / folder).glob("run_*.sh")
+                     if not p.name.startswith("run_cpu_"))
+LAYOUT_VARS = ("NUM_GPUS", "ACTOR_GPUS", "ROLLOUT_GPUS", "PRM_GPUS", "ROLLOUT_TP", "PRM_TP", "TRAIN_TP", "TP",
+               "NNODES", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT", "DRY_RUN", "CUDA_VISIBLE_DEVICES", "PORT", "HOST")
+
+# what each script must select: (conversation method, loss function or None, advantage estimator)
+METHODS = {
+    "rl": ("rl", None, "grpo"),
+    "opd": ("opd", None, "on_policy_distillation"),
+    "opd_topk": ("opd", "topk_distillation_loss.topk_distillation_loss_function", "grpo"),
+    "combine": ("combine", "combine_loss.combine_loss_function", "grpo"),
+    "combine_topk": ("combine", "combine_topk_loss.combine_topk_loss_function", "grpo"),
+}
+
+
+def _run(script: str, *argv: str, **env) -> subprocess.CompletedProcess:
+    full = {k: v for k, v in os.environ.items() if k not in LAYOUT_VARS}
+    # no GPU and no nvidia-smi here; HF_CKPT: the built-in tiny model (a real folder is checked the same way)
+    full.update({"HF_CKPT": "tiny", "OPENCLAW_PROXY_API_KEY": "k", "OMP_NUM_THREADS": "1"}, **env)
+    return subprocess.run(["bash", script, *argv], cwd=REPO, env=full, capture_output=True, text=True, timeout=120)
+
+
+def _torchrun(done: subprocess.CompletedProcess) -> tuple[list[str], list[str]]:
+    assert done.returncode == 0, done.stderr
+    words = shlex.split(done.stdout.strip().splitlines()[-1])
+    assert words[0] == "torchrun"
+    entry = words.index("slime/train_async.py")
+    return words[1:entry], words[entry + 1:]
+
+
+def _method(script: str) -> str:
+    name = Path(script).name.removeprefix("run_qwen3_4b_openclaw_").removesuffix(".sh").removesuffix("_lora")
+    return name
+
+
+def test_the_expected_scripts_exist():
+    names = {Path(s).name for s in GPU_SCRIPTS}
+    for method in METHODS:
+        for suffix in ("", "_lora"):
+            assert f"run_qwen3_4b_openclaw_{method}{suffix}.sh" in names
+    for script in GPU_SCRIPTS:  # every GPU script goes through the layout launcher (directly or via the helper)
+        text = (REPO / script).read_text()
+        assert "scripts/conversation_gpu_common.sh" in text or "slime.launch" in text, script
+
+
+@pytest.mark.parametrize("script", GPU_SCRIPTS)
+def test_dry_run_prints_layout_and_a_command_the_trainer_accepts(script):
+    done = _run(script, "--dry-run")
+    torchrun, argv = _torchrun(done)
+    lora = script.endswith("_lora.sh")
+    nproc = "2" if lora else "4"
+    assert torchrun == ["--nnodes", "1", "--node-rank", "0", "--master-addr", "127.0.0.1", "--master-port", "29500",
+                        "--nproc-per-node", nproc]
+    out = done.stdout
+    if lora:
+        assert "rollout-0: node 0 GPUs [2] CUDA_VISIBLE_DEVICES=2 port 15010" in out
+        assert "prm-0: node 0 GPUs [3] CUDA_VISIBLE_DEVICES=3 port 25010" in out
+    else:
+        assert "rollout-0: node 0 GPUs [4,5] CUDA_VISIBLE_DEVICES=4,5 port 15010" in out
+        assert "prm-0: node 0 GPUs [6,7] CUDA_VISIBLE_DEVICES=6,7 port 25010" in out
+
+    args = parse_args(argv, mode="async", world_size=int(nproc))
+    assert args.rollout_engine == "sglang" and args.prm_engine == "sglang" and args.device == "cuda"
+    assert args.rollout_num_gpus_per_engine == args.prm_num_gpus_per_engine == (1 if lora else 2)
+    assert args.tensor_model_parallel_size == 1 and args.train_backend == "fsdp"
+    assert args.sglang_reasoning_parser == "qwen3" and args.sglang_context_length == 32768
+    assert args.prm_type == "llm" and args.prm_enable and args.rollout_batch_size == 16
+    assert args.data_source_path == "slime.conversation.rollout.ConversationDataSource"
+    assert args.use_lora == lora
+    name = Path(script).name
+    # each script checkpoints to its own folder, named after it
+    assert Path(args.save).name == name.removeprefix("run_").removesuffix(".sh").replace("_", "-")
+    method, loss, estimator = METHODS[_method(script)]
+    assert args.conversation_method == method and args.advantage_estimator == estimator
+    if loss is None:
+        assert args.loss_type == "policy_loss"
+    else:
+        assert args.loss_type == "custom_loss" and args.custom_loss_function_path == loss
+    if "topk" in name:
+        assert args.distill_topk == 50
+    if method in ("rl", "combine"):
+        assert args.eps_clip == 0.2 and args.eps_clip_high == 0.28 and args.disable_rewards_normalization
+    if _method(script) == "opd_topk":
+        assert args.lr == 1e-6 and args.disable_compute_advantages_and_returns
+
+
+def test_dry_run_env_var_is_the_same_as_the_flag():
+    script = "openclaw-rl/run_qwen3_4b_openclaw_rl.sh"
+    assert _run(script, DRY_RUN="1").stdout == _run(script, "--dry-run").stdout
+
+
+def test_two_nodes_of_eight():
+    script = "openclaw-combine/run_qwen3_4b_openclaw_combine.sh"
+    env = dict(NNODES="2", NODE_RANK="1", MASTER_ADDR="10.0.0.1", MASTER_PORT="29600", ROLLOUT_GPUS="4",
+               PRM_GPUS="4")
+    done = _run(script, "--dry-run", **env)
+    torchrun, argv = _torchrun(done)
+    assert torchrun == ["--nnodes", "2", "--node-rank", "1", "--master-addr", "10.0.0.1", "--master-port", "29600",
+                        "--nproc-per-node", "4"]
+    lines = done.stdout.splitlines()
+    assert "trainer: 8 rank(s) = 2 node(s) x 4, local GPUs [0,1,2,3] (LOCAL_RANK i -> GPU i)" in lines
+    assert "  rollout-1: node 0 GPUs [6,7] CUDA_VISIBLE_DEVICES=6,7 port 15020" in lines
+    assert "  prm-1: node 1 GPUs [6,7] CUDA_VISIBLE_DEVICES=6,7 port 25020  <- this node" in lines
+    args = parse_args(argv, mode="async", world_size=8)
+    assert (args.actor_num_nodes, args.rollout_num_gpus, args.prm_num_gpus) == (2, 4, 4)
+
+
+@pytest.mark.parametrize("env, message", [
+    (dict(NUM_GPUS="2", ACTOR_GPUS="2", ROLLOUT_GPUS="1", PRM_GPUS="1", ROLLOUT_TP="1"), "exceeds NUM_GPUS=2 x NNODES=1 = 2"),
+    (dict(ACTOR_GPUS="x"), "ACTOR_GPUS must be a non-negative integer, got 'x'"),
+    (dict(ACTOR_GPUS="0"), "ACTOR_GPUS (--actor-num-gpus-per-node) is 0"),
+    (dict(ROLLOUT_GPUS="3"), "ROLLOUT_GPUS=3 is not a multiple of ROLLOUT_TP=2"),
+    (dict(ROLLOUT_TP="16", ROLLOUT_GPUS="16"), "larger than a node (NUM_GPUS=8)"),
+    (dict(NNODES="2", NODE_RANK="2", MASTER_ADDR="10.0.0.1"), "NODE_RANK=2 is out of range for NNODES=2"),
+    (dict(NNODES="2"), "NNODES=2: set MASTER_ADDR"),
+    (dict(PORT="15010"), "port 15010 is also engine rollout-0's"),
+    (dict(OPENCLAW_PROXY_API_KEY=""), "OPENCLAW_PROXY_API_KEY"),
+    (dict(HF_CKPT="/nonexistent/qwen3"), "--hf-checkpoint '/nonexistent/qwen3' is neither a folder"),
+])
+def test_impossible_layouts_fail_up_front(env, message):
+    done = _run("openclaw-opd/run_qwen3_4b_openclaw_opd.sh", "--dry-run", **env)
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+    assert "torchrun" not in done.stdout
+
+
+def test_scripts_never_kill_by_name():
+    texts = [(REPO / s).read_text() for s in GPU_SCRIPTS] + [(REPO / "scripts/conversation_gpu_common.sh").read_text()]
+    for text in texts:
+        code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+        assert not re.search(r"\b(pkill|killall|kill)\b", code)

@@ -1,0 +1,152 @@
+"""HF <-> megatron-core weight conversion (slime.backends.megatron.convert): round trips are bit-exact, the
+fused layouts are the ones megatron-core splits, and tensor-parallel shards reassemble to the full tensors."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from slime.backends.megatron import convert
+
+
+def _random_hf(model_type: str, tied: bool, vocab: int = 101) -> tuple[dict, object]:
+    """A tiny HF model's state dict with every tensor random (HF initialises norms to ones, which would hide
+    a swapped norm)."""
+    from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
+
+    config_cls, model_cls = (Qwen3Config, Qwen3ForCausalLM) if model_type == "qwen3" else (LlamaConfig, LlamaForCausalLM)
+    config = config_cls(vocab_size=vocab, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                        num_attention_heads=4, num_key_value_heads=2, head_dim=8, tie_word_embeddings=tied)
+    torch.manual_seed(0)
+    model = model_cls(config)
+    with torch.no_grad():
+        for param in model.parameters():
+            param.normal_()
+    return model.state_dict(), config
+
+
+def _expected_hf(hf: dict, tied: bool) -> dict:
+    return {k: v for k, v in hf.items() if not (tied and k == "lm_head.weight")}
+
+
+CASES = [("qwen3", True), ("qwen3", False), ("llama", True), ("llama", False)]
+
+
+@pytest.mark.parametrize("model_type,tied", CASES, ids=[f"{m}-{'tied' if t else 'untied'}" for m, t in CASES])
+def test_round_trip_is_bit_exact(model_type, tied):
+    hf, config = _random_hf(model_type, tied)
+    layout = convert.ModelLayout.from_hf_config(config)
+    padded = convert.padded_vocab_size(layout.vocab_size, tp_size=2)
+    mc = convert.hf_to_megatron(hf, layout, padded_vocab=padded)
+    assert mc["embedding.word_embeddings.weight"].shape == (padded, 32)
+    assert ("output_layer.weight" in mc) == (not tied)
+    assert any("q_layernorm" in k for k in mc) == (model_type == "qwen3")
+    back = convert.megatron_to_hf(mc, layout)
+    expected = _expected_hf(hf, tied)
+    assert back.keys() == expected.keys()
+    for name, tensor in expected.items():
+        assert back[name].dtype == tensor.dtype and torch.equal(back[name], tensor), name
+
+
+@pytest.mark.parametrize("model_type,tied", [("qwen3", True), ("qwen3", False), ("llama", False)],
+                         ids=["qwen3-tied", "qwen3-untied", "llama-untied"])
+def test_round_trip_through_tp_shards_and_local_names(model_type, tied):
+    hf, config = _random_hf(model_type, tied)
+    layout = convert.ModelLayout.from_hf_config(config)
+    padded = convert.padded_vocab_size(layout.vocab_size, tp_size=2)
+    convert.check_tp_size(layout, 2, padded)
+    mc = convert.to_local_spec_names(convert.hf_to_megatron(hf, layout, padded))
+    assert "decoder.layers.0.input_layernorm.weight" in mc and "decoder.layers.1.pre_mlp_layernorm.weight" in mc
+    shards = [convert.shard_state_dict(mc, 2, rank) for rank in range(2)]
+    assert shards[0]["decoder.layers.0.self_attention.linear_qkv.weight"].shape == (32 // 2 * 2, 32)
+    assert shards[1]["decoder.layers.0.self_attention.linear_proj.weight"].shape == (32, 16)
+    assert shards[1]["embedding.word_embeddings.weight"].shape == (padded // 2, 32)
+    back = convert.megatron_to_hf(convert.unshard_state_dicts(shards), layout)
+    for name, tensor in _expected_hf(hf, tied).items():
+        assert torch.equal(back[name], tensor), name
+
+
+def test_qkv_is_interleaved_by_query_group():
+    """Rows of group g are: its q heads, then its k head, then its v head (megatron-core's split order)."""
+    _, config = _random_hf("qwen3", True)
+    layout = convert.ModelLayout.from_hf_config(config)  # 4 q heads, 2 groups, head_dim 8
+    d = layout.head_dim
+    q = (torch.arange(4 * d).float() + 1000)[:, None].expand(-1, 3)  # every row tells where it came from
+    k = (torch.arange(2 * d).float() + 2000)[:, None].expand(-1, 3)
+    v = (torch.arange(2 * d).float() + 3000)[:, None].expand(-1, 3)
+    fused = convert.fuse_qkv(q, k, v, layout)
+    expected = []
+    for group in range(2):
+        expected += [q[group * 2 * d:(group + 1) * 2 * d], k[group * d:(group + 1) * d], v[group * d:(group + 1) * d]]
+    assert torch.equal(fused, torch.cat(expected))
+    # the TP shard of rank 1 (of 2) is exactly group 1: its q heads 2-3, k1 and v1
+    shard = convert.shard_tensor("decoder.layers.0.self_attention.linear_qkv.weight", fused, 2, 1)
+    assert torch.equal(shard, torch.cat(expected[3:]))
+
+
+def test_fc1_shard_keeps_gate_and_up_halves():
+    ffn, hidden = 6, 2
+    fc1 = torch.cat([torch.full((ffn, hidden), 1.0), torch.full((ffn, hidden), 2.0)])
+    fc1 += torch.arange(2 * ffn).float()[:, None]
+    shard = convert.shard_tensor("decoder.layers.3.mlp.linear_fc1.weight", fc1, 3, 1)
+    assert torch.equal(shard, torch.cat([fc1[2:4], fc1[ffn + 2:ffn + 4]]))
+    assert convert.partition_kind("decoder.layers.3.mlp.linear_fc1.layer_norm_weight") == "replicated"
+    assert convert.partition_kind("decoder.layers.3.mlp.linear_fc2.weight") == "row"
+
+
+def test_padded_vocab_size():
+    assert convert.padded_vocab_size(151936, 1) == 151936
+    assert convert.padded_vocab_size(151936, 8) == 152576
+    assert convert.padded_vocab_size(4105, 2) == 4352
+
+
+def test_bad_inputs_are_reported():
+    hf, config = _random_hf("qwen3", False)
+    layout = convert.ModelLayout.from_hf_config(config)
+    with pytest.raises(convert.ConversionError, match="no Megatron counterpart"):
+        convert.hf_to_megatron({**hf, "model.layers.0.self_attn.q_proj.bias": torch.zeros(32)}, layout)
+    missing = dict(hf)
+    del missing["lm_head.weight"]
+    with pytest.raises(convert.ConversionError, match="lm_head"):
+        convert.hf_to_megatron(missing, layout)
+    with pytest.raises(convert.ConversionError, match="num_key_value_heads 2"):
+        convert.check_tp_size(layout, 4, convert.padded_vocab_size(layout.vocab_size, 4))
+    tied_hf, tied_config = _random_hf("llama", True)
+    tied_hf["lm_head.weight"] = tied_hf["lm_head.weight"].clone() + 1
+    with pytest.raises(convert.ConversionError, match="differs"):
+        convert.hf_to_megatron(tied_hf, convert.ModelLayout.from_hf_config(tied_config))
+    config.model_type = "gpt2"
+    with pytest.raises(convert.ConversionError, match="not supported"):
+        convert.ModelLayout.from_hf_config(config)
+
+
+# Qwen3 config.json values (Qwen/Qwen3-{0.6B,1.7B,4B,8B} on the HF hub): what the MODEL_ARGS files must match
+QWEN3_CONFIGS = {
+    "0.6B": dict(num_hidden_layers=28, hidden_size=1024, intermediate_size=3072, num_attention_heads=16, tied=True),
+    "1.7B": dict(num_hidden_layers=28, hidden_size=2048, intermediate_size=6144, num_attention_heads=16, tied=True),
+    "4B": dict(num_hidden_layers=36, hidden_size=2560, intermediate_size=9728, num_attention_heads=32, tied=True),
+    "8B": dict(num_hidden_layers=36, hidden_size=4096, intermediate_size=12288, num_attention_heads=32, tied=False),
+}
+
+
+@pytest.mark.parametrize("size", sorted(QWEN3_CONFIGS))
+def test_model_args_files_parse_and_match_the_hf_config(size):
+    import subprocess
+    from pathlib import Path
+
+    from transformers import Qwen3Config
+
+    from slime.backends.megatron.model import check_model_args
+    from slime.utils.arguments import build_parser
+
+    script = Path(__file__).resolve().parents[2] / "slime" / "scripts" / "models" / f"qwen3-{size}.sh"
+    words = subprocess.run(["bash", "-c", f'source "{script}" && printf "%s\\n" "${{MODEL_ARGS[@]}}"'],
+                           capture_output=True, text=True, check=True).stdout.split("\n")[:-1]
+    args = build_parser().parse_args(["--hf-checkpoint", "tiny", "--rollout-batch-size", "1", *words])
+    facts = dict(QWEN3_CONFIGS[size])
+    config = Qwen3Config(vocab_size=151936, num_key_value_heads=8, head_dim=128, rms_norm_eps=1e-6,
+                         rope_theta=1000000.0, tie_word_embeddings=facts.pop("tied"), **facts)
+    check_model_args(args, config)  # raises on any disagreement
+    config.num_hidden_layers += 1
+    with pytest.raises(convert.ConversionError, match="--num-layers"):
+        check_model_args(args, config)
