@@ -2,6 +2,7 @@
 # Shared body of the CPU launch scripts of the conversation methods (openclaw-rl, -opd, -combine): the trainer
 # on SmolLM2-135M-Instruct with the conversation proxy in front of the embedded engine. Not run by itself:
 #   bash scripts/conversation_cpu.sh <run name> <method flags...> [extra trainer flags]
+# A method script's leading --dry-run (or DRY_RUN=1) validates the flags and prints the layout and the command.
 # Env: HOST, PORT, OPENCLAW_PROXY_API_KEY (required if HOST is not loopback), SERVED_MODEL_NAME, RUN_DIR
 #      (default runs/<run name>), ROLLOUT_BATCH_SIZE (8), PRM_TYPE (rules+embedding), LR (1e-5), NUM_ROLLOUT.
 set -euo pipefail
@@ -9,6 +10,12 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 NAME=$1
 shift
+DRY_RUN=${DRY_RUN:-0}
+PASSED=()  # the method scripts append their own arguments: take --dry-run out wherever it lands
+for arg in "$@"; do
+    if [ "$arg" = --dry-run ]; then DRY_RUN=1; else PASSED+=("$arg"); fi
+done
+set -- "${PASSED[@]}"
 if [ -z "${VIRTUAL_ENV:-}" ] && [ -f .venv/bin/activate ]; then
     # shellcheck disable=SC1091
     . .venv/bin/activate
@@ -28,5 +35,17 @@ COMMON_ARGS=(
     --prm-type "${PRM_TYPE:-rules+embedding}" --prm-m "${PRM_M:-3}" --prm-temperature 0.6 --prm-max-new-tokens 512
     --run-dir "$RUN_DIR" --save "$RUN_DIR/ckpt" --save-interval 10
 )
+if [ "$DRY_RUN" = 1 ]; then
+    # validate the flags with the trainer's own parser, print the CPU layout and the command, start nothing
+    python - "${COMMON_ARGS[@]}" "$@" <<'PY'
+import shlex, sys
+from slime.utils.arguments import parse_args
+args = parse_args(sys.argv[1:], mode="async", world_size=1)
+print("layout: CPU, 1 trainer process (rank 0, no torchrun), the embedded engine as its child process, "
+      f"the conversation proxy on {args.proxy_host}:{args.proxy_port}; OMP_NUM_THREADS=1 per process")
+print("python slime/train_async.py " + shlex.join(sys.argv[1:]))
+PY
+    exit 0
+fi
 # One trainer process: started directly (a group of one), so Ctrl-C reaches the trainer's clean-stop handler.
 exec python slime/train_async.py "${COMMON_ARGS[@]}" "$@"

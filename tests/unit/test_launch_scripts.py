@@ -146,3 +146,24 @@ def test_scripts_never_kill_by_name():
     for text in texts:
         code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
         assert not re.search(r"\b(pkill|killall|kill)\b", code)
+
+
+CPU_SCRIPTS = sorted(str(p.relative_to(REPO)) for folder in METHOD_FOLDERS for p in (REPO / folder).glob("run_cpu_*.sh"))
+
+
+@pytest.mark.parametrize("script", CPU_SCRIPTS)
+def test_cpu_scripts_dry_run_print_their_layout_and_a_valid_command(script):
+    done = _run(script, "--dry-run", "--lr", "2e-5")
+    assert done.returncode == 0, done.stderr
+    layout, command = done.stdout.strip().splitlines()[-2:]
+    assert layout.startswith("layout: CPU, 1 trainer process")
+    words = shlex.split(command)
+    assert words[:2] == ["python", "slime/train_async.py"] and "--dry-run" not in words
+    args = parse_args(words[2:], mode="async", world_size=1)
+    assert args.lr == 2e-5  # extra flags after --dry-run still reach the trainer (and win over the defaults)
+
+
+def test_cpu_dry_run_rejects_bad_flags_before_starting_anything():
+    done = _run(CPU_SCRIPTS[0], "--dry-run", "--rollout-batch-size", "0")
+    assert done.returncode != 0 and "--rollout-batch-size must be >= 1" in done.stderr
+    assert "python slime/train_async.py" not in done.stdout
