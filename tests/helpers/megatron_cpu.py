@@ -18,7 +18,6 @@ collectives, the optimizer, the distributed optimizer's buffers) runs unpatched 
 from __future__ import annotations
 
 import functools
-import os
 
 import torch
 
@@ -56,15 +55,13 @@ def uninstall() -> None:
 
 
 def init_gloo_single_process() -> None:
-    """A torch.distributed group of one (for in-process tests), on a free port."""
-    import socket
+    """A torch.distributed group of one (for in-process tests) on an in-memory store.
 
+    No MASTER_PORT/RANK/WORLD_SIZE in os.environ: the rest of the suite shares this interpreter, and child
+    processes it starts (trainers, torchrun) would inherit them and try to join or bind this group's port.
+    """
     import torch.distributed as dist
 
     if dist.is_initialized():
         return
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
-    dist.init_process_group("gloo")
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)

@@ -43,21 +43,24 @@ def _run_nodes(tmp_path: Path, config: dict, timeout: int = 300) -> list[dict]:
     (tmp_path / "config.json").write_text(json.dumps(config))
     master_port = _free_port()
     env = {**os.environ, "OMP_NUM_THREADS": "1", "SLIME_ENGINE_API_KEY": KEY}
-    procs = []
+    procs, logs = [], [tmp_path / f"torchrun-node{node}.log" for node in range(2)]
     for node in range(2):
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank", str(node),
                "--nproc-per-node", "1", "--master-addr", "127.0.0.1", "--master-port", str(master_port),
                __file__, str(tmp_path)]
-        procs.append(subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                      text=True))
-    outputs = []
+        with open(logs[node], "w") as log:
+            procs.append(subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, text=True))
     try:
         for proc in procs:
-            outputs.append(proc.communicate(timeout=timeout)[0])
+            proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("the nodes did not finish:\n" + "\n".join(
+            f"--- node {node} ---\n{path.read_text()[-3000:]}" for node, path in enumerate(logs))) from None
     finally:
         for proc in procs:
             if proc.poll() is None:
                 proc.kill()
+    outputs = [path.read_text() for path in logs]
     for node, (proc, out) in enumerate(zip(procs, outputs)):
         assert proc.returncode == 0, f"node {node} failed:\n{out[-4000:]}"
     return [json.loads((tmp_path / f"node{node}.json").read_text()) for node in range(2)]

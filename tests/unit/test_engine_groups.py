@@ -203,3 +203,18 @@ def test_requests_in_flight_through_a_router_are_concurrency_times_engines():
         done = asyncio.run(run())
     assert all(s.tokens == [1, 2, 5] for s in done)
     assert in_flight[1] == 6  # 2 per engine x 3 engines behind the router, not 2
+
+
+def test_child_servers_never_inherit_torchrun_rendezvous_variables(monkeypatch):
+    """A server started from a trainer rank (or from a test process that holds a group) must not try to join it."""
+    from slime.conversation.launch import ConversationJob
+    from slime.engine.launch import TORCHRUN_VARIABLES, EngineProcess
+
+    for name in TORCHRUN_VARIABLES:
+        monkeypatch.setenv(name, "7")
+    monkeypatch.setenv("SOMETHING_ELSE", "kept")
+    engine = EngineProcess("tiny").environment()
+    job = ConversationJob("openclaw-rl/run_cpu_smollm2_openclaw_rl.sh").environment()
+    for env in (engine, job):
+        assert not set(TORCHRUN_VARIABLES) & set(env)
+        assert env["SOMETHING_ELSE"] == "kept"

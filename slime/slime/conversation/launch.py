@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 from pathlib import Path
 
-from slime.engine.launch import ChildServer
+from slime.engine.launch import ChildServer, inherited_environment
 
 
 class ProxyProcess(ChildServer):
@@ -67,4 +66,5 @@ class ConversationJob(ChildServer):
         return ["bash", self.script, *self.args]
 
     def environment(self) -> dict:
-        return {**os.environ, "OMP_NUM_THREADS": "1", "HOST": self.host, "PORT": str(self.port), **self.extra_env}
+        return {**inherited_environment(), "OMP_NUM_THREADS": "1", "HOST": self.host, "PORT": str(self.port),
+                **self.extra_env}

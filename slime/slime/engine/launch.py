@@ -31,6 +31,17 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
+# torchrun's rendezvous variables: a child server is never a rank of its parent's process group, and one that
+# inherited them (e.g. from a trainer rank) would try to join that group or bind its store's port.
+TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
+                      "ROLE_RANK", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID")
+
+
+def inherited_environment() -> dict:
+    """This process's environment for a child server, without torchrun's rendezvous variables."""
+    return {k: v for k, v in os.environ.items() if k not in TORCHRUN_VARIABLES}
+
+
 def _signal_group(proc: subprocess.Popen, sig: int) -> None:
     try:
         os.killpg(proc.pid, sig)  # started with start_new_session: its pid is its group id
@@ -71,7 +82,7 @@ class ChildServer:
         raise NotImplementedError
 
     def environment(self) -> dict:
-        return {**os.environ, "OMP_NUM_THREADS": str(self.threads), "TOKENIZERS_PARALLELISM": "false",
+        return {**inherited_environment(), "OMP_NUM_THREADS": str(self.threads), "TOKENIZERS_PARALLELISM": "false",
                 "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
     def start(self):
