@@ -12,5 +12,5 @@ exec bash "$HERE/../scripts/conversation_cpu.sh" openclaw-combine-cpu \
     --rollout-function-path openclaw_combine_rollout.generate_rollout_openclaw_combine --extra-python-path "$HERE" \
     --advantage-estimator grpo --disable-rewards-normalization \
     --loss-type custom_loss --custom-loss-function-path combine_loss.combine_loss_function \
-    --kl-loss-coef 0.0 --kl-loss-type low_var_kl --entropy-coef 0.0 --eps-clip 0.2 --eps-clip-high 0.28 \
+    --entropy-coef 0.0 --eps-clip 0.2 --eps-clip-high 0.28 \
     "$@"

@@ -14,5 +14,5 @@ exec bash "$HERE/../scripts/conversation_cpu.sh" openclaw-combine-topk-cpu \
     --advantage-estimator grpo --disable-rewards-normalization \
     --loss-type custom_loss --custom-loss-function-path combine_topk_loss.combine_topk_loss_function \
     --distill-topk "${DISTILL_TOPK:-50}" \
-    --kl-loss-coef 0.0 --kl-loss-type low_var_kl --entropy-coef 0.0 --eps-clip 0.2 --eps-clip-high 0.28 \
+    --entropy-coef 0.0 --eps-clip 0.2 --eps-clip-high 0.28 \
     "$@"

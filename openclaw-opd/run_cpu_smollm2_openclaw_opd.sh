@@ -9,5 +9,5 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 exec bash "$HERE/../scripts/conversation_cpu.sh" openclaw-opd-cpu \
     --conversation-method opd --hint-judge-type "${HINT_JUDGE:-rules}" --prm-enable \
     --rollout-function-path openclaw_opd_rollout.generate_rollout_openclaw_opd --extra-python-path "$HERE" \
-    --advantage-estimator on_policy_distillation --kl-loss-coef 0.0 --entropy-coef 0.0 --eps-clip 0.2 \
+    --advantage-estimator on_policy_distillation --entropy-coef 0.0 --eps-clip 0.2 \
     "$@"

@@ -16,5 +16,5 @@ exec bash "$HERE/../scripts/conversation_cpu.sh" openclaw-rl-cpu \
     --conversation-method rl \
     --rollout-function-path openclaw_rollout.generate_rollout_openclaw --extra-python-path "$HERE" \
     --advantage-estimator grpo --disable-rewards-normalization \
-    --kl-loss-coef 0.0 --kl-loss-type low_var_kl --entropy-coef 0.0 --eps-clip 0.2 --eps-clip-high 0.28 \
+    --entropy-coef 0.0 --eps-clip 0.2 --eps-clip-high 0.28 \
     "$@"

@@ -244,6 +244,7 @@ def server_command(config: Mapping) -> tuple[str, list[str], dict]:
     args += [str(a) for a in (method.get("extra_args") or [])]
     args += [str(a) for a in (trainer.get("extra_args") or [])]
     env = {"ROLLOUT_BATCH_SIZE": str(trainer["batch_size"]), "LR": str(trainer["lr"]),
+           "KL_LOSS_COEF": str(trainer.get("kl_loss_coef", 0.05)),
            "PRM_TYPE": str(judge["prm_type"]), "PRM_M": str(judge.get("prm_m", 3))}
     return str(REPO_ROOT / method["script"]), args, env
 
