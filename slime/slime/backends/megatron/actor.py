@@ -269,7 +269,7 @@ class MegatronActor:
         # metrics live on the last pipeline stage; every TP rank computed the same values: count TP rank 0 only
         counts = self.ps.is_pipeline_last_stage() and self.ps.get_tensor_model_parallel_rank() == 0
         local = [sums[k] if counts else 0.0 for k in keys] + [local_tokens if counts else 0.0]
-        totals = _world_sum(local, self.dist.device)
+        totals = all_reduce_sum(local, self.dist.device)  # over every rank
         result = {f"train/{k}": v / max(denominator, 1.0) for k, v in zip(keys, totals[:-1])}
         result["train/tokens"] = totals[-1]
         return result
@@ -359,13 +359,6 @@ class MegatronActor:
         if self.args.use_distributed_optimizer:
             self.optimizer.load_parameter_state(str(folder / "param_state.pt"))
         self.global_step = state["global_step"]
-
-
-def _world_sum(values: list[float], device) -> list[float]:
-    t = torch.tensor(values, dtype=torch.float64, device=device)
-    if torch_dist.get_world_size() > 1:
-        torch_dist.all_reduce(t)
-    return t.tolist()
 
 
 def _read_hf_weights(folder: Path) -> dict[str, torch.Tensor]:
