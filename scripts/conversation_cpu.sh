@@ -2,7 +2,7 @@
 # Shared body of the CPU launch scripts of the conversation methods (openclaw-rl, -opd, -combine): the trainer
 # on SmolLM2-135M-Instruct with the conversation proxy in front of the embedded engine. Not run by itself:
 #   bash scripts/conversation_cpu.sh <run name> <method flags...> [extra trainer flags]
-# A method script's leading --dry-run (or DRY_RUN=1) validates the flags and prints the layout and the command.
+# --dry-run among a method script's arguments (or DRY_RUN=1) validates the flags and prints the layout and command.
 # Env: HOST, PORT, OPENCLAW_PROXY_API_KEY (required if HOST is not loopback), SERVED_MODEL_NAME, RUN_DIR
 #      (default runs/<run name>), ROLLOUT_BATCH_SIZE (8), PRM_TYPE (rules+embedding), LR (1e-5),
 #      KL_LOSS_COEF (0.05: KL to the base model; 0 turns it off), NUM_ROLLOUT.
@@ -33,8 +33,8 @@ COMMON_ARGS=(
     --rollout-batch-size "${ROLLOUT_BATCH_SIZE:-8}" --n-samples-per-prompt 1 --num-steps-per-rollout 1
     --rollout-max-response-len 512 --rollout-temperature 0.6 --reward-key score
     --lr "${LR:-1e-5}" --lr-decay-style constant --weight-decay 0.1 --adam-beta1 0.9 --adam-beta2 0.98
-    # A KL anchor to the frozen base model (upstream uses 0): measured on SmolLM2-135M with the simulated users of
-    # openclaw-test, it keeps task quality where KL 0 lets it erode (openclaw-test/README.md, "Results").
+    # A KL anchor to the frozen base model (upstream uses 0): with openclaw-test's simulated users on SmolLM2-135M
+    # it kept task quality where KL 0 let it erode on some personas, not on all (openclaw-test/README.md, "Results").
     --use-kl-loss --kl-loss-coef "${KL_LOSS_COEF:-0.05}" --kl-loss-type low_var_kl
     --prm-type "${PRM_TYPE:-rules+embedding}" --prm-m "${PRM_M:-3}" --prm-temperature 0.6 --prm-max-new-tokens 512
     --run-dir "$RUN_DIR" --save "$RUN_DIR/ckpt" --save-interval 10
