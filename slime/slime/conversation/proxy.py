@@ -276,6 +276,7 @@ def create_app(config: ProxyConfig, method) -> FastAPI:
 
     @app.get("/v1/stats")
     async def stats():
+        await state["service"].settle_writes()  # count the turns answered just before this request too
         data = await asyncio.to_thread(state["store"].stats)
         data["proxy"] = state["service"].snapshot()
         return data

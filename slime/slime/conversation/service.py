@@ -103,6 +103,11 @@ class ConversationService:
         await asyncio.gather(*self.tasks, return_exceptions=True)
         await self.method.aclose()
 
+    async def settle_writes(self) -> None:
+        """Wait for the store writes already under way (a turn answered a moment ago may still be on its way)."""
+        if self.writes:
+            await asyncio.gather(*list(self.writes), return_exceptions=True)
+
     def _spawn(self, coro, write: bool = False) -> asyncio.Task:
         task = asyncio.create_task(coro)
         group = self.writes if write else self.tasks
@@ -305,8 +310,7 @@ class ConversationService:
     # --- explicit feedback ---------------------------------------------------------------------------
     async def feedback(self, session_id: str, turn_num: int | None, rating: int | None, text: str | None) -> dict:
         """A rating and/or a comment about one turn; it becomes (part of) that turn's next state."""
-        if self.writes:  # a turn answered a moment ago may still be on its way to the store
-            await asyncio.gather(*list(self.writes), return_exceptions=True)
+        await self.settle_writes()
         async with self._lock(session_id):
             turn = await asyncio.to_thread(self.store.find_turn, session_id, turn_num)
             if turn is None:
