@@ -53,4 +53,7 @@ def main():
 
 
 if __name__ == "__main__":
+    from slime.backends.fsdp.parallel import leave_together
+
     main()
+    leave_together()

@@ -281,10 +281,6 @@ if __name__ == "__main__":
     torch.set_num_threads(1)
     _mode, _out, _config = sys.argv[1:]
     {"forward": _forward_worker, "train": _train_worker}[_mode](Path(_out), json.loads(_config))
-    # leave together and tear the group down: a rank that exits while gloo threads of the group are still alive
-    # can abort ("terminate called without an active exception") and fail the run after its work was done
-    import torch.distributed
+    from slime.backends.fsdp.parallel import leave_together
 
-    if torch.distributed.is_initialized():
-        torch.distributed.barrier()
-        torch.distributed.destroy_process_group()
+    leave_together()

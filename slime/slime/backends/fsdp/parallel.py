@@ -86,3 +86,11 @@ def broadcast_object(obj, src: int = 0):
 def barrier():
     if dist.get_world_size() > 1:
         dist.barrier()
+
+
+def leave_together() -> None:
+    """End of a worker: wait for every rank, then tear the group down. A rank that exits while the group's gloo
+    threads are still alive can abort ("terminate called without an active exception") after its work was done."""
+    if dist.is_initialized():
+        barrier()
+        dist.destroy_process_group()
