@@ -197,3 +197,25 @@ def test_topk_steps_lower_the_held_out_kl_to_the_teacher(dist_info, tiny_model_p
     after = mean_topk_kl(actor.hf_model, held_out)
     assert losses[-1] < losses[0]
     assert after < 0.7 * before, (before, after, losses)
+
+
+def test_topk_reference_kl_trains_through_the_actor(dist_info, tiny_model_path, tiny_model, teacher, tmp_path):
+    """--kl-loss-topk: one reference forward gives the sampled tokens' log-probs and the reference's top-K, and
+    the KL the step reports is the top-K KL of the policy to that reference (the perturbed copy serves as the
+    reference here, so the KL is not zero at step 0)."""
+    teacher.save_pretrained(tmp_path / "reference")
+    args = make_args("--use-kl-loss", "--kl-loss-coef", "1.0", "--kl-loss-topk", str(TOPK),
+                     "--ref-load", str(tmp_path / "reference"))
+    actor = make_actor(args, dist_info, tiny_model_path)
+    rows = random_rows(0)
+    sampled_only = actor.compute_log_probs(rows, use_ref=True)
+    for row, sampled, (log_probs, top_values, top_ids) in zip(
+            rows, sampled_only, actor.compute_ref_log_probs_and_topk(rows, TOPK)):
+        assert log_probs == pytest.approx(sampled, abs=1e-5)
+        expected = torch.log_softmax(response_logits(teacher, row), -1).topk(TOPK, dim=-1)
+        assert torch.equal(torch.tensor(top_ids), expected.indices)
+        torch.testing.assert_close(torch.tensor(top_values), expected.values, atol=1e-5, rtol=0)
+    metrics = train(args, actor, rows, dist_info)
+    attach_teacher(teacher, rows)  # the reference's top-K under the names mean_topk_kl reads
+    assert metrics["train/kl_loss"] == pytest.approx(mean_topk_kl(tiny_model[0], rows), rel=1e-5)
+    assert metrics["train/kl_loss"] > 0 and metrics["train/grad_norm"] > 0

@@ -49,6 +49,9 @@ def test_a_run_starts_the_server_talks_trains_evaluates_and_writes_results(tmp_p
     # at every checkpoint each full batch of 4 was trained and its weights were being served
     assert result["curve"][1]["train_steps"] == 1 and result["curve"][2]["train_steps"] == 2
     assert all(p["weight_version"] >= p["train_steps"] for p in result["curve"])
+    # what the wall times were measured on: usable CPUs and the load average at the start and the end
+    assert result["host"]["cpus"] >= 1
+    assert result["host"]["load_at_start"] >= 0 and result["host"]["load_at_end"] >= 0
 
     interactions = _lines(out / "interactions.jsonl")
     assert [i["index"] for i in interactions] == list(range(8))  # exactly N, never overshot

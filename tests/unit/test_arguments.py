@@ -424,6 +424,17 @@ def test_kl_loss_coef_needs_use_kl_loss():
     fails("--kl-loss-coef", 0.01, match="--kl-loss-coef 0.01 has no effect without --use-kl-loss")
 
 
+def test_kl_loss_topk_needs_a_kl_loss_and_the_fsdp_backend():
+    args = parse("--use-kl-loss", "--kl-loss-coef", 0.05, "--kl-loss-topk", 20)
+    assert args.kl_loss_topk == 20 and args.ref_model_needed
+    assert parse().kl_loss_topk == 0  # default: the sampled-token estimate
+    fails("--kl-loss-topk", 20, match="--kl-loss-topk .* needs --use-kl-loss and a non-zero --kl-loss-coef")
+    fails("--use-kl-loss", "--kl-loss-topk", 20, match="non-zero --kl-loss-coef")
+    fails("--use-kl-loss", "--kl-loss-coef", 0.05, "--kl-loss-topk", -1, match="--kl-loss-topk must be >= 0")
+    fails("--use-kl-loss", "--kl-loss-coef", 0.05, "--kl-loss-topk", 20, "--train-backend", "megatron",
+          match="--kl-loss-topk needs --train-backend fsdp|megatron-core")
+
+
 def test_kl_coef_only_for_reinforce_plus_plus():
     fails("--kl-coef", 0.1, match="--kl-coef shapes rewards only")
 

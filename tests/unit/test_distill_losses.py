@@ -4,6 +4,7 @@ The top-K loss is checked against a brute-force reference that does what upstrea
 full-vocabulary cross-entropy per kept token, the tail as 1 - (sum of probabilities), in float64.
 """
 
+import math
 from types import SimpleNamespace
 
 import pytest
@@ -348,3 +349,77 @@ def test_combine_topk_says_what_it_needs(no_combine_env):
     with pytest.raises(ValueError, match="advantages and old_log_probs"):
         combine_topk_loss_function(args_for(), {k: v for k, v in batch.items() if k != "advantages"}, logits,
                                    sample_mean_reduce(batch["loss_mask"]))
+
+
+# ------------------------------------------------------------------- top-K reference KL (--kl-loss-topk)
+
+
+def ppo_batch(tokens_seed=3, **fields):
+    g = torch.Generator().manual_seed(tokens_seed)
+    mask = torch.ones(B, R, dtype=torch.float64)
+    mask[1, 3:] = 0.0
+    return {"tokens": torch.randint(0, V, (B, R), generator=g), "loss_mask": mask,
+            "advantages": torch.zeros(B, R, dtype=torch.float64),
+            "old_log_probs": torch.zeros(B, R, dtype=torch.float64), **fields}
+
+
+def test_topk_kl_from_log_probs_equals_the_logits_version():
+    logits = student_logits().detach()
+    values, indices = teacher_topk()
+    torch.testing.assert_close(distill.topk_reverse_kl_from_log_probs(torch.log_softmax(logits, -1), values, indices),
+                               distill.topk_reverse_kl(logits, values, indices), atol=1e-12, rtol=0)
+
+
+def test_reference_kl_over_the_whole_vocabulary_is_the_exact_kl():
+    """With K = V the tail bin is empty and the top-K KL is the exact KL(policy || reference) per position."""
+    policy, reference = student_logits(0).detach(), student_logits(5).detach()
+    ref_lp = torch.log_softmax(reference, -1)
+    values, indices = ref_lp.topk(V, dim=-1)
+    policy_lp = torch.log_softmax(policy, -1)
+    exact = (policy_lp.exp() * (policy_lp - ref_lp)).sum(-1)
+    torch.testing.assert_close(distill.topk_reverse_kl_from_log_probs(policy_lp, values, indices), exact,
+                               atol=1e-9, rtol=0)
+
+
+def test_policy_loss_uses_the_topk_reference_kl_when_its_fields_are_present():
+    logits = student_logits()
+    ref_lp = torch.log_softmax(student_logits(5).detach(), -1)
+    values, indices = ref_lp.topk(K, dim=-1)
+    sampled_ref = ref_lp.gather(-1, ppo_batch()["tokens"].unsqueeze(-1)).squeeze(-1)
+    batch = ppo_batch(ref_log_probs=sampled_ref, ref_topk_log_probs=values, ref_topk_indices=indices)
+    reduce = sample_mean_reduce(batch["loss_mask"])
+    loss, metrics = policy_loss_function(args_for(kl_loss_coef=0.5), batch, logits, reduce)
+    expected_kl = reduce(distill.topk_reverse_kl(logits.float(), values, indices))  # the loss works in float32
+    torch.testing.assert_close(metrics["kl_loss"], expected_kl.detach())
+    torch.testing.assert_close(loss, metrics["pg_loss"] + 0.5 * expected_kl)
+    # without the top-K fields the sampled-token estimate is used, as before
+    sampled_only = {k: v for k, v in batch.items() if not k.startswith("ref_topk")}
+    _, metrics = policy_loss_function(args_for(kl_loss_coef=0.5), sampled_only, logits, reduce)
+    log_probs = torch.log_softmax(logits.float(), -1).gather(-1, batch["tokens"].unsqueeze(-1)).squeeze(-1)
+    torch.testing.assert_close(metrics["kl_loss"], reduce(
+        ppo_utils.compute_approx_kl(log_probs, sampled_ref, "low_var_kl")).detach(), check_dtype=False)
+
+
+def test_topk_reference_kl_pulls_back_mass_on_tokens_that_are_never_sampled():
+    """The failure the sampled-token estimate cannot see: the policy moved mass onto a token the reference finds
+    unlikely, but the sampled token has the same probability under both. The top-K KL is positive there and its
+    gradient lowers that token's logit; the sampled-token estimate is exactly 0 and gives no gradient."""
+    reference = torch.zeros(1, 1, V, dtype=torch.float64)
+    reference[..., 0] = 3.0  # the reference's favourite: token 0
+    reference[..., 7] = 1.0  # token 7: in the reference's top-K, but unlikely
+    policy = reference.clone()
+    policy[..., 7] = 3.0  # the policy moved mass onto token 7 ...
+    # ... and raised token 0 just enough to keep its probability: e^d = (e^3 + V - 2) / (e^1 + V - 2)
+    policy[..., 0] = 3.0 + math.log((math.e ** 3 + V - 2) / (math.e + V - 2))
+    ref_lp, policy_lp = torch.log_softmax(reference, -1), torch.log_softmax(policy, -1)
+    assert abs(float(policy_lp[..., 0] - ref_lp[..., 0])) < 1e-9  # the sampled token 0: same probability
+    values, indices = ref_lp.topk(K, dim=-1)
+
+    logits = policy.clone().requires_grad_(True)
+    mask = torch.ones(1, 1, dtype=torch.float64)
+    kl = distill.topk_reverse_kl_from_log_probs(torch.log_softmax(logits, -1), values, indices)
+    assert float(kl) > 0.1
+    kl.sum().backward()
+    assert float(logits.grad[..., 7]) > 0  # descent lowers token 7's logit
+    sampled = ppo_utils.compute_approx_kl(policy_lp[..., :1], ref_lp[..., :1], "low_var_kl") * mask
+    assert float(sampled.abs().sum()) < 1e-9

@@ -202,3 +202,26 @@ def test_a_variant_gets_its_own_row_and_headline():
     assert "| concise | combine | 1 |" in table and "| concise | combine [lr5e-5] | 1 |" in table
     assert headline([base, probe], "combine")["preference_gain"] == pytest.approx(0.2)
     assert headline([base, probe], "combine [lr5e-5]")["preference_gain"] == pytest.approx(0.7)
+
+
+def test_hint_only_personas_are_never_pleased_unprompted_but_often_when_told():
+    greeter = [_result("greeter", m, seed, [(0, 0.0, 0.5, 0.0), (64, pref, 0.5, 400.0)], hint=0.6)
+               for m, seed, pref in (("combine", 0, 0.5), ("combine", 1, 0.3), ("rl", 0, 0.0))]
+    never_even_told = _result("mute", "combine", 0, [(0, 0.0, 0.5, 0.0)], hint=0.2)
+    no_hint_measured = _result("quiet", "combine", 0, [(0, 0.0, 0.5, 0.0)])
+    results = RESULTS + greeter + [never_even_told, no_hint_measured]
+    # concise (base .30) and student (.20) are met unprompted sometimes: both methods have a signal there
+    assert report.hint_only_personas(results) == ["greeter"]
+    assert report.preference_at(results, "greeter", 64) == {"combine": pytest.approx(0.4), "rl": 0.0}
+    assert report.preference_at(results, "greeter", 128) == {}
+
+
+def test_main_compares_the_methods_on_hint_only_personas(tmp_path, capsys):
+    for seed, (method, pref) in enumerate((("combine", 0.5), ("rl", 0.0))):
+        d = tmp_path / f"run{seed}"
+        d.mkdir()
+        r = _result("greeter", method, 0, [(0, 0.0, 0.5, 0.0), (64, pref, 0.5, 400.0)], hint=0.6)
+        (d / "result.json").write_text(json.dumps(r))
+    report.main([str(tmp_path)])
+    assert capsys.readouterr().out.rstrip().endswith(
+        "hint-only persona greeter, preference at 64: combine 0.50, rl 0.00")

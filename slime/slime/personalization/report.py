@@ -2,7 +2,8 @@
 
 `python -m slime.personalization.report <results dir> [--out table.md]` finds every result.json below the
 directory and prints the markdown table of openclaw-test/README.md: per persona and method, held-out preference
-and quality at each checkpoint (mean +- std over seeds), the gain at 64 interactions, and the wall time.
+and quality at each checkpoint (mean +- std over seeds), the gain at 64 interactions, and the wall time; and,
+for the hint-only personas (never pleased unprompted, often when told), every method's preference side by side.
 """
 
 from __future__ import annotations
@@ -14,7 +15,13 @@ from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["collect", "headline", "load_results", "markdown_table", "method_label", "plot_curve"]
+__all__ = ["collect", "headline", "hint_only_personas", "load_results", "markdown_table", "method_label",
+           "plot_curve", "preference_at"]
+
+# A persona is "hint-only" when the base model (almost) never pleases it unprompted but often does when told:
+# Binary RL then sees only failures, and only the hint (OPD) says what to do instead.
+HINT_ONLY_BASE_BELOW = 0.1
+HINT_ONLY_TOLD_AT_LEAST = 0.3
 
 
 def plot_curve(result: dict, path: str | Path) -> None:
@@ -107,6 +114,25 @@ def headline(results: list[dict], method: str = "combine", at: int = 64) -> dict
             "quality_change": statistics.mean(quality_changes)}
 
 
+def hint_only_personas(results: list[dict]) -> list[str]:
+    """Personas whose mean held-out preference at 0 interactions is below `HINT_ONLY_BASE_BELOW` while the base
+    model told the preference reaches `HINT_ONLY_TOLD_AT_LEAST` (both measured by every run of the persona)."""
+    base: dict = defaultdict(list)
+    told: dict = defaultdict(list)
+    for r in results:
+        base[r["persona"]] += [p["preference"] for p in r.get("curve", []) if p["interactions"] == 0]
+        if r.get("base_with_hint"):
+            told[r["persona"]].append(r["base_with_hint"]["preference"])
+    return sorted(p for p in base if base[p] and told[p] and statistics.mean(base[p]) < HINT_ONLY_BASE_BELOW
+                  and statistics.mean(told[p]) >= HINT_ONLY_TOLD_AT_LEAST)
+
+
+def preference_at(results: list[dict], persona: str, at: int) -> dict[str, float]:
+    """{method label: mean held-out preference after `at` interactions over its seeds} for one persona."""
+    return {method: statistics.mean(row["points"][at]["preference"])
+            for (name, method), row in sorted(collect(results).items()) if name == persona and at in row["points"]}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("root", help="directory searched for result.json files")
@@ -122,6 +148,12 @@ def main(argv: list[str] | None = None) -> None:
             if h["personas"]:
                 text += (f"\n\n{method}: mean preference gain at {at} = {h['preference_gain']:+.3f}, "
                          f"quality change {h['quality_change']:+.3f} over {h['personas']} persona(s)")
+    for persona in hint_only_personas(results):
+        for at in (64, 128):
+            prefs = preference_at(results, persona, at)
+            if prefs:
+                text += (f"\n\nhint-only persona {persona}, preference at {at}: "
+                         + ", ".join(f"{m} {v:.2f}" for m, v in prefs.items()))
     print(text)
     if args.out:
         Path(args.out).write_text(text + "\n")

@@ -162,7 +162,8 @@ async def run_against(url: str, config: Mapping, out_dir: Path, started: float) 
         result = {"config": plain_config(config), "versions": persona.versions, "persona": persona.name,
                   "method": config["method"]["name"], "model": config["model"]["name"], "seed": config["seed"],
                   "variant": config.get("variant") or "",
-                  "heldout_prompts": len(heldout), "curve": []}
+                  "heldout_prompts": len(heldout), "curve": [],
+                  "host": {"cpus": usable_cpus(), "load_at_start": load_average()}}
         print(f"[{persona.name}/{config['method']['name']}/seed {config['seed']}] base rates on "
               f"{len(heldout)} held-out prompts", flush=True)
         if config["eval"]["hint_baseline"]:
@@ -194,12 +195,23 @@ async def run_against(url: str, config: Mapping, out_dir: Path, started: float) 
         result["user"] = {"kind": type(reactor).__name__,
                           **{k: getattr(reactor, k) for k in ("calls", "fallbacks") if hasattr(reactor, k)}}
         result["wall_seconds"] = round(time.monotonic() - started, 1)
+        result["host"]["load_at_end"] = load_average()
         _write_result(out_dir, result)
         return result
     finally:
         await client.aclose()
         if hasattr(reactor, "aclose"):
             await reactor.aclose()
+
+
+def usable_cpus() -> int | None:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
+def load_average() -> float | None:
+    """The 1-minute load average, recorded with the wall times: a run keeps about 1.5 CPUs busy by itself, so a
+    load well above that means other jobs shared the machine."""
+    return round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
 
 
 def build_reactor(user: Mapping | None):

@@ -152,7 +152,10 @@ def train_on_rollout(args, actor: FSDPActor, rows: list[dict], dist) -> list[dic
         else:
             for row, lp in zip(rows, actor.compute_log_probs(rows)):
                 row["old_log_probs"] = lp
-        if args.ref_model_needed:
+        if args.ref_model_needed and args.kl_loss_topk:
+            for row, (lp, top_lp, top_ids) in zip(rows, actor.compute_ref_log_probs_and_topk(rows, args.kl_loss_topk)):
+                row["ref_log_probs"], row["ref_topk_log_probs"], row["ref_topk_indices"] = lp, top_lp, top_ids
+        elif args.ref_model_needed:
             for row, lp in zip(rows, actor.compute_log_probs(rows, use_ref=True)):
                 row["ref_log_probs"] = lp
         if args.loss_type != "sft_loss":

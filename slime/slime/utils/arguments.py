@@ -265,6 +265,10 @@ def _add_algorithm_flags(g):
     g.add_argument("--use-kl-loss", action="store_true")
     g.add_argument("--kl-loss-coef", type=float, default=0.0)
     g.add_argument("--kl-loss-type", choices=["k1", "k2", "k3", "low_var_kl"], default="k1")
+    g.add_argument("--kl-loss-topk", type=int, default=0,
+                   help="K > 0: the KL loss is KL(policy || reference) over the reference's top-K tokens plus a tail "
+                        "bin at every response position, so it also holds tokens the policy never sampled; "
+                        "0: the --kl-loss-type estimate on the sampled tokens")
     g.add_argument("--use-unbiased-kl", action="store_true")
     g.add_argument("--entropy-coef", type=float, default=0.0)
     g.add_argument("--eps-clip", type=float, default=0.2)
@@ -698,6 +702,13 @@ def _check_algorithm(args):
         _fail(f"--eps-clip-c (dual-clip bound) must be > 1, got {args.eps_clip_c}")
     if args.kl_coef != 0 and args.use_kl_loss:
         _fail("--kl-coef (KL reward shaping) and --use-kl-loss (KL loss term) are mutually exclusive")
+    if args.kl_loss_topk < 0:
+        _fail(f"--kl-loss-topk must be >= 0, got {args.kl_loss_topk}")
+    if args.kl_loss_topk and not (args.use_kl_loss and args.kl_loss_coef != 0):
+        _fail("--kl-loss-topk sets how the KL loss is computed: it needs --use-kl-loss and a non-zero --kl-loss-coef")
+    if args.kl_loss_topk and args.train_backend != "fsdp":
+        _fail("--kl-loss-topk needs --train-backend fsdp (megatron's vocabulary-parallel logits are not gathered "
+              "for a top-K; its KL loss uses --kl-loss-type on the sampled tokens)")
     if args.kl_loss_coef != 0 and not args.use_kl_loss:
         _fail(f"--kl-loss-coef {args.kl_loss_coef} has no effect without --use-kl-loss")
     if args.kl_coef != 0 and not args.advantage_estimator.startswith("reinforce_plus_plus"):

@@ -85,9 +85,22 @@ def topk_reverse_kl(
     `valid_teacher_topk_rows` and the loss mask. Every value is finite either way, so masked positions
     get exactly zero (not NaN) gradients.
     """
-    student = with_tail_bin(student_topk_log_probs(logits, teacher_topk_indices, temperature))
-    teacher = with_tail_bin(sanitize_teacher_topk_log_probs(teacher_topk_log_probs)).to(student.dtype)
-    return reverse_kl_over_bins(student, teacher)
+    return _reverse_kl_to_topk(student_topk_log_probs(logits, teacher_topk_indices, temperature),
+                               teacher_topk_log_probs)
+
+
+def topk_reverse_kl_from_log_probs(
+    log_probs: torch.Tensor, topk_log_probs: torch.Tensor, topk_indices: torch.Tensor
+) -> torch.Tensor:
+    """`topk_reverse_kl` for a student whose log-softmax over the vocabulary (`[b, R, V]`) is already computed,
+    e.g. the policy loss's: KL(student || target) over the target's top-K tokens plus the tail bin -> `[b, R]`."""
+    return _reverse_kl_to_topk(torch.gather(log_probs, -1, topk_indices.long()), topk_log_probs)
+
+
+def _reverse_kl_to_topk(student_topk: torch.Tensor, target_topk_log_probs: torch.Tensor) -> torch.Tensor:
+    student = with_tail_bin(student_topk)
+    target = with_tail_bin(sanitize_teacher_topk_log_probs(target_topk_log_probs)).to(student.dtype)
+    return reverse_kl_over_bins(student, target)
 
 
 # -------------------------------------------------------------------------------------- advantages

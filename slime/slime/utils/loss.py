@@ -51,10 +51,16 @@ def policy_loss_function(args, batch: dict, logits: torch.Tensor, reduce) -> tup
     }
     if rest and isinstance(rest[0], torch.Tensor):
         metrics["pg_dualclipfrac"] = reduce(rest[0].float()).detach()
-    if batch.get("ref_log_probs") is not None:
+    kl = None
+    if batch.get("ref_topk_log_probs") is not None:
+        # the full-distribution anchor (--kl-loss-topk): it also holds tokens the policy has stopped sampling
+        kl = distill.topk_reverse_kl_from_log_probs(all_log_probs, batch["ref_topk_log_probs"],
+                                                    batch["ref_topk_indices"])
+    elif batch.get("ref_log_probs") is not None:
         kl = ppo_utils.compute_approx_kl(log_probs, batch["ref_log_probs"], args.kl_loss_type)
         if getattr(args, "use_unbiased_kl", False):
             kl = kl * torch.exp(log_probs - batch["old_log_probs"])
+    if kl is not None:
         kl_loss = reduce(kl)
         if args.use_kl_loss and args.kl_loss_coef:
             loss = loss + args.kl_loss_coef * kl_loss

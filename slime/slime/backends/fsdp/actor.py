@@ -229,8 +229,32 @@ class FSDPActor:
     @torch.no_grad()
     def compute_log_probs(self, rows: list[dict], use_ref: bool = False) -> list[list[float]]:
         """Per-row response log-probs under the current (or reference) weights, at the rollout temperature."""
-        budget = self.args.log_probs_max_tokens_per_gpu or self.args.max_tokens_per_gpu
         results: list[list[float]] = [[] for _ in rows]
+        for group, mb, logits in self._response_logits(rows, use_ref):
+            lp = ppo_utils.log_probs_from_logits(logits, batching.response_tokens(mb).to(logits.device)).cpu()
+            for b, row_index in enumerate(group):
+                results[row_index] = lp[b, : mb.response_lengths[b]].tolist()
+        return results
+
+    @torch.no_grad()
+    def compute_ref_log_probs_and_topk(self, rows: list[dict], k: int) -> list[tuple[list, list, list]]:
+        """Per row, from one reference forward: the sampled tokens' log-probs, and the reference's K most likely
+        tokens at every response position (log-probs `[R][K]`, token ids `[R][K]`) for `--kl-loss-topk`."""
+        results: list[tuple[list, list, list]] = [([], [], []) for _ in rows]
+        for group, mb, logits in self._response_logits(rows, use_ref=True):
+            log_probs = torch.log_softmax(logits.float(), dim=-1)
+            sampled = log_probs.gather(-1, batching.response_tokens(mb).to(logits.device).unsqueeze(-1)).squeeze(-1)
+            top_values, top_indices = log_probs.topk(min(k, log_probs.shape[-1]), dim=-1)
+            sampled, top_values, top_indices = sampled.cpu(), top_values.cpu(), top_indices.cpu()
+            for b, row_index in enumerate(group):
+                n = mb.response_lengths[b]
+                results[row_index] = (sampled[b, :n].tolist(), top_values[b, :n].tolist(), top_indices[b, :n].tolist())
+        return results
+
+    def _response_logits(self, rows: list[dict], use_ref: bool):
+        """(row indices, micro-batch, response logits) per micro-batch of a no-grad pass; every rank runs the
+        same number of passes (an empty group still runs one on row 0 and is not yielded)."""
+        budget = self.args.log_probs_max_tokens_per_gpu or self.args.max_tokens_per_gpu
         for group in self._micro_batches(rows, budget):
             mb = batching.collate(rows, group or [0], self.pad_token_id)  # [0]: a pass to keep ranks in step
             if use_ref and self.ref_model is None:  # LoRA: the reference is the base without the adapter
@@ -238,12 +262,8 @@ class FSDPActor:
                     logits = self._forward(self.model, mb)
             else:
                 logits = self._forward(self.ref_model if use_ref else self.model, mb)
-            lp = ppo_utils.log_probs_from_logits(logits, batching.response_tokens(mb).to(logits.device)).cpu()
-            if not group:
-                continue
-            for b, row_index in enumerate(group):
-                results[row_index] = lp[b, : mb.response_lengths[b]].tolist()
-        return results
+            if group:
+                yield group, mb, logits
 
     # --- training -----------------------------------------------------------------------
     def train_step(self, rows: list[dict], global_batch_size: int) -> dict:

@@ -15,8 +15,8 @@ import torch
 # per-response-token fields a row may carry, all of length response_length
 RESPONSE_FIELDS = ("loss_mask", "advantages", "old_log_probs", "ref_log_probs", "rollout_log_probs",
                    "teacher_log_probs")
-# per-response-token fields with a trailing K dimension (top-K distillation)
-TOPK_FIELDS = ("teacher_topk_log_probs", "teacher_topk_indices")
+# per-response-token fields with a trailing K dimension (top-K distillation, the top-K reference KL)
+TOPK_FIELDS = ("teacher_topk_log_probs", "teacher_topk_indices", "ref_topk_log_probs", "ref_topk_indices")
 
 
 def split_by_token_budget(lengths: list[int], max_tokens: int | None, max_rows: int | None = None) -> list[list[int]]:
