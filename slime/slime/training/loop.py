@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from slime.backends.fsdp.actor import FSDPActor
-from slime.backends.fsdp.parallel import barrier, broadcast_object, init_distributed
+from slime.backends.fsdp.parallel import barrier, broadcast_object, init_distributed, leave_together
 from slime.rollout import RolloutInterrupted
 from slime.training import checkpoint
 from slime.training.advantages import attach_advantages
@@ -262,6 +262,9 @@ def main(mode: str, argv: list[str] | None = None) -> int:
         if node_engines is not None:
             node_engines.stop()
         tracker.close()
+    # Only after a clean finish (a failed rank must not wait here for the others): every rank tears the group
+    # down together, since a rank that exits while gloo threads are alive can abort after its work was done.
+    leave_together()
     return 0
 
 
