@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Reproduce the results table of openclaw-test/README.md on this machine: every method (rl, opd, combine) x every
 # persona (student, teacher, concise, greeter) x seeds 0,1,2 on SmolLM2-135M-Instruct, held-out preference and
-# quality at 0, 32, 64 and 128 interactions, then the table. About 9-10 minutes per run on a 2-core CPU (36 runs).
+# quality at 0, 32, 64 and 128 interactions, then the table. About 10-18 minutes per run on a 2-core CPU (36 runs).
 #   bash openclaw-test/reproduce.sh [more Hydra overrides, e.g. seed=0 persona=concise,greeter]
 # Env: OUT (default runs/openclaw-test/table).
 set -euo pipefail
