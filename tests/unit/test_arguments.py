@@ -431,6 +431,8 @@ def test_kl_loss_topk_needs_a_kl_loss_and_the_fsdp_backend():
     fails("--kl-loss-topk", 20, match="--kl-loss-topk .* needs --use-kl-loss and a non-zero --kl-loss-coef")
     fails("--use-kl-loss", "--kl-loss-topk", 20, match="non-zero --kl-loss-coef")
     fails("--use-kl-loss", "--kl-loss-coef", 0.05, "--kl-loss-topk", -1, match="--kl-loss-topk must be >= 0")
+    fails("--use-kl-loss", "--kl-loss-coef", 0.05, "--kl-loss-topk", 20, "--use-unbiased-kl",
+          match="--use-unbiased-kl reweights the sampled-token KL")
     fails("--use-kl-loss", "--kl-loss-coef", 0.05, "--kl-loss-topk", 20, "--train-backend", "megatron",
           match="--kl-loss-topk needs --train-backend fsdp|megatron-core")
 

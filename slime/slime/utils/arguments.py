@@ -706,6 +706,9 @@ def _check_algorithm(args):
         _fail(f"--kl-loss-topk must be >= 0, got {args.kl_loss_topk}")
     if args.kl_loss_topk and not (args.use_kl_loss and args.kl_loss_coef != 0):
         _fail("--kl-loss-topk sets how the KL loss is computed: it needs --use-kl-loss and a non-zero --kl-loss-coef")
+    if args.kl_loss_topk and args.use_unbiased_kl:
+        _fail("--use-unbiased-kl reweights the sampled-token KL estimate; --kl-loss-topk computes the KL over the "
+              "reference's top-K and has nothing to reweight: use one of them")
     if args.kl_loss_topk and args.train_backend != "fsdp":
         _fail("--kl-loss-topk needs --train-backend fsdp (megatron's vocabulary-parallel logits are not gathered "
               "for a top-K; its KL loss uses --kl-loss-type on the sampled tokens)")
