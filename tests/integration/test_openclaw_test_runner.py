@@ -65,6 +65,8 @@ def test_a_run_starts_the_server_talks_trains_evaluates_and_writes_results(tmp_p
     assert len(_lines(out / "eval_8.jsonl")) == 3 and len(_lines(out / "eval_0_hint.jsonl")) == 3
     assert (out / "curve.png").read_bytes()[:4] == b"\x89PNG"
     assert (out / "server" / "metrics.jsonl").exists()  # the server it started trained in the run's folder
+    # its trainer checkpointed at the clean stop, and the finished run deleted the checkpoints (keep_checkpoints)
+    assert result["checkpoints_removed_bytes"] > 0 and not (out / "server" / "ckpt").exists()
 
 
 @pytest.mark.slow

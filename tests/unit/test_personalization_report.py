@@ -225,3 +225,34 @@ def test_main_compares_the_methods_on_hint_only_personas(tmp_path, capsys):
     report.main([str(tmp_path)])
     assert capsys.readouterr().out.rstrip().endswith(
         "hint-only persona greeter, preference at 64: combine 0.50, rl 0.00")
+
+
+def test_training_replies_count_what_met_the_preference_and_still_answered():
+    rows = [{"preference": 1.0, "quality": 0.0, "turn": 2},   # a greeting and nothing else
+            {"preference": 1.0, "quality": 0.5, "turn": 1},   # greeted and answered at once
+            {"preference": 0.75, "quality": 1.0, "turn": 2},  # exactly at the threshold counts
+            {"preference": 0.74, "quality": 1.0, "turn": 1},  # just below does not
+            {"preference": 0.0, "quality": 0.5}]              # no turn recorded: a first attempt
+    assert report.training_replies(rows) == {"n": 5, "met": 3, "met_and_answered": 2, "met_first_attempt": 1}
+    assert report.training_replies(iter([])) == {"n": 0, "met": 0, "met_and_answered": 0, "met_first_attempt": 0}
+    assert report.training_replies(rows, met=1.0)["met"] == 2
+
+
+def test_training_replies_table_sums_over_runs_and_skips_runs_without_them():
+    a = _result("greeter", "combine", 0, [(0, 0.0, 0.5, 0.0)])
+    b = _result("greeter", "combine", 1, [(0, 0.0, 0.5, 0.0)])
+    c = _result("greeter", "rl", 0, [(0, 0.0, 0.5, 0.0)])
+    a["training_replies"] = {"n": 128, "met": 8, "met_and_answered": 0, "met_first_attempt": 0}
+    b["training_replies"] = {"n": 128, "met": 11, "met_and_answered": 1, "met_first_attempt": 2}
+    assert report.training_replies_table([a, b, c]).splitlines()[2:] == [
+        "| greeter | combine | 2 | 256 | 19 | 1 | 2 |"]
+    assert report.training_replies_table([c]) == ""
+
+
+def test_main_prints_the_training_replies_when_recorded(tmp_path, capsys):
+    r = _result("greeter", "rl", 0, [(0, 0.0, 0.5, 0.0), (64, 0.0, 0.5, 60.0)], hint=0.6)
+    r["training_replies"] = {"n": 64, "met": 3, "met_and_answered": 1, "met_first_attempt": 0}
+    (tmp_path / "result.json").write_text(json.dumps(r))
+    report.main([str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "Training replies" in out and "| greeter | rl | 1 | 64 | 3 | 1 | 0 |" in out

@@ -15,8 +15,10 @@ from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 
+from slime.personalization.personas import MET
+
 __all__ = ["collect", "headline", "hint_only_personas", "load_results", "markdown_table", "method_label",
-           "plot_curve", "preference_at"]
+           "plot_curve", "preference_at", "training_replies", "training_replies_table"]
 
 # A persona is "hint-only" when the base model (almost) never pleases it unprompted but often does when told:
 # Binary RL then sees only failures, and only the hint (OPD) says what to do instead.
@@ -133,6 +135,38 @@ def preference_at(results: list[dict], persona: str, at: int) -> dict[str, float
             for (name, method), row in sorted(collect(results).items()) if name == persona and at in row["points"]}
 
 
+def training_replies(interactions: Iterable[dict], met: float = MET) -> dict:
+    """How a run's training replies (one per interaction) met the preference.
+
+    "answered" is quality > 0 (non-empty and on topic). Binary RL can reinforce only replies that please, i.e.
+    meet the preference *and* answer; a model that meets a preference only by dropping the task (a greeting and
+    nothing else) gives it nothing to reinforce, however often it meets the preference.
+    """
+    rows = list(interactions)
+    hits = [r for r in rows if r["preference"] >= met]
+    return {"n": len(rows), "met": len(hits), "met_and_answered": sum(1 for r in hits if r["quality"] > 0),
+            "met_first_attempt": sum(1 for r in hits if r.get("turn", 1) == 1)}
+
+
+def training_replies_table(results: list[dict]) -> str:
+    """Per persona and method, the training replies summed over the runs that recorded them."""
+    sums: dict = defaultdict(lambda: defaultdict(int))
+    for r in results:
+        if r.get("training_replies"):
+            cell = sums[(r["persona"], method_label(r))]
+            cell["runs"] += 1
+            for key, value in r["training_replies"].items():
+                cell[key] += value
+    if not sums:
+        return ""
+    lines = ["| persona | method | runs | training replies | met the preference | of those, answered "
+             "| of those, at the first attempt |", "|---|---|---|---|---|---|---|"]
+    for (persona, method), c in sorted(sums.items()):
+        lines.append(f"| {persona} | {method} | {c['runs']} | {c['n']} | {c['met']} | {c['met_and_answered']} "
+                     f"| {c['met_first_attempt']} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("root", help="directory searched for result.json files")
@@ -154,6 +188,9 @@ def main(argv: list[str] | None = None) -> None:
             if prefs:
                 text += (f"\n\nhint-only persona {persona}, preference at {at}: "
                          + ", ".join(f"{m} {v:.2f}" for m, v in prefs.items()))
+    replies = training_replies_table(results)
+    if replies:
+        text += "\n\nTraining replies (the simulated user's view, summed over runs):\n\n" + replies
     print(text)
     if args.out:
         Path(args.out).write_text(text + "\n")
