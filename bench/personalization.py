@@ -6,7 +6,7 @@ requests (the baseline, measured in the same run), let the simulated user talk t
 wait for the trainer, rate again. The value is the mean over personas of the held-out preference gain; the
 quality change is printed on the line before, and a drop beyond 0.05 fails the benchmark too.
 
-    OMP_NUM_THREADS=1 python bench/personalization.py [--personas student,teacher,concise,greeter] [--seed 0]
+    OMP_NUM_THREADS=1 python bench/personalization.py [--personas student,teacher,concise,greeter,upbeat] [--seed 0]
         [--interactions 64] [--out runs/bench-personalization] [hydra overrides...]
 
 About 15-20 minutes per persona on a 2-core CPU.
@@ -37,7 +37,7 @@ def compose(overrides: list[str]):
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--personas", default="student,teacher,concise,greeter")
+    parser.add_argument("--personas", default="student,teacher,concise,greeter,upbeat")
     parser.add_argument("--method", default="combine")
     parser.add_argument("--model", default="smollm2")
     parser.add_argument("--seed", type=int, default=0)

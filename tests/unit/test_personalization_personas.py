@@ -10,6 +10,8 @@ from collections import Counter
 
 import pytest
 
+from slime.conversation.judges.hint_rules import user_feedback_hint
+
 from slime.conversation.judges.rules import classify_user_text
 from slime.personalization import problem_templates
 from slime.personalization.personas import (
@@ -243,12 +245,12 @@ def test_get_persona():
         get_persona("pirate")
     message = str(info.value)
     assert "pirate" in message
-    for name in ("student", "teacher", "concise", "greeter"):
+    for name in ("student", "teacher", "concise", "greeter", "upbeat"):
         assert name in message
 
 
 def test_persona_catalogue():
-    assert set(PERSONAS) == {"student", "teacher", "concise", "greeter"}
+    assert set(PERSONAS) == {"student", "teacher", "concise", "greeter", "upbeat"}
     for name, persona in PERSONAS.items():
         assert persona.name == name
         assert persona.rating_version == f"{name}-v1"
@@ -335,3 +337,13 @@ def test_load_problems_from_another_file(tmp_path):
     assert load_problems(path=path) == [Problem("x-0", "What is 2 + 3?", 5, "heldout"),
                                         Problem("x-1", "What is 1 + 1?", 2, "train")]
     assert load_problems("train", path=str(path)) == [Problem("x-1", "What is 1 + 1?", 2, "train")]
+
+
+@pytest.mark.parametrize("name", sorted(PERSONAS))
+def test_every_correction_becomes_a_hint_for_the_cpu_rules_judge(name):
+    """OPD learns only from corrections the hint judge accepts: the CPU runs use the rules judge, so each
+    correction a persona can say must rewrite into an instruction (not be dropped as "no corrective feedback")."""
+    for correction in PERSONAS[name].corrections:
+        match, reason = user_feedback_hint(correction)
+        assert match is not None, (correction, reason)
+        assert match.hint.strip(), correction

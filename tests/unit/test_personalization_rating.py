@@ -7,6 +7,7 @@ Every expected number below was computed by hand from the docstrings of `slime/p
 * teacher (teacher-v1): 0.5 warmth + 0.25 names the student's answer + 0.25 names the correct answer;
 * concise (concise-v1): 1 up to 25 words, then linear to 0 at 75 words: 1 - (words - 25) / 50;
 * greeter (greeter-v1): 1 if the reply opens with a greeting, else 0;
+* upbeat (upbeat-v1): 1 if the reply opens by agreeing to the request ("Sure", "Of course", ...), else 0;
 * quality (quality-v1): 0 under 2 words; else 0.5 on topic (a number of the question or two of its content
   words) + 0.5 correct final number; halved for a degenerate loop;
 * teacher quality (grading_quality): 0 when `task_quality(..., answer=None)` is 0 (trivial or off topic), else
@@ -26,6 +27,7 @@ from slime.personalization.rating import (
     final_number,
     is_degenerate,
     numbers_in,
+    opens_with_acknowledgement,
     opens_with_greeting,
     shows_work,
     task_quality,
@@ -134,6 +136,38 @@ CONCISE_EXAMPLES = [
      0.0, 0.0, "100 words of a loop: past 75 -> 0; off topic (and degenerate) -> 0"),
 ]
 
+# upbeat: the greeter's problem ("money-0" -> 42)
+UPBEAT_EXAMPLES = [
+    ("Sure! Ana spends 2 x $4 = $8, so her change is $50 - $8 = $42.",
+     1.0, 1.0, "opens with 'Sure!'; question numbers 50 and 8 -> on topic; last number 42"),
+    ("Of course! The change is $50 - $8 = $42.",
+     1.0, 1.0, "'Of course' agrees; 50 is a number of the question"),
+    ("Certainly. Ana gets $42 in change.",
+     1.0, 1.0, "'Certainly' agrees; on topic (ana, change)"),
+    ("I'd be happy to help! Ana pays $50 and spends $8, so she gets $42 back.",
+     1.0, 1.0, "'I'd be happy to help' agrees"),
+    ("Gladly! Ana gets $42 in change.",
+     1.0, 1.0, "'Gladly' agrees"),
+    ("**Sure!** Ana buys 2 notebooks for $4 each, so she gets $50 - $8 = $42 back.",
+     1.0, 1.0, "up to three non-word characters ('**') may precede it"),
+    ("Sure thing! Ana gets $40 in change.",
+     1.0, 0.5, "'Sure thing' agrees; on topic but 40 is wrong"),
+    ("You got it: Ana's change is $42.",
+     1.0, 0.5, "'You got it' agrees; off topic (only 'change' is shared, \"Ana's\" is not 'ana') but correct"),
+    ("No problem! I'm here to help with any math question you have.",
+     1.0, 0.0, "agrees, then does not answer: no number or content word of the problem, so no quality"),
+    ("Sure!",
+     1.0, 0.0, "a bare 'Sure!' agrees but is one word, no answer"),
+    ("Ana gets $42 in change. Happy to help!",
+     0.0, 1.0, "the acknowledgement has to come first"),
+    ("Surely Ana gets $42 in change.",
+     0.0, 1.0, "'Surely' is not the word 'sure'"),
+    ("Hello! Ana gets $42 in change.",
+     0.0, 1.0, "a greeting is not agreeing to the request"),
+    ("",
+     0.0, 0.0, "empty"),
+]
+
 GREETER_EXAMPLES = [
     ("Hey! Ana spends 2 x $4 = $8, so her change is $50 - $8 = $42.",
      1.0, 1.0, "opens with 'Hey!'; $ amounts parse, last number 42"),
@@ -213,6 +247,20 @@ def test_concise_labelled(response, preference, quality, why):
 @pytest.mark.parametrize("response,preference,quality,why", GREETER_EXAMPLES)
 def test_greeter_labelled(response, preference, quality, why):
     _check("greeter", GREETER_PROBLEM, response, preference, quality)
+
+
+@pytest.mark.parametrize("response,preference,quality,why", UPBEAT_EXAMPLES)
+def test_upbeat_labelled(response, preference, quality, why):
+    _check("upbeat", GREETER_PROBLEM, response, preference, quality)
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("Sure, here it is: 42.", True), ("sure. 42", True), ("Of course! 42", True), ("Absolutely - 42", True),
+    ("No problem. 42", True), ("With pleasure: 42", True), ("Glad to help! 42", True), ("I'm happy to help: 42", True),
+    ("  \n> Certainly: 42", True), ("Surely it is 42", False), ("Of courses, 42", False), ("42. Sure!", False),
+    ("Happy birthday! 42", False), ("Hi! Sure, 42", False), ("", False)])
+def test_opens_with_acknowledgement(text, expected):
+    assert opens_with_acknowledgement(text) is expected
 
 
 @pytest.mark.parametrize("response,preference,quality,why", TEACHER_EXAMPLES)

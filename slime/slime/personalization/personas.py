@@ -31,6 +31,7 @@ from slime.personalization.rating import (
     Rating,
     ai_markers,
     numbers_in,
+    opens_with_acknowledgement,
     opens_with_greeting,
     shows_work,
     task_quality,
@@ -176,6 +177,12 @@ def greets_first(response: str, problem: Problem) -> tuple[float, dict]:
     return float(greets), {"greets": greets}
 
 
+def acknowledges_first(response: str, problem: Problem) -> tuple[float, dict]:
+    """upbeat-v1: the reply opens by agreeing to the request ("Sure!", "Of course!", "Happy to help!", ...)."""
+    acknowledges = opens_with_acknowledgement(response)
+    return float(acknowledges), {"acknowledges": acknowledges}
+
+
 PERSONAS: dict[str, Persona] = {
     "student": Persona(
         name="student",
@@ -237,6 +244,22 @@ PERSONAS: dict[str, Persona] = {
                      "a bit rude, no hello? start with a greeting next time",
                      "please start with a hi or hello before the answer"),
         preference_fn=greets_first,
+    ),
+    # Hint-only like greeter, but SmolLM2-135M told to open with "Sure!" still goes on to the problem, while told
+    # to greet it drifts into small talk: the two tell "no signal" apart from "no capacity to follow".
+    "upbeat": Persona(
+        name="upbeat",
+        description="a user who likes a willing, upbeat reply: it opens by agreeing to the request ('Sure!', "
+                    "'Of course!') and then answers",
+        preference_kind="tone",
+        rating_version="upbeat-v1",
+        hint='Start your reply with "Sure!" and then answer.',
+        requests=("{question}", "could you do this one? {question}", "can you help me with this: {question}"),
+        # phrased so that the CPU rules hint judge rewrites each into an instruction (a persona unit test)
+        corrections=('a bit abrupt. start with "Sure!" and then answer',
+                     'please start your reply with "Sure!" or "Of course!" next time',
+                     'bit blunt, no "sure"? start with "Sure!" before the answer please'),
+        preference_fn=acknowledges_first,
     ),
 }
 

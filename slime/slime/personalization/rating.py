@@ -26,6 +26,7 @@ __all__ = [
     "final_number",
     "is_degenerate",
     "numbers_in",
+    "opens_with_acknowledgement",
     "opens_with_greeting",
     "shows_work",
     "task_quality",
@@ -175,3 +176,13 @@ _GREETING = re.compile(r"(?i)^\W{0,3}(?:hi|hey|hello|heya|hiya|good (?:morning|a
 
 def opens_with_greeting(text: str) -> bool:
     return bool(_GREETING.match(text.strip()))
+
+
+# "Sure!", "Of course.", "Certainly -", "Happy to help!", "Absolutely", "No problem", "Gladly", "You got it"
+_ACKNOWLEDGEMENT = re.compile(r"(?i)^\W{0,3}(?:sure|of course|certainly|absolutely|gladly|no problem|you got it"
+                              r"|with pleasure|(?:i'd be |i would be |i'm |i am )?(?:happy|glad) to help)\b")
+
+
+def opens_with_acknowledgement(text: str) -> bool:
+    """The reply opens by agreeing to the request before answering it."""
+    return bool(_ACKNOWLEDGEMENT.match(text.strip()))

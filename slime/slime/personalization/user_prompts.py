@@ -53,11 +53,18 @@ Your preference, which you never state up front: you like to be greeted. A reply
 as "Hi", "Hey" or "Hello" before it gets to the answer; one that jumps straight in feels rude to you, however good \
 the answer is."""
 
+_UPBEAT = """You are role-playing a cheerful person asking an AI assistant for quick help.
+
+Your preference, which you never state up front: you like a willing, upbeat reply. It should open by agreeing to \
+your request, with something like "Sure!" or "Of course!", and then answer; one that starts straight with the \
+working sounds abrupt to you, however good the answer is."""
+
 USER_PROMPTS: dict[str, str] = {
     "student": _STUDENT + _RULES,
     "teacher": _TEACHER + _RULES,
     "concise": _CONCISE + _RULES,
     "greeter": _GREETER + _RULES,
+    "upbeat": _UPBEAT + _RULES,
 }
 
 _GENERIC = """You are role-playing a user talking to an AI assistant. You are {description}.
