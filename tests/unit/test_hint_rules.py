@@ -116,6 +116,22 @@ def test_corrections_become_instructions(reply, expected):
     assert match.hint == expected
 
 
+@pytest.mark.parametrize("reply, expected", [
+    # a quotation is read whole: its "!" or "?" ends no phrase
+    ('sounds a bit curt. next time start with "Sure!" and then answer',
+     'Be less curt. Start with "Sure!" and then answer.'),
+    ('you could at least say "sure!" first', 'Say "sure!" first.'),
+    ('you should have asked "are you sure?" before deleting it', 'Ask "are you sure?" before deleting it.'),
+    ('don\'t write "Final answer:" or "Answer!" at the end', 'Do not write "Final answer:" or "Answer!" at the end.'),
+    # an unclosed quotation still ends at the sentence's end
+    ('next time start with "Sure! and then answer', 'Start with "Sure".'),
+])
+def test_quoted_punctuation_does_not_cut_the_instruction(reply, expected):
+    match, reason = user_feedback_hint(reply, REQUEST)
+    assert match is not None, reason
+    assert match.hint == expected
+
+
 @pytest.mark.parametrize("reply", NOT_HINTS)
 def test_praise_and_neutral_replies_give_no_hint(reply):
     match, reason = user_feedback_hint(reply, REQUEST)

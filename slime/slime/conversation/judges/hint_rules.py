@@ -95,7 +95,14 @@ def _from_assistant_view(text: str) -> str:
 
 def _tidy(fragment: str) -> str:
     """A captured fragment without trailing politeness or punctuation, in the assistant's point of view."""
-    fragment = fragment.strip().strip("\"'`")
+    fragment = fragment.strip()
+    while len(fragment) >= 2 and fragment[0] == fragment[-1] and fragment[0] in "\"'`":
+        fragment = fragment[1:-1].strip()  # the whole phrase quoted
+    # a stray quote at either end goes; one that opens or closes a quotation inside stays
+    if fragment[:1] in {'"', "'", "`"} and fragment.count(fragment[0]) == 1:
+        fragment = fragment[1:].strip()
+    if fragment[-1:] in {'"', "'", "`"} and fragment.count(fragment[-1]) == 1:
+        fragment = fragment[:-1].strip()
     if fragment.count('"') % 2:  # 'sign off with "Best, Ana"' keeps its closing quote
         fragment += '"'
     previous = None
@@ -227,9 +234,11 @@ def tool_error_hint(next_state: Sequence[dict], response_message: dict | None = 
 
 # where a clause starts, and how a captured phrase ends
 _START = r"(?:^|(?<=[.!?;:,\n])\s*|\b(?:but|and|so|also|just|please|pls|ok|okay|oh|hey|and please)\s+)"
-_UPTO = r"(?P<x>[^.!?;,\n]+?)"  # up to a comma or sentence end
-_UPTO_MAYBE = r"(?P<x>[^.!?;,\n]*?)"  # the same, possibly empty ("stop apologizing")
-_UPTO_SENTENCE = r"(?P<x>[^.!?;\n]+?)"  # commas allowed ("Paris, Texas")
+# A quotation is read whole, so the "!" in 'start with "Sure!" and then answer' ends no phrase.
+_QUOTED = r'"[^"\n]{0,100}"'
+_UPTO = rf"(?P<x>(?:{_QUOTED}|[^.!?;,\n])+?)"  # up to a comma or sentence end
+_UPTO_MAYBE = rf"(?P<x>(?:{_QUOTED}|[^.!?;,\n])*?)"  # the same, possibly empty ("stop apologizing")
+_UPTO_SENTENCE = rf"(?P<x>(?:{_QUOTED}|[^.!?;\n])+?)"  # commas allowed ("Paris, Texas")
 _END = r"\s*(?=$|[.!?;,\n]|\s(?:please|pls|thanks|thank you|instead|anymore)\b)"
 _END_SENTENCE = r"\s*(?=$|[.!?;\n])"
 
