@@ -61,6 +61,7 @@ def test_defaults():
         kl_coef=0.0, use_kl_loss=False, kl_loss_coef=0.0, kl_loss_type="k1", use_unbiased_kl=False,
         entropy_coef=0.0, eps_clip=0.2, eps_clip_high=0.2, eps_clip_c=None, loss_type="policy_loss",
         calculate_per_token_loss=False, compute_advantages_and_returns=True, distill_topk=None,
+        distill_divergence="reverse",
         use_rollout_logprobs=False, use_tis=False, tis_clip=2.0, tis_clip_low=0.0,
         optimizer="adam", lr=1e-6, min_lr=0.0, lr_decay_style="constant", lr_warmup_iters=0,
         lr_warmup_fraction=None, weight_decay=0.0, adam_beta1=0.9, adam_beta2=0.98, adam_eps=1e-8,
@@ -500,6 +501,12 @@ def test_openclaw_flags_parse():
               "--kl-loss-coef", "0.0", "--kl-loss-type", "low_var_kl", "--eps-clip-high", 0.28,
               "--disable-rewards-normalization", "--calculate-per-token-loss")
     assert a.distill_topk == 16 and a.compute_advantages_and_returns is False and a.ref_model_needed is False
+
+
+def test_distill_divergence_is_reverse_or_forward():
+    assert parse("--distill-divergence", "forward").distill_divergence == "forward"
+    with pytest.raises(SystemExit):
+        parse("--distill-divergence", "js")
 
 
 # ---------------------------------------------------------------------------------------- optimizer

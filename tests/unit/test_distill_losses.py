@@ -423,3 +423,67 @@ def test_topk_reference_kl_pulls_back_mass_on_tokens_that_are_never_sampled():
     assert float(logits.grad[..., 7]) > 0  # descent lowers token 7's logit
     sampled = ppo_utils.compute_approx_kl(policy_lp[..., :1], ref_lp[..., :1], "low_var_kl") * mask
     assert float(sampled.abs().sum()) < 1e-9
+
+
+# ------------------------------------------------------------------------ forward KL (--distill-divergence)
+
+
+def brute_force_forward_topk_kl(logits, teacher_lp, teacher_idx):
+    """KL(teacher || student) over the same K + 1 bins, from full-vocabulary probabilities in float64."""
+    probs = torch.softmax(logits, -1)
+    student_k = probs.gather(-1, teacher_idx)
+    p = torch.cat([student_k, 1 - student_k.sum(-1, keepdim=True)], -1)
+    t = torch.cat([teacher_lp.exp(), 1 - teacher_lp.exp().sum(-1, keepdim=True)], -1)
+    return (t * (t.log() - p.log())).sum(-1)
+
+
+def test_forward_topk_loss_is_the_sample_mean_of_kl_teacher_to_student():
+    batch = topk_batch()
+    ours_logits, ref_logits = student_logits(), student_logits()
+    loss, _ = topk_distillation_loss_function(args_for(distill_divergence="forward"), batch, ours_logits,
+                                              sample_mean_reduce(batch["loss_mask"]))
+    reference = ppo_utils.sum_of_sample_mean(
+        brute_force_forward_topk_kl(ref_logits, batch["teacher_topk_log_probs"], batch["teacher_topk_indices"]),
+        batch["loss_mask"])
+    torch.testing.assert_close(loss, reference, atol=1e-12, rtol=0)
+    loss.backward()
+    reference.backward()
+    torch.testing.assert_close(ours_logits.grad, ref_logits.grad, atol=1e-12, rtol=0)
+    reverse, _ = topk_distillation_loss_function(args_for(), batch, student_logits(),
+                                                 sample_mean_reduce(batch["loss_mask"]))
+    assert abs(reverse.item() - loss.item()) > 1e-3  # the two directions are different numbers
+
+
+def test_forward_kl_pulls_up_a_token_the_student_almost_never_samples_where_reverse_kl_barely_does():
+    # one position, V = 4: the student puts 0.1 % on token 3 ("Sure"), the hinted teacher 10 %
+    student = torch.log(torch.tensor([[[0.599, 0.3, 0.1, 0.001]]], dtype=torch.float64)).requires_grad_(True)
+    teacher_lp = torch.log(torch.tensor([[[0.5, 0.3, 0.1, 0.1]]], dtype=torch.float64))
+    teacher_idx = torch.tensor([[[0, 1, 2, 3]]])
+    batch = {"teacher_topk_log_probs": teacher_lp, "teacher_topk_indices": teacher_idx,
+             "loss_mask": torch.ones(1, 1, dtype=torch.float64)}
+    pushes = {}
+    for divergence in ("reverse", "forward"):
+        logits = student.detach().clone().requires_grad_(True)
+        loss, _ = topk_distillation_loss_function(args_for(distill_divergence=divergence), batch, logits,
+                                                  sample_mean_reduce(batch["loss_mask"]))
+        loss.backward()
+        pushes[divergence] = -logits.grad[0, 0, 3].item()  # gradient descent raises the logit by this much
+    assert pushes["forward"] == pytest.approx(0.1 - 0.001, abs=1e-9)  # e^q - e^p at full strength
+    assert 0 < pushes["reverse"] < pushes["forward"] / 10  # scaled by the student's own 0.1 %
+
+
+def test_combine_topk_uses_the_chosen_divergence(no_combine_env):
+    batch, logits = combine_topk_batch()
+    args = args_for(distill_divergence="forward")
+    kl_loss, _, kl_grad = run_loss(topk_distillation_loss_function, args, batch, logits)
+    rl_loss, _, rl_grad = run_loss(policy_loss_function, args, batch, logits)
+    loss, metrics, grad = run_loss(combine_topk_loss_function, args, batch, logits)
+    torch.testing.assert_close(loss, rl_loss + kl_loss, atol=1e-12, rtol=0)
+    torch.testing.assert_close(grad, rl_grad + kl_grad, atol=1e-12, rtol=0)
+
+
+def test_an_unknown_divergence_is_refused():
+    bins = torch.log_softmax(torch.zeros(2, 3), -1)
+    assert distill.kl_over_bins(bins, bins, "forward").abs().max() == 0
+    with pytest.raises(ValueError, match="unknown divergence 'js'"):
+        distill.kl_over_bins(bins, bins, "js")

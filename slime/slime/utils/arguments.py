@@ -280,6 +280,9 @@ def _add_algorithm_flags(g):
     g.add_argument("--disable-compute-advantages-and-returns", dest="compute_advantages_and_returns",
                    action="store_false")
     g.add_argument("--distill-topk", type=int, default=None, help="K of the teacher top-K log-probs")
+    g.add_argument("--distill-divergence", choices=["reverse", "forward"], default="reverse",
+                   help="top-K distillation losses: reverse KL(student || teacher) (upstream, mode-seeking) or "
+                        "forward KL(teacher || student) (mass-covering: pulls up tokens the policy rarely samples)")
     g.add_argument("--opd-advantage-bound", type=float, default=None,
                    help="clamp the per-token OPD advantage teacher - old to [-B, B] (env OPENCLAW_OPD_ADVANTAGE_BOUND)")
     g.add_argument("--combine-w-rl", type=float, default=None,

@@ -1,4 +1,4 @@
-"""Distillation math as pure torch functions: top-K reverse KL, OPD and Combine advantages.
+"""Distillation math as pure torch functions: top-K reverse (or forward) KL, OPD and Combine advantages.
 
 Same conventions as `ppo_utils`: per-token tensors are response-aligned `[b, R]` (top-K tensors
 `[b, R, K]`), masks are 1 on trained tokens, and nothing here knows about models or ranks.
@@ -65,6 +65,28 @@ def valid_teacher_topk_rows(teacher_topk_log_probs: torch.Tensor) -> torch.Tenso
 def reverse_kl_over_bins(student_bins: torch.Tensor, teacher_bins: torch.Tensor) -> torch.Tensor:
     """`sum_k e^{p_k} (p_k - q_k)` = KL(student || teacher) over the last dimension."""
     return (student_bins.exp() * (student_bins - teacher_bins)).sum(-1)
+
+
+def forward_kl_over_bins(student_bins: torch.Tensor, teacher_bins: torch.Tensor) -> torch.Tensor:
+    """`sum_k e^{q_k} (q_k - p_k)` = KL(teacher || student) over the last dimension.
+
+    Mass-covering where the reverse KL is mode-seeking: its gradient on the student's logit of bin k is
+    `e^{p_k} - e^{q_k}`, so a token the teacher gives 5 % and the student 0.1 % is pulled up at full strength,
+    while the reverse KL's push on it is scaled by the student's own 0.1 %. That is the case of a preference the
+    policy never samples but the hinted teacher names ("Sure!" as the first token).
+    """
+    return (teacher_bins.exp() * (teacher_bins - student_bins)).sum(-1)
+
+
+DIVERGENCES = {"reverse": reverse_kl_over_bins, "forward": forward_kl_over_bins}
+
+
+def kl_over_bins(student_bins: torch.Tensor, teacher_bins: torch.Tensor, divergence: str = "reverse") -> torch.Tensor:
+    """KL(student || teacher) for "reverse" (upstream's top-K distillation), KL(teacher || student) for "forward"."""
+    try:
+        return DIVERGENCES[divergence](student_bins, teacher_bins)
+    except KeyError:
+        raise ValueError(f"unknown divergence {divergence!r}; choose from {', '.join(DIVERGENCES)}") from None
 
 
 def entropy_over_bins(bins: torch.Tensor) -> torch.Tensor:

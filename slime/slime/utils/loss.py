@@ -78,10 +78,11 @@ def sft_loss_function(args, batch: dict, logits: torch.Tensor, reduce) -> tuple[
     return loss, {"loss": loss.detach()}
 
 
-def _topk_reverse_kl(batch: dict, logits: torch.Tensor, reduce) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(reduced KL(student || teacher) over the teacher's top-K tokens + a tail bin, the student's K+1 bins,
-    the per-token validity of the teacher rows). Rows that are not a distribution (padding of samples without
-    a teacher, bug B9) are invalid and contribute exactly 0."""
+def _topk_kl(args, batch: dict, logits: torch.Tensor, reduce) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(reduced KL between the student and the teacher over the teacher's top-K tokens + a tail bin, the
+    student's K+1 bins, the per-token validity of the teacher rows). The direction is `--distill-divergence`:
+    "reverse" KL(student || teacher), upstream's, or "forward" KL(teacher || student). Rows that are not a
+    distribution (padding of samples without a teacher, bug B9) are invalid and contribute exactly 0."""
     if batch.get("teacher_topk_log_probs") is None or batch.get("teacher_topk_indices") is None:
         raise ValueError("this loss needs teacher_topk_log_probs/teacher_topk_indices on its samples "
                          "(score the teacher with --distill-topk K)")
@@ -89,17 +90,19 @@ def _topk_reverse_kl(batch: dict, logits: torch.Tensor, reduce) -> tuple[torch.T
     student = distill.with_tail_bin(distill.student_topk_log_probs(logits, batch["teacher_topk_indices"]))
     teacher = distill.with_tail_bin(distill.sanitize_teacher_topk_log_probs(teacher_log_probs)).to(student.dtype)
     valid = distill.valid_teacher_topk_rows(teacher_log_probs).to(student.dtype)
-    return reduce(distill.reverse_kl_over_bins(student, teacher) * valid), student, valid
+    divergence = getattr(args, "distill_divergence", None) or "reverse"
+    return reduce(distill.kl_over_bins(student, teacher, divergence) * valid), student, valid
 
 
 def topk_distillation_loss_function(args, batch: dict, logits: torch.Tensor, reduce) -> tuple[torch.Tensor, dict]:
-    """Top-K reverse KL to the teacher (spec §7.4): K teacher tokens + a tail bin, no PPO ratio.
+    """Top-K reverse KL to the teacher (spec §7.4): K teacher tokens + a tail bin, no PPO ratio
+    (`--distill-divergence forward`: KL(teacher || student) instead).
 
     A plain on-policy gradient of the truncated KL(student || teacher); `logits` are already divided by
     the rollout temperature, the same temperature the teacher must have been scored at (bug B10).
     Teacher rows that are not a distribution (padding, bug B9) contribute 0.
     """
-    kl_loss, student, valid = _topk_reverse_kl(batch, logits, reduce)
+    kl_loss, student, valid = _topk_kl(args, batch, logits, reduce)
     # without an entropy bonus the (K+1-bin) entropy is only reported: keep it out of the autograd graph
     with torch.set_grad_enabled(bool(args.entropy_coef) and torch.is_grad_enabled()):
         entropy_loss = reduce(distill.entropy_over_bins(student) * valid)
@@ -167,8 +170,9 @@ def combine_topk_loss_function(args, batch: dict, logits: torch.Tensor, reduce) 
 
     Token-level OPD only re-weights the tokens the student sampled, so a preference the policy never samples
     (open with a greeting) gets little push from it; the top-K term moves probability toward the teacher's
-    own choices at every position. Score the teacher with `--distill-topk K`; run with `--advantage-estimator
-    grpo --disable-rewards-normalization` so `advantages` is the raw reward.
+    own choices at every position, and `--distill-divergence forward` pulls up a teacher's choice the policy
+    gives almost no probability at full strength. Score the teacher with `--distill-topk K`; run with
+    `--advantage-estimator grpo --disable-rewards-normalization` so `advantages` is the raw reward.
     """
     if batch.get("advantages") is None or batch.get("old_log_probs") is None:
         raise ValueError("combine_topk_loss_function needs advantages and old_log_probs: run it with "
@@ -177,7 +181,7 @@ def combine_topk_loss_function(args, batch: dict, logits: torch.Tensor, reduce) 
     loss, metrics = policy_loss_function(args, {**batch, "advantages": w_rl * batch["advantages"]}, logits, reduce)
     metrics["rl_advantage_mean"] = reduce(batch["advantages"]).detach()
     if batch.get("teacher_topk_log_probs") is not None and batch.get("teacher_topk_indices") is not None:
-        kl_loss, _, valid = _topk_reverse_kl(batch, logits, reduce)
+        kl_loss, _, valid = _topk_kl(args, batch, logits, reduce)
         loss = loss + w_opd * kl_loss
         metrics.update({"topk_kl_loss": kl_loss.detach(), "teacher_topk_invalid_frac": reduce(1.0 - valid).detach()})
     else:
