@@ -55,6 +55,10 @@ def test_a_run_starts_the_server_talks_trains_evaluates_and_writes_results(tmp_p
 
     interactions = _lines(out / "interactions.jsonl")
     assert [i["index"] for i in interactions] == list(range(8))  # exactly N, never overshot
+    met = [i for i in interactions if i["preference"] >= 0.75]
+    assert result["training_replies"] == {"n": 8, "met": len(met),
+                                          "met_and_answered": sum(1 for i in met if i["quality"] > 0),
+                                          "met_first_attempt": sum(1 for i in met if i["turn"] == 1)}
     assert {i["reaction_kind"] for i in interactions} <= {"positive", "correction", "retry", "move_on",
                                                           "no_answer", "noise"}
     assert all(i["turn"] in (1, 2) for i in interactions)

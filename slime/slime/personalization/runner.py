@@ -193,8 +193,9 @@ async def run_against(url: str, config: Mapping, out_dir: Path, started: float) 
                               "rewards": stats["rewards"], "samples": stats["samples"]})
                 result["curve"].append(point)
                 _write_result(out_dir, result)
-        with open(out_dir / "interactions.jsonl") as log_file:
-            result["training_replies"] = training_replies(json.loads(line) for line in log_file if line.strip())
+        with open(out_dir / "interactions.jsonl") as log_file:  # appended to: a reused folder holds older runs
+            rows = [json.loads(line) for line in log_file if line.strip()]
+        result["training_replies"] = training_replies(rows[len(rows) - state["done"]:])
         result["server_stats"] = await client.stats()
         result["user"] = {"kind": type(reactor).__name__,
                           **{k: getattr(reactor, k) for k in ("calls", "fallbacks") if hasattr(reactor, k)}}
