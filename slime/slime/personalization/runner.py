@@ -270,7 +270,7 @@ def remove_checkpoints(ckpt_dir: Path) -> int:
     """Delete a finished run's trainer checkpoints; returns the bytes freed.
 
     A run's product is its held-out ratings, not its weights, and every checkpoint of SmolLM2 with its optimizer
-    state is 1.6 GB (a run keeps about 3.6 GB): the 36 runs of the results table would need 130 GB of disk.
+    state is 1.6 GB (a run keeps 3.6-4 GB): the 45 runs of the results table would need about 170 GB of disk.
     """
     if not ckpt_dir.is_dir():
         return 0
