@@ -21,7 +21,7 @@ def test_each_question_gets_the_probability_of_the_openers_first_token(tiny_mode
     probs = opener_probabilities(model, tokenizer, QUESTIONS, "Sure")
     assert len(probs) == 2 and all(0.0 < p < 1.0 for p in probs)
     for question, p in zip(QUESTIONS, probs):
-        assert p == torch.tensor(_direct(model, tokenizer, question, "Sure")).item()
+        assert p == _direct(model, tokenizer, question, "Sure")
 
 
 def test_the_hint_is_appended_the_way_the_opd_teacher_sees_it(tiny_model):
