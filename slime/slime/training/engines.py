@@ -266,6 +266,11 @@ def _all_gather(obj) -> list:
     return gathered
 
 
+class EnginesFailedOnSomeNode(RuntimeError):
+    """Raised by `start_node_engines` on every rank at once (the reports were gathered first): since no rank is
+    left inside a collective, the ranks can still tear the process group down together."""
+
+
 class NodeEngines:
     """What `start_node_engines` returns: role -> EngineGroup.
 
@@ -317,7 +322,7 @@ def start_node_engines(args, run_dir: Path, dist_info, model_path: str | Path, *
     try:
         errors = [r["error"] for r in reports if r["error"]]
         if errors:
-            raise RuntimeError("starting the engines failed on " + "; ".join(errors))
+            raise EnginesFailedOnSomeNode("starting the engines failed on " + "; ".join(errors))
         worker_urls = assemble_worker_urls(layout, roles, reports)
     except BaseException:
         for group in local.values():

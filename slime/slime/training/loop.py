@@ -28,7 +28,7 @@ from slime.backends.fsdp.parallel import barrier, broadcast_object, init_distrib
 from slime.rollout import RolloutInterrupted
 from slime.training import checkpoint
 from slime.training.advantages import attach_advantages
-from slime.training.engines import RolloutEngines, start_node_engines
+from slime.training.engines import EnginesFailedOnSomeNode, RolloutEngines, start_node_engines
 from slime.training.tracking import Tracker, console_line
 from slime.training.train_data import (flatten, post_process_rewards, rollout_metrics, shard_for_ranks, to_rows,
                                        trim_to_steps)
@@ -229,6 +229,7 @@ def main(mode: str, argv: list[str] | None = None) -> int:
     args.stop_flag = stop  # rollout functions that wait for live traffic check it
     engines = node_engines = producer = publisher = None
     tracker = Tracker(args, run_dir, enabled=dist.is_main)
+    failed_together = False
     try:
         # collective: every node's local rank 0 starts its node's SGLang/vLLM engines, rank 0 gets all (+ routers)
         node_engines = start_node_engines(args, run_dir, dist, model_path)
@@ -252,6 +253,9 @@ def main(mode: str, argv: list[str] | None = None) -> int:
         if dist.is_main:
             producer = RolloutProducer(args, data_source, actor.dp_size)
         _run(args, mode, actor, dist, producer, publisher, tracker, stop, start_rollout)
+    except EnginesFailedOnSomeNode:
+        failed_together = True  # every rank raised it at the same point: none waits in a collective
+        raise
     finally:
         if producer is not None:
             producer.close()
@@ -262,6 +266,8 @@ def main(mode: str, argv: list[str] | None = None) -> int:
         if node_engines is not None:
             node_engines.stop()
         tracker.close()
+        if failed_together:
+            leave_together()  # exiting with live gloo threads can abort a rank, and hang its peers
     # Only after a clean finish (a failed rank must not wait here for the others): every rank tears the group
     # down together, since a rank that exits while gloo threads are alive can abort after its work was done.
     leave_together()
