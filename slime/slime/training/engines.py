@@ -267,8 +267,8 @@ def _all_gather(obj) -> list:
 
 
 class EnginesFailedOnSomeNode(RuntimeError):
-    """Raised by `start_node_engines` on every rank at once (the reports were gathered first): since no rank is
-    left inside a collective, the ranks can still tear the process group down together."""
+    """Raised by `start_node_engines` on every rank at once (a node's error, or reports that do not fit the layout,
+    seen after the gather): since no rank is left inside a collective, the ranks can tear the group down together."""
 
 
 class NodeEngines:
@@ -323,7 +323,10 @@ def start_node_engines(args, run_dir: Path, dist_info, model_path: str | Path, *
         errors = [r["error"] for r in reports if r["error"]]
         if errors:
             raise EnginesFailedOnSomeNode("starting the engines failed on " + "; ".join(errors))
-        worker_urls = assemble_worker_urls(layout, roles, reports)
+        try:
+            worker_urls = assemble_worker_urls(layout, roles, reports)
+        except RuntimeError as exc:  # computed from the same reports on every rank: they all raise it together
+            raise EnginesFailedOnSomeNode(str(exc)) from exc
     except BaseException:
         for group in local.values():
             group.stop()
