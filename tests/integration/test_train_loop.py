@@ -158,3 +158,21 @@ def test_sigint_checkpoints_and_stops_the_engine(prompts, tmp_path):
     time.sleep(1)
     with socket.socket() as s:
         assert s.connect_ex(("127.0.0.1", port)) != 0, "the engine is still serving after the trainer stopped"
+
+
+def test_an_engine_that_cannot_start_ends_every_rank_with_its_error(prompts, tmp_path):
+    # SGLang cannot serve here, so the policy engine local rank 0 starts exits before serving: every rank must get
+    # that error and exit with a Python error (1), not wait in a collective or abort on exit with live gloo threads
+    run_dir = tmp_path / "run"
+    cmd = _command("train.py", prompts, run_dir, "--rollout-engine", "sglang", "--rollout-num-gpus", "1",
+                   "--actor-num-gpus-per-node", "2", "--num-gpus-per-node", "3", rollouts=1)
+    log = tmp_path / "engine-fails.log"
+    with open(log, "w") as out:
+        done = subprocess.run(cmd, cwd=REPO, env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=out,
+                              stderr=subprocess.STDOUT, timeout=300)
+    text = log.read_text()
+    assert done.returncode == 1, text[-4000:]
+    for rank in (0, 1):
+        assert f"[rank{rank}]: slime.training.engines.EnginesFailedOnSomeNode: starting the engines failed on " \
+               "node 0: sglang exited" in text, text[-4000:]
+    assert "exitcode  : -" not in text, text[-4000:]  # no rank was ended by a signal (SIGABRT is -6)

@@ -17,9 +17,9 @@ import pytest
 
 from helpers.recording_server import RecordingServer
 from slime.launch.layout import resolve_layout
-from slime.training.engines import (EngineGroup, RolloutEngines, address_towards, assemble_worker_urls,
-                                    check_engine_exposure, engine_host, gpu_engine_roles, router_config,
-                                    start_gpu_engines, start_node_engines)
+from slime.training.engines import (EngineGroup, EnginesFailedOnSomeNode, RolloutEngines, address_towards,
+                                    assemble_worker_urls, check_engine_exposure, engine_host, gpu_engine_roles,
+                                    router_config, start_gpu_engines, start_node_engines)
 from slime.utils.arguments import parse_args
 
 BASE = ["--hf-checkpoint", "tiny", "--rollout-batch-size", "4", "--num-rollout", "1", "--disable-rollout-global-dataset"]
@@ -120,15 +120,16 @@ def test_rank_0_orders_every_nodes_engines_by_slot():
 def test_rank_0_rejects_missing_misplaced_doubled_and_inconsistent_engines():
     layout = two_node_layout()  # rollout-0..3 on node 0, prm-0 and prm-1 on node 1
     node0 = {f"rollout-{i}": f"http://a:{i}" for i in range(4)}
-    with pytest.raises(RuntimeError, match=r"no node started engine\(s\) \['prm-0', 'prm-1'\]"):
+    with pytest.raises(EnginesFailedOnSomeNode, match=r"no node started engine\(s\) \['prm-0', 'prm-1'\]"):
         assemble_worker_urls(layout, ["rollout", "prm"], reports_for(layout, {0: node0, 1: {}}))
-    with pytest.raises(RuntimeError, match="node 0 reported engine prm-0, which the layout does not put on that node"):
+    with pytest.raises(EnginesFailedOnSomeNode,
+                       match="node 0 reported engine prm-0, which the layout does not put on that node"):
         assemble_worker_urls(layout, ["prm"], reports_for(layout, {0: {"prm-0": "http://a:9"}}))
     doubled = reports_for(layout, {0: node0}) + reports_for(layout, {0: {"rollout-1": "http://b:1"}})
-    with pytest.raises(RuntimeError, match="rollout-1 was started twice"):
+    with pytest.raises(EnginesFailedOnSomeNode, match="rollout-1 was started twice"):
         assemble_worker_urls(layout, ["rollout"], doubled)
     other = two_node_layout(node_rank=1, prm_gpus=2)
-    with pytest.raises(RuntimeError, match="node 1 resolved a different engine layout.*same NUM_GPUS"):
+    with pytest.raises(EnginesFailedOnSomeNode, match="node 1 resolved a different engine layout.*same NUM_GPUS"):
         assemble_worker_urls(layout, ["rollout"], reports_for(layout, {0: node0}) + reports_for(other, {1: {}}))
 
 

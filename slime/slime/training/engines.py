@@ -225,6 +225,11 @@ def gpu_engine_roles(args) -> dict[str, str]:
     return roles
 
 
+class EnginesFailedOnSomeNode(RuntimeError):
+    """Raised by `start_node_engines` on every rank at once (a node's error, or reports that do not fit the layout,
+    seen after the gather): since no rank is left inside a collective, the ranks can tear the group down together."""
+
+
 def assemble_worker_urls(layout, roles, reports: list[dict]) -> dict[str, list[str]]:
     """Role -> worker URLs in slot order, from every rank's report {"node", "layout", "engines": {slot: url}}.
 
@@ -233,25 +238,25 @@ def assemble_worker_urls(layout, roles, reports: list[dict]) -> dict[str, list[s
     """
     for report in reports:
         if report["layout"] != layout.engines:
-            raise RuntimeError(f"node {report['node']} resolved a different engine layout than node "
-                               f"{layout.node_rank}: run every node with the same NUM_GPUS, ACTOR_GPUS, ROLLOUT_GPUS, "
-                               "PRM_GPUS, *_TP and base ports")
+            raise EnginesFailedOnSomeNode(
+                f"node {report['node']} resolved a different engine layout than node {layout.node_rank}: run every "
+                "node with the same NUM_GPUS, ACTOR_GPUS, ROLLOUT_GPUS, PRM_GPUS, *_TP and base ports")
     found: dict[str, str] = {}
     slot_nodes = {slot.name: slot.node for slot in layout.engines}
     for report in reports:
         for name, url in report["engines"].items():
             if slot_nodes.get(name) != report["node"]:
-                raise RuntimeError(f"node {report['node']} reported engine {name}, which the layout does not put "
-                                   "on that node")
+                raise EnginesFailedOnSomeNode(f"node {report['node']} reported engine {name}, which the layout does "
+                                              "not put on that node")
             if name in found:
-                raise RuntimeError(f"engine {name} was started twice ({found[name]} and {url}): only local rank 0 "
-                                   "of each node starts engines")
+                raise EnginesFailedOnSomeNode(f"engine {name} was started twice ({found[name]} and {url}): only "
+                                              "local rank 0 of each node starts engines")
             found[name] = url
     urls = {}
     for role in roles:
         missing = [slot.name for slot in _slots_of(layout, role) if slot.name not in found]
         if missing:
-            raise RuntimeError(f"no node started engine(s) {missing}")
+            raise EnginesFailedOnSomeNode(f"no node started engine(s) {missing}")
         urls[role] = [found[slot.name] for slot in _slots_of(layout, role)]
     return urls
 
@@ -264,11 +269,6 @@ def _all_gather(obj) -> list:
     gathered = [None] * dist.get_world_size()
     dist.all_gather_object(gathered, obj)
     return gathered
-
-
-class EnginesFailedOnSomeNode(RuntimeError):
-    """Raised by `start_node_engines` on every rank at once (a node's error, or reports that do not fit the layout,
-    seen after the gather): since no rank is left inside a collective, the ranks can tear the group down together."""
 
 
 class NodeEngines:
@@ -323,10 +323,7 @@ def start_node_engines(args, run_dir: Path, dist_info, model_path: str | Path, *
         errors = [r["error"] for r in reports if r["error"]]
         if errors:
             raise EnginesFailedOnSomeNode("starting the engines failed on " + "; ".join(errors))
-        try:
-            worker_urls = assemble_worker_urls(layout, roles, reports)
-        except RuntimeError as exc:  # computed from the same reports on every rank: they all raise it together
-            raise EnginesFailedOnSomeNode(str(exc)) from exc
+        worker_urls = assemble_worker_urls(layout, roles, reports)  # the same reports, so the same error, everywhere
     except BaseException:
         for group in local.values():
             group.stop()

@@ -229,7 +229,6 @@ def main(mode: str, argv: list[str] | None = None) -> int:
     args.stop_flag = stop  # rollout functions that wait for live traffic check it
     engines = node_engines = producer = publisher = None
     tracker = Tracker(args, run_dir, enabled=dist.is_main)
-    failed_together = False
     try:
         # collective: every node's local rank 0 starts its node's SGLang/vLLM engines, rank 0 gets all (+ routers)
         node_engines = start_node_engines(args, run_dir, dist, model_path)
@@ -254,7 +253,9 @@ def main(mode: str, argv: list[str] | None = None) -> int:
             producer = RolloutProducer(args, data_source, actor.dp_size)
         _run(args, mode, actor, dist, producer, publisher, tracker, stop, start_rollout)
     except EnginesFailedOnSomeNode:
-        failed_together = True  # every rank raised it at the same point: none waits in a collective
+        # every rank raised it at the same point (nothing was started to clean up first): they can leave together,
+        # where exiting with live gloo threads could abort a rank and hang its peers
+        leave_together()
         raise
     finally:
         if producer is not None:
@@ -266,8 +267,6 @@ def main(mode: str, argv: list[str] | None = None) -> int:
         if node_engines is not None:
             node_engines.stop()
         tracker.close()
-        if failed_together:
-            leave_together()  # exiting with live gloo threads can abort a rank, and hang its peers
     # Only after a clean finish (a failed rank must not wait here for the others): every rank tears the group
     # down together, since a rank that exits while gloo threads are alive can abort after its work was done.
     leave_together()
