@@ -96,3 +96,52 @@ def test_opd_trains_only_hinted_turns(engine, tmp_path):
             assert thanked.status == "excluded" and thanked.exclusion_reason == "no_hint"
         finally:
             store.close()
+
+
+def test_teacher_demonstrations_train_the_teachers_own_reply_under_the_students_prompt(engine, tmp_path):
+    """--teacher-demonstrations 1: a hinted turn also yields a reply the teacher wrote under the hinted prompt,
+    stored as a demonstration turn (numbered -1) with a sample: the student's prompt ids, the teacher's reply
+    ids, the policy's log-probs of them as rollout log-probs, the teacher's under the hint, reward 0."""
+    from transformers import AutoTokenizer
+
+    from slime.conversation.demonstrations import demonstration_seed
+    from slime.conversation.teacher import TeacherPromptBuilder
+
+    with ProxyProcess(engine.url, tmp_path / "d.db", "--method", "combine", "--hint-judge", "rules",
+                      "--teacher-temperature", "1.0", "--teacher-demonstrations", "1", judge="rules",
+                      log_path=tmp_path / "proxy.log") as proxy:
+        _conversation(proxy.url, "demo", ["too long, one sentence please", "thanks, perfect"])
+        store = ConversationStore(proxy.store_path)
+        try:
+            hinted, thanked = _settled(store, "demo", 2)  # the main line keeps its numbers 1, 2
+            assert hinted.judgement["extras"]["demonstrations"] == 1
+            assert thanked.judgement["extras"]["demonstrations"] == 0  # no hint, no demonstration
+            demo = store.find_turn("demo", -1)
+            assert demo is not None and demo.turn_type == "demonstration" and demo.status == "sampled"
+            assert store.find_turn("demo", -2) is None
+            assert demo.judgement["extras"]["demonstration_of"] == hinted.id
+            sample = _sample(store, demo.id)
+            assert sample.reward == {"score": 0.0} and sample.index == demo.id
+            assert sample.tokens == list(hinted.prompt_ids) + list(demo.response_ids)
+            assert sample.response_length == len(demo.response_ids) > 0
+            # the teacher sampled it under the hinted prompt with the demonstration's seed: the same call again
+            # gives the same ids, and both engines' scores are the ones stored
+            hint = hinted.judgement["extras"]["hint"]["hint"]
+            prompt = TeacherPromptBuilder(AutoTokenizer.from_pretrained(engine.model_path)).build_for_turn(hinted, hint)
+            with EngineClient(engine.url) as client:
+                again = client.generate(input_ids=prompt.prompt_ids, sampling_params={
+                    "temperature": 1.0, "max_new_tokens": 8, "seed": demonstration_seed(hinted.id, 0)})
+                assert again["output_ids"] == demo.response_ids
+                teacher = client.score(prompt.prompt_ids, demo.response_ids, temperature=1.0)
+                student = client.score(hinted.prompt_ids, demo.response_ids, temperature=1.0)
+            assert sample.teacher_log_probs == pytest.approx(teacher.logprobs, abs=1e-4)
+            assert sample.rollout_log_probs == pytest.approx(student.logprobs, abs=1e-4)
+            # the user never saw it: its number is not one feedback can name, and `judged` counts the real turns
+            refused = httpx.post(proxy.url + "/v1/feedback", json={"session_id": "demo", "turn": -1, "rating": 1})
+            assert refused.status_code == 400
+            stats = httpx.get(proxy.url + "/v1/stats").json()
+            assert stats["judged"] == 2 and stats["turns"]["demonstration"] == 1
+            assert stats["proxy"]["demonstrations"] == 1
+            assert stats["proxy"]["demonstration_stats"]["demonstrations"] == 1
+        finally:
+            store.close()

@@ -503,6 +503,13 @@ def test_openclaw_flags_parse():
     assert a.distill_topk == 16 and a.compute_advantages_and_returns is False and a.ref_model_needed is False
 
 
+def test_teacher_demonstrations_need_a_hinted_teacher():
+    assert parse("--conversation-method", "combine", "--teacher-demonstrations", 1).teacher_demonstrations == 1
+    assert parse().teacher_demonstrations == 0
+    fails("--teacher-demonstrations", 1, match="opd or combine")
+    fails("--conversation-method", "opd", "--teacher-demonstrations", -1, match=">= 0")
+
+
 def test_distill_divergence_is_reverse_or_forward():
     assert parse("--distill-divergence", "forward").distill_divergence == "forward"
     with pytest.raises(SystemExit):

@@ -112,6 +112,22 @@ def test_turn_num_counts_every_turn_per_session(store):
     assert nums == [1, 2, 1, 3]
 
 
+def test_demonstrations_count_down_and_leave_the_main_numbers_alone(store):
+    """A teacher demonstration is stored as a turn of the session, numbered -1, -2, ...: the turns the user saw
+    keep the numbers 1, 2, 3 that feedback refers to, and `judged` counts only those."""
+    first = add_turn(store, "a")
+    demo = add_turn(store, "a", turn_type="demonstration", status="judged", fingerprints=[])
+    second = add_turn(store, "a")
+    other = add_turn(store, "a", turn_type="demonstration", status="judged", fingerprints=[])
+    assert [first.turn_num, demo.turn_num, second.turn_num, other.turn_num] == [1, -1, 2, -2]
+    assert add_turn(store, "b", turn_type="demonstration", status="judged").turn_num == -1
+    assert store.find_turn("a", -2).id == other.id and store.find_turn("a").id == second.id
+    store.set_judgement(demo.id, {"score": 0.0, "votes": [], "judge": "demonstration", "failed": False})
+    store.add_sample(demo.id, {"r": 0.0}, 0.0)
+    stats = store.stats()
+    assert stats["judged"] == 0 and stats["turns"]["demonstration"] == 3 and stats["samples"]["pending"] == 1
+
+
 def test_turn_num_unique_under_threads(store):
     def worker():
         for _ in range(20):
@@ -289,7 +305,7 @@ def test_stats_numbers(store):
 
     assert store.stats() == {
         "sessions": {"total": 3, "active": 2, "finalized": 1},
-        "turns": {"main": 5, "side": 1, "by_status": {"sampled": 3, "excluded": 2, "side": 1}},
+        "turns": {"main": 5, "side": 1, "demonstration": 0, "by_status": {"sampled": 3, "excluded": 2, "side": 1}},
         "judged": 3,
         "judge_failures": 1,
         "samples": {"pending": 2, "in_batch": 1, "trained": 0},

@@ -7,14 +7,18 @@
 - `combine`: both at once (the hint judge and the PRM judge run concurrently), one merged sample per turn:
   hint and ±1 → teacher log-probs and the reward; hint only → teacher log-probs, reward 0; ±1 only → the
   reward without teacher data (its OPD term is exactly 0 in the loss); neither → excluded.
+
+With a `TeacherDemonstrator` (`--teacher-demonstrations N`), OPD and Combine also have the hinted teacher write N
+replies of its own for every turn with an accepted hint; each becomes one more sample (`demonstrations.py`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
+from slime.conversation.demonstrations import Demonstration, TeacherDemonstrator
 from slime.conversation.judges.base import Judge, Judgement, TurnForJudge
 from slime.conversation.samples import Decision, binary_rl_decision
 from slime.conversation.teacher import TeacherPromptBuilder, TeacherScores, score_prompt
@@ -30,6 +34,7 @@ class Outcome:
     judgement: dict  # stored with the turn: score, every vote, rationale; the hint under extras["hint"]
     decision: Decision
     teacher: TeacherScores | None = None
+    demonstrations: list[Demonstration] = field(default_factory=list)  # teacher-written replies to train on
 
 
 class TeacherScorer:
@@ -85,10 +90,12 @@ class BinaryRL:
 class Distillation:
     """OPD (`judge=None`) or Combine (`judge` = the PRM judge whose ±1 becomes the reward)."""
 
-    def __init__(self, hint_judge, teacher: TeacherScorer, judge: Judge | None = None):
+    def __init__(self, hint_judge, teacher: TeacherScorer, judge: Judge | None = None,
+                 demonstrator: TeacherDemonstrator | None = None):
         self.hint_judge = hint_judge
         self.teacher = teacher
         self.judge = judge
+        self.demonstrator = demonstrator
         self.name = "combine" if judge is not None else "opd"
 
     async def evaluate(self, turn, view: TurnForJudge, verdict: Judgement | None = None) -> Outcome:
@@ -99,12 +106,19 @@ class Distillation:
         hint = await hint_task
         prm: Judgement | None = verdict if verdict is not None else (await prm_task if prm_task is not None else None)
         teacher, teacher_error = None, None
+        demonstrations, demonstration_error = [], None
         if hint.accepted:
             try:
                 teacher = await self.teacher.score(turn, hint.hint)
             except Exception as exc:  # counted and recorded: the turn falls back to what the PRM says
                 teacher_error = f"{type(exc).__name__}: {exc}"
                 log.warning("teacher scoring failed for turn %s: %s", turn.id, teacher_error)
+            if self.demonstrator is not None:
+                try:
+                    demonstrations = await self.demonstrator.demonstrate(turn, hint.hint)
+                except Exception as exc:  # the turn's own sample does not depend on its demonstrations
+                    demonstration_error = f"{type(exc).__name__}: {exc}"
+                    log.warning("teacher demonstration failed for turn %s: %s", turn.id, demonstration_error)
         score = float(prm.score) if prm is not None and not prm.failed else 0.0
         judgement = {
             "score": score,
@@ -117,7 +131,10 @@ class Distillation:
             "extras": {"hint": hint.to_dict(), "teacher_error": teacher_error,
                        "prm": prm.to_dict() if prm is not None else None},
         }
-        return Outcome(judgement, self._decide(turn, teacher, score, hint.failed, teacher_error), teacher)
+        if self.demonstrator is not None:
+            judgement["extras"].update(demonstrations=len(demonstrations), demonstration_error=demonstration_error)
+        return Outcome(judgement, self._decide(turn, teacher, score, hint.failed, teacher_error), teacher,
+                       demonstrations)
 
     def _decide(self, turn, teacher, score, hint_failed, teacher_error) -> Decision:
         if not turn.next_state:
@@ -136,5 +153,7 @@ class Distillation:
     async def aclose(self) -> None:
         await self.hint_judge.aclose()
         await self.teacher.aclose()
+        if self.demonstrator is not None:
+            await self.demonstrator.aclose()
         if self.judge is not None:
             await self.judge.aclose()

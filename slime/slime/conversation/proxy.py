@@ -348,6 +348,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="temperature of teacher log-probs: the trainer's --rollout-temperature (default --temperature, "
                         "else 1.0)")
     p.add_argument("--distill-topk", type=int, default=0, help="also record the teacher's top-K log-probs per token")
+    p.add_argument("--teacher-demonstrations", type=int, default=0,
+                   help="opd/combine: replies the hinted teacher writes itself per turn with an accepted hint, each "
+                        "trained as one more sample under the student's prompt (0: off; see demonstrations.py)")
     p.add_argument("--teacher-concurrency", type=int, default=int(env("OPENCLAW_OPD_TEACHER_LP_MAX_CONCURRENCY", "3")))
     p.add_argument("--tokenizer-path", default=None,
                    help="policy tokenizer for teacher prompts (default: the engine's, from /get_model_info)")
@@ -383,9 +386,9 @@ def build_method(args, config: ProxyConfig):
     if args.method == "rl":
         return BinaryRL(judge)
     teacher_url = (args.teacher_engine_url or args.judge_engine_url or args.engine_url).rstrip("/")
+    teacher_key = args.judge_api_key if teacher_url != config.engine_url else args.engine_api_key
     teacher = TeacherScorer(teacher_url, _policy_tokenizer(args), top_k=args.distill_topk,
-                            temperature=args.teacher_temperature or args.temperature or 1.0,
-                            api_key=args.judge_api_key if teacher_url != config.engine_url else args.engine_api_key,
+                            temperature=args.teacher_temperature or args.temperature or 1.0, api_key=teacher_key,
                             max_concurrency=args.teacher_concurrency)
     hint_options: dict = {}
     if "llm" in args.hint_judge.split("+"):
@@ -396,7 +399,19 @@ def build_method(args, config: ProxyConfig):
         if args.hint_select == "overlap":
             hint_options.update(select="overlap", overlap_scorer=teacher.overlap)
     hint_judge = build_hint_judge(args.hint_judge, **hint_options)
-    return Distillation(hint_judge, teacher, judge if args.method == "combine" else None)
+    demonstrator = None
+    if args.teacher_demonstrations > 0:
+        from slime.conversation.demonstrations import TeacherDemonstrator
+        from slime.engine.client import AsyncEngineClient
+
+        # the teacher writes under the hinted prompt; the policy engine scores its reply under the student's
+        demonstrator = TeacherDemonstrator(
+            AsyncEngineClient(teacher_url, api_key=teacher_key, timeout=300.0),
+            AsyncEngineClient(config.engine_url, api_key=args.engine_api_key, timeout=300.0),
+            teacher.builder, count=args.teacher_demonstrations, temperature=teacher.temperature,
+            max_new_tokens=args.max_response_tokens or 1024, top_k=args.distill_topk,
+            max_concurrency=args.teacher_concurrency)
+    return Distillation(hint_judge, teacher, judge if args.method == "combine" else None, demonstrator)
 
 
 def _policy_tokenizer(args):

@@ -72,7 +72,8 @@ class ConversationDataSource:
             extra += ["--hint-judge", args.hint_judge_type, "--hint-select", args.hint_select,
                       "--teacher-engine-url", teacher_url,
                       "--teacher-temperature", str(args.rollout_temperature or 1.0),
-                      "--distill-topk", str(args.distill_topk or 0)]
+                      "--distill-topk", str(args.distill_topk or 0),
+                      "--teacher-demonstrations", str(getattr(args, "teacher_demonstrations", 0) or 0)]
         engine_key = os.environ.get("SLIME_ENGINE_API_KEY")
         if engine_key and (needs_judge_engine or method != "rl") and not args.prm_engine_url:
             # our judge/teacher engines require the engines' key too; the proxy sends a separate judge key to a

@@ -47,6 +47,7 @@ class ServiceStats:
     judge_timeouts: int = 0
     judging: int = 0
     samples: int = 0
+    demonstrations: int = 0  # teacher-written samples (also counted in samples)
     excluded: int = 0
     unclassified_sessions: int = 0
 
@@ -229,6 +230,9 @@ class ConversationService:
         if turn is None or not turn.next_state:
             return
         outcome = await self._evaluate(turn, verdict)
+        for demonstration in outcome.demonstrations:
+            # stored before the turn's own judgement: whoever sees the turn judged also sees its demonstrations
+            await asyncio.to_thread(self._store_demonstration, turn, demonstration)
         turn.judgement = outcome.judgement
         await asyncio.to_thread(self.store.set_judgement, turn_id, turn.judgement)
         self.stats.judged += 1
@@ -243,6 +247,23 @@ class ConversationService:
             self.stats.samples += 1
         else:
             await self._exclude(turn_id, decision.reason)
+
+    def _store_demonstration(self, turn, demonstration) -> int:
+        """A teacher-written reply becomes a turn of type "demonstration" in the turn's session (the student's
+        request and prompt ids, the teacher's reply ids) with a pending sample. Returns its row id."""
+        row = self.store.add_turn(
+            session_id=turn.session_id, turn_type="demonstration", turn_reason=f"teacher_for_turn:{turn.id}",
+            request=turn.request, response_message={"role": "assistant", "content": demonstration.text},
+            prompt_ids=turn.prompt_ids, response_ids=demonstration.response_ids,
+            response_logprobs=demonstration.student_log_probs, weight_version=demonstration.weight_version,
+            finish_reason=demonstration.finish_reason, trace_id=turn.trace_id, fingerprints=[], status="judged")
+        row.judgement = {"score": 0.0, "votes": [], "judge": "demonstration", "rationale": demonstration.hint,
+                         "failed": False, "extras": {"demonstration_of": turn.id, "hint": demonstration.hint}}
+        self.store.set_judgement(row.id, row.judgement)
+        self.store.add_sample(row.id, sample_from_turn(row, 0.0, demonstration.teacher).to_dict(), 0.0)
+        self.stats.demonstrations += 1
+        self.stats.samples += 1
+        return row.id
 
     async def _evaluate(self, turn, verdict: Judgement | None) -> Outcome:
         view = TurnForJudge(session_id=turn.session_id, turn_num=turn.turn_num,
@@ -319,6 +340,9 @@ class ConversationService:
             if turn.status in ("sampled",) and not await asyncio.to_thread(self.store.sample_is_pending, turn.id):
                 raise FeedbackError(409, f"turn {turn.turn_num} of session {session_id!r} is already in a training "
                                          "batch; feedback can no longer change it")
+            if turn.turn_type == "demonstration":
+                raise FeedbackError(409, f"turn {turn.turn_num} of session {session_id!r} is a teacher demonstration, "
+                                         "not a reply the user saw")
             if turn.status == "aborted":
                 raise FeedbackError(409, f"turn {turn.turn_num} was aborted by the client and is not trained")
             message = {"role": "user", "content": feedback_text(rating, text)}
@@ -344,13 +368,14 @@ class ConversationService:
     def snapshot(self) -> dict:
         s = self.stats
         return {"judged": s.judged, "judge_failures": s.judge_failures, "judge_timeouts": s.judge_timeouts,
-                "judging_now": s.judging, "samples_emitted": s.samples, "excluded": s.excluded,
+                "judging_now": s.judging, "samples_emitted": s.samples, "demonstrations": s.demonstrations, "excluded": s.excluded,
                 "unclassified_sessions": s.unclassified_sessions, "cached_sessions": len(self.open),
                 "background_tasks": len(self.tasks), "method": self.method.name,
                 "judge": getattr(getattr(self.method, "judge", None), "name", None),
                 "judge_stats": dict(getattr(getattr(self.method, "judge", None), "stats", {}) or {}),
                 "hint_judge_stats": dict(getattr(getattr(self.method, "hint_judge", None), "stats", {}) or {}),
-                "teacher_stats": dict(getattr(getattr(self.method, "teacher", None), "stats", {}) or {})}
+                "teacher_stats": dict(getattr(getattr(self.method, "teacher", None), "stats", {}) or {}),
+                "demonstration_stats": dict(getattr(getattr(self.method, "demonstrator", None), "stats", {}) or {})}
 
 
 def feedback_text(rating: int | None, text: str | None) -> str:

@@ -296,8 +296,11 @@ class ConversationStore:
         payload = (_zjson(request), _pack_ids(prompt_ids), _pack_ids(response_ids), _pack("d", response_logprobs))
         with self._write() as db:
             self._touch(db, session_id, None, now)
-            # allocated inside the write transaction, so two writers can never get the same number
+            # allocated inside the write transaction, so two writers can never get the same number. Teacher
+            # demonstrations count down from -1: the turns the user saw keep their numbers 1, 2, 3, ...
             (turn_num,) = db.execute(
+                "SELECT min(COALESCE(MIN(turn_num), 0), 0) - 1 FROM turns WHERE session_id = ?" if
+                turn_type == "demonstration" else
                 "SELECT COALESCE(MAX(turn_num), 0) + 1 FROM turns WHERE session_id = ?", (session_id,)
             ).fetchone()
             turn_id = db.execute(
@@ -493,9 +496,10 @@ class ConversationStore:
                 "SELECT COUNT(*), COUNT(finalized) FROM sessions").fetchone()
             by_type = dict(db.execute("SELECT turn_type, COUNT(*) FROM turns GROUP BY turn_type").fetchall())
             by_status = dict(db.execute("SELECT status, COUNT(*) FROM turns GROUP BY status").fetchall())
+            # main-line turns only: a teacher demonstration carries a judgement but was never a turn to judge
             judged, failures = db.execute(
                 "SELECT COUNT(*), COALESCE(SUM(json_extract(judgement, '$.failed') = 1), 0) "
-                "FROM turns WHERE judgement IS NOT NULL").fetchone()
+                "FROM turns WHERE judgement IS NOT NULL AND turn_type = 'main'").fetchone()
             by_state = dict(db.execute("SELECT state, COUNT(*) FROM samples GROUP BY state").fetchall())
             trained_batches = db.execute(
                 "SELECT COUNT(DISTINCT batch_id) FROM samples WHERE state = 'trained'").fetchone()[0]
@@ -508,7 +512,8 @@ class ConversationStore:
             feedback = db.execute("SELECT COUNT(*) FROM feedback").fetchone()[0]
         return {
             "sessions": {"total": total, "active": total - finalized, "finalized": finalized},
-            "turns": {"main": by_type.get("main", 0), "side": by_type.get("side", 0), "by_status": by_status},
+            "turns": {"main": by_type.get("main", 0), "side": by_type.get("side", 0),
+                      "demonstration": by_type.get("demonstration", 0), "by_status": by_status},
             "judged": judged,
             "judge_failures": failures,
             "samples": {s: by_state.get(s, 0) for s in ("pending", "in_batch", "trained")},

@@ -283,6 +283,9 @@ def _add_algorithm_flags(g):
     g.add_argument("--distill-divergence", choices=["reverse", "forward"], default="reverse",
                    help="top-K distillation losses: reverse KL(student || teacher) (upstream, mode-seeking) or "
                         "forward KL(teacher || student) (mass-covering: pulls up tokens the policy rarely samples)")
+    g.add_argument("--teacher-demonstrations", type=int, default=0,
+                   help="conversation OPD/Combine: replies the hinted teacher writes itself per turn with an accepted "
+                        "hint, each trained as one more sample under the student's prompt (0: off)")
     g.add_argument("--opd-advantage-bound", type=float, default=None,
                    help="clamp the per-token OPD advantage teacher - old to [-B, B] (env OPENCLAW_OPD_ADVANTAGE_BOUND)")
     g.add_argument("--combine-w-rl", type=float, default=None,
@@ -663,6 +666,11 @@ def _check_engines(args):
     if distills and teacher_engine == "vllm" and (args.rollout_temperature or 1.0) != 1.0:
         _fail(f"{VLLM_SCORING_TEMPERATURE} (the teacher scores at --rollout-temperature {args.rollout_temperature}); "
               "serve the teacher with SGLang or the embedded engine, or use --rollout-temperature 1")
+    demonstrations = getattr(args, "teacher_demonstrations", 0) or 0
+    if demonstrations < 0:
+        _fail(f"--teacher-demonstrations must be >= 0, got {demonstrations}")
+    if demonstrations and not distills:
+        _fail("--teacher-demonstrations needs a hinted teacher: --conversation-method opd or combine")
     gpu_engine = args.rollout_engine != "embedded"
     if gpu_engine and not args.rollout_external_engine_addrs and not args.rollout_num_gpus:
         _fail(f"--rollout-engine {args.rollout_engine} starts its servers on GPUs: set --rollout-num-gpus "

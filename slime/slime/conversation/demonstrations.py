@@ -1,0 +1,141 @@
+"""Teacher demonstrations: replies the hinted teacher writes itself, trained under the student's prompt.
+
+Token-level OPD scores the tokens the *student* sampled. When the hint asks for something the student never
+samples (open with "Sure!"), the only per-token signal is "the token you chose is less likely under the
+hint", which pushes the student's choice down without saying what to write instead. A demonstration closes
+that gap: for a turn with an accepted hint the teacher *generates* a reply under the hinted prompt, and the
+reply is trained as if the student had written it, under the student's own (un-hinted) prompt, with the same
+OPD advantage `teacher - old` per token. Where the teacher's choice is one the student rarely makes, that
+advantage is large and positive; where they agree it is about 0. This is context distillation (the hint's
+effect moved into the weights) carried by the existing OPD/Combine loss, with no new loss term.
+
+One demonstration costs the teacher engine one generation and one scoring pass (log-probs at the trainer's
+temperature, top-K rows when asked), and the policy engine one scoring pass (the student's log-probs of the
+same ids, the sample's rollout log-probs). The reply ids are kept as ids from generation to training: never
+decoded and re-tokenised.
+
+The demonstration is an off-policy sample (the policy did not sample it); the PPO ratio is taken against the
+student's log-probs at scoring time like any other sample, so the clip still bounds each step. It carries no
+reward: the PRM judged the student's reply, not this one, so under Combine only its OPD term trains.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from dataclasses import dataclass
+
+from slime.conversation.teacher import (TeacherPrompt, TeacherPromptBuilder, TeacherScores, hinted_messages,
+                                        request_tools, score_prompt)
+from slime.engine.client import AsyncEngineClient
+
+__all__ = ["Demonstration", "TeacherDemonstrator", "demonstration_seed", "reply_budget"]
+
+
+@dataclass
+class Demonstration:
+    """One teacher-written reply: `response_ids` after the student's prompt, scored by both models."""
+
+    response_ids: list[int]
+    text: str
+    finish_reason: str
+    student_log_probs: list[float]  # the policy's log-probs of response_ids under the un-hinted prompt
+    teacher: TeacherScores  # the teacher's, under the hinted prompt (what the OPD advantage compares with)
+    weight_version: str  # the policy weights that produced student_log_probs
+    hint: str
+
+
+def demonstration_seed(turn_id: int, index: int) -> int:
+    """A fixed sampling seed per (turn, demonstration): re-judging a turn writes the same reply again."""
+    digest = hashlib.sha256(f"demonstration:{turn_id}:{index}".encode()).digest()
+    return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
+
+
+def reply_budget(request: dict, default: int) -> int:
+    """The reply length the client asked for (max_completion_tokens, else max_tokens), capped by `default`."""
+    asked = request.get("max_completion_tokens") or request.get("max_tokens")
+    try:
+        asked = int(asked) if asked is not None else None
+    except (TypeError, ValueError):
+        asked = None
+    return min(asked, default) if asked and asked > 0 else default
+
+
+def _finish_reason(meta: dict) -> str:
+    reason = meta.get("finish_reason")
+    if isinstance(reason, dict):  # SGLang: {"type": "stop" | "length" | "abort", "matched": ...}
+        reason = reason.get("type")
+    return str(reason or "stop")
+
+
+class TeacherDemonstrator:
+    """Writes `count` demonstrations per hinted turn.
+
+    `teacher` generates and scores under the hinted prompt (the frozen judge engine, or the policy engine for
+    self-distillation); `policy` scores the same ids under the student's prompt. Both must serve the policy's
+    tokenizer (the teacher prompt is rendered with it), as for OPD scoring.
+    """
+
+    def __init__(self, teacher: AsyncEngineClient, policy: AsyncEngineClient, builder: TeacherPromptBuilder, *,
+                 count: int, temperature: float, max_new_tokens: int, top_k: int = 0, max_concurrency: int = 2):
+        if count < 1:
+            raise ValueError(f"count must be >= 1, got {count}")
+        if not temperature > 0:
+            raise ValueError(f"demonstrations are sampled at the trainer's temperature (> 0), got {temperature}")
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        self.teacher = teacher
+        self.policy = policy
+        self.builder = builder
+        self.count = count
+        self.temperature = float(temperature)
+        self.max_new_tokens = int(max_new_tokens)
+        self.top_k = int(top_k)
+        self.slots = asyncio.Semaphore(max_concurrency)
+        self.stats = {"demonstrations": 0, "empty": 0, "failures": 0}
+
+    def hinted_prompt_ids(self, turn, hint: str) -> list[int]:
+        request = turn.request
+        return self.builder.render_prompt_ids(hinted_messages(request.get("messages") or [], hint),
+                                              request_tools(request), request.get("chat_template_kwargs"))
+
+    async def demonstrate(self, turn, hint: str) -> list[Demonstration]:
+        """`count` teacher replies for `turn` (a stored `TurnRow`) under `hint`; empty replies are skipped."""
+        prompt_ids = await asyncio.to_thread(self.hinted_prompt_ids, turn, hint)
+        out = []
+        for index in range(self.count):
+            async with self.slots:
+                try:
+                    demo = await self._one(turn, hint, prompt_ids, index)
+                except Exception:
+                    self.stats["failures"] += 1
+                    raise
+            if demo is None:
+                self.stats["empty"] += 1
+                continue
+            self.stats["demonstrations"] += 1
+            out.append(demo)
+        return out
+
+    async def _one(self, turn, hint: str, prompt_ids: list[int], index: int) -> Demonstration | None:
+        sampling = {"temperature": self.temperature, "max_new_tokens": reply_budget(turn.request, self.max_new_tokens),
+                    "seed": demonstration_seed(turn.id, index)}
+        result = await self.teacher.generate(input_ids=list(prompt_ids), sampling_params=sampling)
+        if isinstance(result, list):
+            result = result[0]
+        response_ids = [int(t) for t in result.get("output_ids") or []]
+        if not response_ids:
+            return None
+        teacher = await score_prompt(self.teacher, TeacherPrompt(prompt_ids, response_ids, hint, []),
+                                     self.temperature, self.top_k)
+        student = await self.policy.score(list(turn.prompt_ids), response_ids, temperature=self.temperature)
+        return Demonstration(response_ids=response_ids, text=str(result.get("text") or ""),
+                             finish_reason=_finish_reason(result.get("meta_info") or {}),
+                             student_log_probs=list(student.logprobs), teacher=teacher,
+                             weight_version=student.weight_version, hint=hint.strip())
+
+    async def aclose(self) -> None:
+        await self.teacher.aclose()
+        if self.policy is not self.teacher:
+            await self.policy.aclose()
+
