@@ -145,3 +145,38 @@ def test_teacher_demonstrations_train_the_teachers_own_reply_under_the_students_
             assert stats["proxy"]["demonstration_stats"]["demonstrations"] == 1
         finally:
             store.close()
+
+
+def test_the_demonstration_kept_is_the_candidate_the_hint_explains_best(engine, tmp_path):
+    """--teacher-demonstration-candidates 3: three seeded teacher replies, and the one stored is the one with the
+    highest mean log-ratio teacher (hinted prompt) minus student (plain prompt)."""
+    from transformers import AutoTokenizer
+
+    from slime.conversation.demonstrations import demonstration_seed, hint_log_ratio
+    from slime.conversation.teacher import TeacherPromptBuilder
+
+    with ProxyProcess(engine.url, tmp_path / "b.db", "--method", "opd", "--hint-judge", "rules",
+                      "--teacher-temperature", "1.0", "--teacher-demonstrations", "1",
+                      "--teacher-demonstration-candidates", "3", judge="rules", log_path=tmp_path / "proxy.log") as proxy:
+        _conversation(proxy.url, "best", ["don't use bullet points", "thanks!"])
+        store = ConversationStore(proxy.store_path)
+        try:
+            hinted, _ = _settled(store, "best", 2)
+            demo = store.find_turn("best", -1)
+            assert demo is not None and store.find_turn("best", -2) is None
+            hint = hinted.judgement["extras"]["hint"]["hint"]
+            prompt = TeacherPromptBuilder(AutoTokenizer.from_pretrained(engine.model_path)).build_for_turn(hinted, hint)
+            ratios = {}
+            with EngineClient(engine.url) as client:
+                for index in range(3):
+                    ids = client.generate(input_ids=prompt.prompt_ids, sampling_params={
+                        "temperature": 1.0, "max_new_tokens": 8, "seed": demonstration_seed(hinted.id, index)})["output_ids"]
+                    teacher = client.score(prompt.prompt_ids, ids, temperature=1.0).logprobs
+                    student = client.score(hinted.prompt_ids, ids, temperature=1.0).logprobs
+                    ratios[tuple(ids)] = hint_log_ratio(teacher, student)
+            assert len(ratios) > 1  # the seeds gave different replies, so the choice is a real one
+            assert tuple(demo.response_ids) == max(ratios, key=ratios.get)
+            stats = httpx.get(proxy.url + "/v1/stats").json()["proxy"]["demonstration_stats"]
+            assert stats["candidates"] == 3 and stats["demonstrations"] == 1
+        finally:
+            store.close()

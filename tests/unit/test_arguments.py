@@ -508,6 +508,10 @@ def test_teacher_demonstrations_need_a_hinted_teacher():
     assert parse().teacher_demonstrations == 0
     fails("--teacher-demonstrations", 1, match="opd or combine")
     fails("--conversation-method", "opd", "--teacher-demonstrations", -1, match=">= 0")
+    assert parse("--conversation-method", "opd", "--teacher-demonstrations", 1,
+                 "--teacher-demonstration-candidates", 4).teacher_demonstration_candidates == 4
+    fails("--conversation-method", "opd", "--teacher-demonstrations", 2, "--teacher-demonstration-candidates", 1,
+          match="fewer than")
 
 
 def test_distill_divergence_is_reverse_or_forward():

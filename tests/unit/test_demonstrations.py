@@ -35,3 +35,38 @@ def test_bad_settings_are_refused(kwargs, message):
     settings = {"count": 1, "temperature": 0.6, "max_new_tokens": 16} | kwargs
     with pytest.raises(ValueError, match=message):
         TeacherDemonstrator(None, None, None, **settings)
+
+
+def _demo(teacher, student):
+    from slime.conversation.demonstrations import Demonstration
+    from slime.conversation.teacher import TeacherScores
+
+    return Demonstration(response_ids=list(range(len(teacher))), text="", finish_reason="stop",
+                         student_log_probs=student, teacher=TeacherScores(teacher, None, None, 0), weight_version="",
+                         hint="h")
+
+
+def test_hint_log_ratio_is_the_mean_per_token_gap():
+    from slime.conversation.demonstrations import hint_log_ratio
+
+    assert hint_log_ratio([-1.0, -2.0], [-5.0, -2.0]) == pytest.approx(2.0)
+    with pytest.raises(ValueError):
+        hint_log_ratio([], [])
+
+
+def test_keep_best_ranks_by_how_much_the_hint_explains_the_reply():
+    from slime.conversation.demonstrations import keep_best
+
+    # a reply that opens the way the hint asked (+4.5 on its first token) outranks ones the student writes anyway
+    ignored = _demo([-0.3, -0.2, -0.4], [-0.3, -0.3, -0.3])  # ratio 0.0
+    followed = _demo([-0.5, -0.2, -0.4], [-5.0, -0.3, -0.3])  # ratio 1.5
+    tie = _demo([-0.3, -0.2, -0.4], [-0.3, -0.3, -0.3])
+    assert keep_best([ignored, followed, tie], 1) == [followed]
+    assert keep_best([ignored, followed, tie], 2) == [followed, ignored]  # a tie keeps the earlier candidate
+    assert keep_best([], 1) == []
+
+
+def test_candidates_must_cover_the_demonstrations_kept():
+    with pytest.raises(ValueError, match="candidates"):
+        TeacherDemonstrator(None, None, None, count=2, candidates=1, temperature=0.6, max_new_tokens=8)
+    assert TeacherDemonstrator(None, None, None, count=1, temperature=0.6, max_new_tokens=8).candidates == 1

@@ -9,6 +9,12 @@ OPD advantage `teacher - old` per token. Where the teacher's choice is one the s
 advantage is large and positive; where they agree it is about 0. This is context distillation (the hint's
 effect moved into the weights) carried by the existing OPD/Combine loss, with no new loss term.
 
+With `candidates > count` the teacher writes `candidates` replies and the `count` kept are the ones the hint
+explains best: the highest mean per-token log-ratio `log π_teacher(y | s + hint) − log π_student(y | s)`, i.e.
+the replies that are most likely with the hint relative to without it. A small teacher follows a hint only
+some of the time; this picks the replies where it did, by a measure that needs no knowledge of what the hint
+asked for.
+
 One demonstration costs the teacher engine one generation and one scoring pass (log-probs at the trainer's
 temperature, top-K rows when asked), and the policy engine one scoring pass (the student's log-probs of the
 same ids, the sample's rollout log-probs). The reply ids are kept as ids from generation to training: never
@@ -29,7 +35,7 @@ from slime.conversation.teacher import (TeacherPrompt, TeacherPromptBuilder, Tea
                                         request_tools, score_prompt)
 from slime.engine.client import AsyncEngineClient
 
-__all__ = ["Demonstration", "TeacherDemonstrator", "demonstration_seed", "reply_budget"]
+__all__ = ["Demonstration", "TeacherDemonstrator", "demonstration_seed", "hint_log_ratio", "keep_best", "reply_budget"]
 
 
 @dataclass
@@ -43,6 +49,24 @@ class Demonstration:
     teacher: TeacherScores  # the teacher's, under the hinted prompt (what the OPD advantage compares with)
     weight_version: str  # the policy weights that produced student_log_probs
     hint: str
+
+    @property
+    def hint_log_ratio(self) -> float:
+        """Mean per-token log π_teacher(y | s + hint) − log π_student(y | s): how much the hint explains y."""
+        return hint_log_ratio(self.teacher.log_probs, self.student_log_probs)
+
+
+def hint_log_ratio(teacher_log_probs, student_log_probs) -> float:
+    pairs = list(zip(teacher_log_probs, student_log_probs))
+    if not pairs:
+        raise ValueError("no tokens to compare")
+    return sum(t - s for t, s in pairs) / len(pairs)
+
+
+def keep_best(demonstrations: list[Demonstration], count: int) -> list[Demonstration]:
+    """The `count` demonstrations with the highest hint log-ratio (ties: the earlier candidate), in that order."""
+    ranked = sorted(enumerate(demonstrations), key=lambda pair: (-pair[1].hint_log_ratio, pair[0]))
+    return [demo for _, demo in ranked[:count]]
 
 
 def demonstration_seed(turn_id: int, index: int) -> int:
@@ -69,7 +93,7 @@ def _finish_reason(meta: dict) -> str:
 
 
 class TeacherDemonstrator:
-    """Writes `count` demonstrations per hinted turn.
+    """Writes `count` demonstrations per hinted turn, the best of `candidates` (default `count`: all kept).
 
     `teacher` generates and scores under the hinted prompt (the frozen judge engine, or the policy engine for
     self-distillation); `policy` scores the same ids under the student's prompt. Both must serve the policy's
@@ -77,9 +101,13 @@ class TeacherDemonstrator:
     """
 
     def __init__(self, teacher: AsyncEngineClient, policy: AsyncEngineClient, builder: TeacherPromptBuilder, *,
-                 count: int, temperature: float, max_new_tokens: int, top_k: int = 0, max_concurrency: int = 2):
+                 count: int, temperature: float, max_new_tokens: int, top_k: int = 0, candidates: int | None = None,
+                 max_concurrency: int = 2):
         if count < 1:
             raise ValueError(f"count must be >= 1, got {count}")
+        candidates = count if candidates is None else candidates
+        if candidates < count:
+            raise ValueError(f"candidates ({candidates}) must be >= count ({count})")
         if not temperature > 0:
             raise ValueError(f"demonstrations are sampled at the trainer's temperature (> 0), got {temperature}")
         if max_new_tokens < 1:
@@ -88,11 +116,12 @@ class TeacherDemonstrator:
         self.policy = policy
         self.builder = builder
         self.count = count
+        self.candidates = candidates
         self.temperature = float(temperature)
         self.max_new_tokens = int(max_new_tokens)
         self.top_k = int(top_k)
         self.slots = asyncio.Semaphore(max_concurrency)
-        self.stats = {"demonstrations": 0, "empty": 0, "failures": 0}
+        self.stats = {"demonstrations": 0, "candidates": 0, "empty": 0, "failures": 0}
 
     def hinted_prompt_ids(self, turn, hint: str) -> list[int]:
         request = turn.request
@@ -100,22 +129,24 @@ class TeacherDemonstrator:
                                               request_tools(request), request.get("chat_template_kwargs"))
 
     async def demonstrate(self, turn, hint: str) -> list[Demonstration]:
-        """`count` teacher replies for `turn` (a stored `TurnRow`) under `hint`; empty replies are skipped."""
+        """Up to `count` teacher replies for `turn` (a stored `TurnRow`) under `hint`, the best of `candidates`
+        by hint log-ratio; empty replies are skipped. The candidates are written concurrently (one engine batch)."""
         prompt_ids = await asyncio.to_thread(self.hinted_prompt_ids, turn, hint)
-        out = []
-        for index in range(self.count):
+
+        async def one(index: int) -> Demonstration | None:
             async with self.slots:
                 try:
-                    demo = await self._one(turn, hint, prompt_ids, index)
+                    return await self._one(turn, hint, prompt_ids, index)
                 except Exception:
                     self.stats["failures"] += 1
                     raise
-            if demo is None:
-                self.stats["empty"] += 1
-                continue
-            self.stats["demonstrations"] += 1
-            out.append(demo)
-        return out
+
+        written = await asyncio.gather(*(one(index) for index in range(self.candidates)))
+        self.stats["candidates"] += len(written)
+        self.stats["empty"] += sum(demo is None for demo in written)
+        kept = keep_best([demo for demo in written if demo is not None], self.count)
+        self.stats["demonstrations"] += len(kept)
+        return kept
 
     async def _one(self, turn, hint: str, prompt_ids: list[int], index: int) -> Demonstration | None:
         sampling = {"temperature": self.temperature, "max_new_tokens": reply_budget(turn.request, self.max_new_tokens),

@@ -286,6 +286,9 @@ def _add_algorithm_flags(g):
     g.add_argument("--teacher-demonstrations", type=int, default=0,
                    help="conversation OPD/Combine: replies the hinted teacher writes itself per turn with an accepted "
                         "hint, each trained as one more sample under the student's prompt (0: off)")
+    g.add_argument("--teacher-demonstration-candidates", type=int, default=None,
+                   help="replies the teacher writes per hinted turn; the --teacher-demonstrations with the highest hint "
+                        "log-ratio are kept (default: as many as --teacher-demonstrations)")
     g.add_argument("--opd-advantage-bound", type=float, default=None,
                    help="clamp the per-token OPD advantage teacher - old to [-B, B] (env OPENCLAW_OPD_ADVANTAGE_BOUND)")
     g.add_argument("--combine-w-rl", type=float, default=None,
@@ -669,6 +672,10 @@ def _check_engines(args):
     demonstrations = getattr(args, "teacher_demonstrations", 0) or 0
     if demonstrations < 0:
         _fail(f"--teacher-demonstrations must be >= 0, got {demonstrations}")
+    candidates = getattr(args, "teacher_demonstration_candidates", None)
+    if candidates is not None and candidates < max(1, demonstrations):
+        _fail(f"--teacher-demonstration-candidates {candidates} is fewer than the --teacher-demonstrations kept "
+              f"({demonstrations}, at least 1)")
     if demonstrations and not distills:
         _fail("--teacher-demonstrations needs a hinted teacher: --conversation-method opd or combine")
     gpu_engine = args.rollout_engine != "embedded"
