@@ -180,3 +180,34 @@ def test_the_demonstration_kept_is_the_candidate_the_hint_explains_best(engine, 
             assert stats["candidates"] == 3 and stats["demonstrations"] == 1
         finally:
             store.close()
+
+
+def test_an_opening_demonstration_is_the_first_tokens_of_the_teachers_reply(engine, tmp_path):
+    """--teacher-demonstration-tokens 3: the teacher writes only the opening of its reply, the first 3 tokens of
+    what it would have written in full with the same seed; the sample trains those tokens, marked truncated."""
+    from transformers import AutoTokenizer
+
+    from slime.conversation.demonstrations import demonstration_seed
+    from slime.conversation.teacher import TeacherPromptBuilder
+
+    with ProxyProcess(engine.url, tmp_path / "p.db", "--method", "opd", "--hint-judge", "rules",
+                      "--teacher-temperature", "1.0", "--teacher-demonstrations", "1",
+                      "--teacher-demonstration-tokens", "3", judge="rules", log_path=tmp_path / "proxy.log") as proxy:
+        _conversation(proxy.url, "open", ["too long, one sentence please", "thanks!"])
+        store = ConversationStore(proxy.store_path)
+        try:
+            hinted, _ = _settled(store, "open", 2)
+            demo = store.find_turn("open", -1)
+            assert demo is not None and len(demo.response_ids) == 3 and demo.finish_reason == "length"
+            hint = hinted.judgement["extras"]["hint"]["hint"]
+            prompt = TeacherPromptBuilder(AutoTokenizer.from_pretrained(engine.model_path)).build_for_turn(hinted, hint)
+            with EngineClient(engine.url) as client:
+                whole = client.generate(input_ids=prompt.prompt_ids, sampling_params={
+                    "temperature": 1.0, "max_new_tokens": 8, "seed": demonstration_seed(hinted.id, 0)})["output_ids"]
+                teacher = client.score(prompt.prompt_ids, demo.response_ids, temperature=1.0)
+            assert len(whole) > 3 and demo.response_ids == whole[:3]
+            sample = _sample(store, demo.id)
+            assert sample.response_length == 3 and sample.status == Sample.Status.TRUNCATED
+            assert sample.teacher_log_probs == pytest.approx(teacher.logprobs, abs=1e-4)
+        finally:
+            store.close()

@@ -512,6 +512,11 @@ def test_teacher_demonstrations_need_a_hinted_teacher():
                  "--teacher-demonstration-candidates", 4).teacher_demonstration_candidates == 4
     fails("--conversation-method", "opd", "--teacher-demonstrations", 2, "--teacher-demonstration-candidates", 1,
           match="fewer than")
+    assert parse("--conversation-method", "opd", "--teacher-demonstrations", 1,
+                 "--teacher-demonstration-tokens", 16).teacher_demonstration_tokens == 16
+    assert parse().teacher_demonstration_tokens is None
+    fails("--conversation-method", "opd", "--teacher-demonstrations", 1, "--teacher-demonstration-tokens", 0,
+          match="demonstration-tokens")
 
 
 def test_distill_divergence_is_reverse_or_forward():

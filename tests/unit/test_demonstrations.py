@@ -26,10 +26,21 @@ def test_reply_budget_follows_the_client_within_the_cap(request_body, expected):
     assert reply_budget(request_body, 512) == expected
 
 
+@pytest.mark.parametrize("request_body, opening, expected", [
+    ({"max_tokens": 200}, 16, 16),
+    ({"max_tokens": 8}, 16, 8),  # a client asking for fewer tokens than the opening still wins
+    ({}, 16, 16),
+    ({"max_tokens": 200}, None, 200),
+])
+def test_an_opening_caps_the_reply_budget(request_body, opening, expected):
+    assert reply_budget(request_body, 512, opening) == expected
+
+
 @pytest.mark.parametrize("kwargs, message", [
     ({"count": 0}, "count"),
     ({"temperature": 0.0}, "temperature"),
     ({"max_new_tokens": 0}, "max_new_tokens"),
+    ({"opening_tokens": 0}, "opening_tokens"),
 ])
 def test_bad_settings_are_refused(kwargs, message):
     settings = {"count": 1, "temperature": 0.6, "max_new_tokens": 16} | kwargs

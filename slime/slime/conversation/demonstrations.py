@@ -15,6 +15,13 @@ the replies that are most likely with the hint relative to without it. A small t
 some of the time; this picks the replies where it did, by a measure that needs no knowledge of what the hint
 asked for.
 
+With `max_tokens` (an opening, not a whole reply) the teacher writes only the first `max_tokens` tokens. When a
+hint is about how a reply opens ("start with Sure!"), those few tokens are where teacher and student differ; the
+rest of a hinted teacher's reply is where a small teacher drifts (it greets and then chats instead of answering),
+and imitating it costs task quality. A truncated demonstration trains the opening only and leaves the answer to the
+student's own on-policy samples. Under the default sample-mean loss it also concentrates the sample's weight on
+those tokens (1/16 each for 16 tokens, against about 1/150 in a whole reply).
+
 One demonstration costs the teacher engine one generation and one scoring pass (log-probs at the trainer's
 temperature, top-K rows when asked), and the policy engine one scoring pass (the student's log-probs of the
 same ids, the sample's rollout log-probs). The reply ids are kept as ids from generation to training: never
@@ -75,14 +82,16 @@ def demonstration_seed(turn_id: int, index: int) -> int:
     return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
 
 
-def reply_budget(request: dict, default: int) -> int:
-    """The reply length the client asked for (max_completion_tokens, else max_tokens), capped by `default`."""
+def reply_budget(request: dict, default: int, opening: int | None = None) -> int:
+    """The reply length the client asked for (max_completion_tokens, else max_tokens), capped by `default`, and
+    by `opening` when only the opening of a reply is demonstrated."""
     asked = request.get("max_completion_tokens") or request.get("max_tokens")
     try:
         asked = int(asked) if asked is not None else None
     except (TypeError, ValueError):
         asked = None
-    return min(asked, default) if asked and asked > 0 else default
+    budget = min(asked, default) if asked and asked > 0 else default
+    return min(budget, opening) if opening else budget
 
 
 def _finish_reason(meta: dict) -> str:
@@ -93,7 +102,8 @@ def _finish_reason(meta: dict) -> str:
 
 
 class TeacherDemonstrator:
-    """Writes `count` demonstrations per hinted turn, the best of `candidates` (default `count`: all kept).
+    """Writes `count` demonstrations per hinted turn, the best of `candidates` (default `count`: all kept), each
+    at most `opening_tokens` long when set (the opening of a reply only).
 
     `teacher` generates and scores under the hinted prompt (the frozen judge engine, or the policy engine for
     self-distillation); `policy` scores the same ids under the student's prompt. Both must serve the policy's
@@ -102,7 +112,7 @@ class TeacherDemonstrator:
 
     def __init__(self, teacher: AsyncEngineClient, policy: AsyncEngineClient, builder: TeacherPromptBuilder, *,
                  count: int, temperature: float, max_new_tokens: int, top_k: int = 0, candidates: int | None = None,
-                 max_concurrency: int = 2):
+                 opening_tokens: int | None = None, max_concurrency: int = 2):
         if count < 1:
             raise ValueError(f"count must be >= 1, got {count}")
         candidates = count if candidates is None else candidates
@@ -112,6 +122,8 @@ class TeacherDemonstrator:
             raise ValueError(f"demonstrations are sampled at the trainer's temperature (> 0), got {temperature}")
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        if opening_tokens is not None and opening_tokens < 1:
+            raise ValueError(f"opening_tokens must be >= 1 (or None for whole replies), got {opening_tokens}")
         self.teacher = teacher
         self.policy = policy
         self.builder = builder
@@ -119,6 +131,7 @@ class TeacherDemonstrator:
         self.candidates = candidates
         self.temperature = float(temperature)
         self.max_new_tokens = int(max_new_tokens)
+        self.opening_tokens = opening_tokens
         self.top_k = int(top_k)
         self.slots = asyncio.Semaphore(max_concurrency)
         self.stats = {"demonstrations": 0, "candidates": 0, "empty": 0, "failures": 0}
@@ -149,7 +162,8 @@ class TeacherDemonstrator:
         return kept
 
     async def _one(self, turn, hint: str, prompt_ids: list[int], index: int) -> Demonstration | None:
-        sampling = {"temperature": self.temperature, "max_new_tokens": reply_budget(turn.request, self.max_new_tokens),
+        sampling = {"temperature": self.temperature, "max_new_tokens": reply_budget(turn.request, self.max_new_tokens,
+                                                                      self.opening_tokens),
                     "seed": demonstration_seed(turn.id, index)}
         result = await self.teacher.generate(input_ids=list(prompt_ids), sampling_params=sampling)
         if isinstance(result, list):

@@ -355,6 +355,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="replies the teacher writes per hinted turn, of which the --teacher-demonstrations with the "
                         "highest hint log-ratio (teacher minus student log-prob, per token) are kept (default: as many "
                         "as --teacher-demonstrations)")
+    p.add_argument("--teacher-demonstration-tokens", type=int, default=None,
+                   help="the teacher writes only the first N tokens of each demonstration: the opening of a reply, "
+                        "trained without the rest (default: whole replies)")
     p.add_argument("--teacher-concurrency", type=int, default=int(env("OPENCLAW_OPD_TEACHER_LP_MAX_CONCURRENCY", "3")))
     p.add_argument("--tokenizer-path", default=None,
                    help="policy tokenizer for teacher prompts (default: the engine's, from /get_model_info)")
@@ -414,7 +417,8 @@ def build_method(args, config: ProxyConfig):
             AsyncEngineClient(config.engine_url, api_key=args.engine_api_key, timeout=300.0),
             teacher.builder, count=args.teacher_demonstrations, temperature=teacher.temperature,
             max_new_tokens=args.max_response_tokens or 1024, top_k=args.distill_topk,
-            candidates=args.teacher_demonstration_candidates, max_concurrency=args.teacher_concurrency)
+            candidates=args.teacher_demonstration_candidates,
+            opening_tokens=args.teacher_demonstration_tokens, max_concurrency=args.teacher_concurrency)
     return Distillation(hint_judge, teacher, judge if args.method == "combine" else None, demonstrator)
 
 

@@ -76,6 +76,8 @@ class ConversationDataSource:
                       "--teacher-demonstrations", str(getattr(args, "teacher_demonstrations", 0) or 0)]
             if getattr(args, "teacher_demonstration_candidates", None):
                 extra += ["--teacher-demonstration-candidates", str(args.teacher_demonstration_candidates)]
+            if getattr(args, "teacher_demonstration_tokens", None):
+                extra += ["--teacher-demonstration-tokens", str(args.teacher_demonstration_tokens)]
         engine_key = os.environ.get("SLIME_ENGINE_API_KEY")
         if engine_key and (needs_judge_engine or method != "rl") and not args.prm_engine_url:
             # our judge/teacher engines require the engines' key too; the proxy sends a separate judge key to a

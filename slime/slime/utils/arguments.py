@@ -289,6 +289,9 @@ def _add_algorithm_flags(g):
     g.add_argument("--teacher-demonstration-candidates", type=int, default=None,
                    help="replies the teacher writes per hinted turn; the --teacher-demonstrations with the highest hint "
                         "log-ratio are kept (default: as many as --teacher-demonstrations)")
+    g.add_argument("--teacher-demonstration-tokens", type=int, default=None,
+                   help="the teacher writes only the first N tokens of each demonstration (the opening of a reply), "
+                        "trained without the rest (default: whole replies)")
     g.add_argument("--opd-advantage-bound", type=float, default=None,
                    help="clamp the per-token OPD advantage teacher - old to [-B, B] (env OPENCLAW_OPD_ADVANTAGE_BOUND)")
     g.add_argument("--combine-w-rl", type=float, default=None,
@@ -676,6 +679,9 @@ def _check_engines(args):
     if candidates is not None and candidates < max(1, demonstrations):
         _fail(f"--teacher-demonstration-candidates {candidates} is fewer than the --teacher-demonstrations kept "
               f"({demonstrations}, at least 1)")
+    opening = getattr(args, "teacher_demonstration_tokens", None)
+    if opening is not None and opening < 1:
+        _fail(f"--teacher-demonstration-tokens must be >= 1, got {opening}")
     if demonstrations and not distills:
         _fail("--teacher-demonstrations needs a hinted teacher: --conversation-method opd or combine")
     gpu_engine = args.rollout_engine != "embedded"
