@@ -48,11 +48,11 @@ def test_bad_settings_are_refused(kwargs, message):
         TeacherDemonstrator(None, None, None, **settings)
 
 
-def _demo(teacher, student):
+def _demo(teacher, student, finish_reason="stop"):
     from slime.conversation.demonstrations import Demonstration
     from slime.conversation.teacher import TeacherScores
 
-    return Demonstration(response_ids=list(range(len(teacher))), text="", finish_reason="stop",
+    return Demonstration(response_ids=list(range(len(teacher))), text="", finish_reason=finish_reason,
                          student_log_probs=student, teacher=TeacherScores(teacher, None, None, 0), weight_version="",
                          hint="h")
 
@@ -81,3 +81,14 @@ def test_candidates_must_cover_the_demonstrations_kept():
     with pytest.raises(ValueError, match="candidates"):
         TeacherDemonstrator(None, None, None, count=2, candidates=1, temperature=0.6, max_new_tokens=8)
     assert TeacherDemonstrator(None, None, None, count=1, temperature=0.6, max_new_tokens=8).candidates == 1
+
+
+def test_an_opening_that_stopped_is_a_whole_reply_and_is_not_kept():
+    from slime.conversation.demonstrations import keep_best, only_openings
+
+    # "Sure!" and stop: every token explained by the hint, so it would outrank the real opening
+    whole = _demo([-0.1, -0.1, -0.1], [-6.0, -6.0, -3.0], finish_reason="stop")
+    opening = _demo([-0.2, -0.5, -0.4, -0.3], [-6.0, -0.6, -0.4, -0.3], finish_reason="length")
+    assert keep_best([whole, opening], 1) == [whole]
+    assert only_openings([whole, opening]) == [opening]
+    assert keep_best(only_openings([whole, opening]), 1) == [opening]

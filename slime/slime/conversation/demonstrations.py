@@ -20,7 +20,9 @@ hint is about how a reply opens ("start with Sure!"), those few tokens are where
 rest of a hinted teacher's reply is where a small teacher drifts (it greets and then chats instead of answering),
 and imitating it costs task quality. A truncated demonstration trains the opening only and leaves the answer to the
 student's own on-policy samples. Under the default sample-mean loss it also concentrates the sample's weight on
-those tokens (1/16 each for 16 tokens, against about 1/150 in a whole reply).
+those tokens (1/16 each for 16 tokens, against about 1/150 in a whole reply). A candidate that *ends* within the
+opening ("Sure!" and stop) is a whole reply, not an opening: it would teach stopping after the hinted words, and its
+log-ratio (every token explained by the hint) would outrank every real opening; it is dropped (`stats["ended"]`).
 
 One demonstration costs the teacher engine one generation and one scoring pass (log-probs at the trainer's
 temperature, top-K rows when asked), and the policy engine one scoring pass (the student's log-probs of the
@@ -42,7 +44,8 @@ from slime.conversation.teacher import (TeacherPrompt, TeacherPromptBuilder, Tea
                                         request_tools, score_prompt)
 from slime.engine.client import AsyncEngineClient
 
-__all__ = ["Demonstration", "TeacherDemonstrator", "demonstration_seed", "hint_log_ratio", "keep_best", "reply_budget"]
+__all__ = ["Demonstration", "TeacherDemonstrator", "demonstration_seed", "hint_log_ratio", "keep_best", "only_openings",
+           "reply_budget"]
 
 
 @dataclass
@@ -74,6 +77,11 @@ def keep_best(demonstrations: list[Demonstration], count: int) -> list[Demonstra
     """The `count` demonstrations with the highest hint log-ratio (ties: the earlier candidate), in that order."""
     ranked = sorted(enumerate(demonstrations), key=lambda pair: (-pair[1].hint_log_ratio, pair[0]))
     return [demo for _, demo in ranked[:count]]
+
+
+def only_openings(demonstrations: list[Demonstration]) -> list[Demonstration]:
+    """The demonstrations cut at the opening budget (finish "length"); one that stopped inside it is a whole reply."""
+    return [demo for demo in demonstrations if demo.finish_reason == "length"]
 
 
 def demonstration_seed(turn_id: int, index: int) -> int:
@@ -134,7 +142,7 @@ class TeacherDemonstrator:
         self.opening_tokens = opening_tokens
         self.top_k = int(top_k)
         self.slots = asyncio.Semaphore(max_concurrency)
-        self.stats = {"demonstrations": 0, "candidates": 0, "empty": 0, "failures": 0}
+        self.stats = {"demonstrations": 0, "candidates": 0, "empty": 0, "ended": 0, "failures": 0}
 
     def hinted_prompt_ids(self, turn, hint: str) -> list[int]:
         request = turn.request
@@ -143,7 +151,8 @@ class TeacherDemonstrator:
 
     async def demonstrate(self, turn, hint: str) -> list[Demonstration]:
         """Up to `count` teacher replies for `turn` (a stored `TurnRow`) under `hint`, the best of `candidates`
-        by hint log-ratio; empty replies are skipped. The candidates are written concurrently (one engine batch)."""
+        by hint log-ratio; empty replies are skipped, and so, with `opening_tokens`, are replies that end within the
+        opening. The candidates are written concurrently (one engine batch)."""
         prompt_ids = await asyncio.to_thread(self.hinted_prompt_ids, turn, hint)
 
         async def one(index: int) -> Demonstration | None:
@@ -157,7 +166,12 @@ class TeacherDemonstrator:
         written = await asyncio.gather(*(one(index) for index in range(self.candidates)))
         self.stats["candidates"] += len(written)
         self.stats["empty"] += sum(demo is None for demo in written)
-        kept = keep_best([demo for demo in written if demo is not None], self.count)
+        written = [demo for demo in written if demo is not None]
+        if self.opening_tokens:
+            openings = only_openings(written)
+            self.stats["ended"] += len(written) - len(openings)
+            written = openings
+        kept = keep_best(written, self.count)
         self.stats["demonstrations"] += len(kept)
         return kept
 
