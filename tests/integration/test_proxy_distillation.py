@@ -48,6 +48,16 @@ def _sample(store: ConversationStore, turn_id: int) -> Sample:
     return Sample.from_dict(store.get_sample(turn_id))
 
 
+def _hinted_teacher_prompt(engine, hinted):
+    """The teacher's prompt for a hinted turn, rebuilt outside the proxy: the hint it accepted, the policy's template."""
+    from transformers import AutoTokenizer
+
+    from slime.conversation.teacher import TeacherPromptBuilder
+
+    hint = hinted.judgement["extras"]["hint"]["hint"]
+    return TeacherPromptBuilder(AutoTokenizer.from_pretrained(engine.model_path)).build_for_turn(hinted, hint)
+
+
 def test_combine_dispatch_and_teacher_log_probs(engine, tmp_path):
     with ProxyProcess(engine.url, tmp_path / "c.db", "--method", "combine", "--hint-judge", "rules",
                       "--teacher-temperature", "1.0", "--distill-topk", "3", judge="rules",
@@ -65,11 +75,7 @@ def test_combine_dispatch_and_teacher_log_probs(engine, tmp_path):
             assert len(sample.teacher_topk_indices) == sample.response_length
             assert all(len(row) == 3 for row in sample.teacher_topk_log_probs)
             # the teacher scored exactly the sampled ids under the hinted prompt
-            hint = hinted.judgement["extras"]["hint"]["hint"]
-            from transformers import AutoTokenizer
-            from slime.conversation.teacher import TeacherPromptBuilder
-
-            prompt = TeacherPromptBuilder(AutoTokenizer.from_pretrained(engine.model_path)).build_for_turn(hinted, hint)
+            prompt = _hinted_teacher_prompt(engine, hinted)
             with EngineClient(engine.url) as client:
                 direct = client.score(prompt.prompt_ids, prompt.response_ids, temperature=1.0)
             assert sample.teacher_log_probs == pytest.approx(direct.logprobs, abs=1e-4)
@@ -102,10 +108,7 @@ def test_teacher_demonstrations_train_the_teachers_own_reply_under_the_students_
     """--teacher-demonstrations 1: a hinted turn also yields a reply the teacher wrote under the hinted prompt,
     stored as a demonstration turn (numbered -1) with a sample: the student's prompt ids, the teacher's reply
     ids, the policy's log-probs of them as rollout log-probs, the teacher's under the hint, reward 0."""
-    from transformers import AutoTokenizer
-
     from slime.conversation.demonstrations import demonstration_seed
-    from slime.conversation.teacher import TeacherPromptBuilder
 
     with ProxyProcess(engine.url, tmp_path / "d.db", "--method", "combine", "--hint-judge", "rules",
                       "--teacher-temperature", "1.0", "--teacher-demonstrations", "1", judge="rules",
@@ -126,8 +129,7 @@ def test_teacher_demonstrations_train_the_teachers_own_reply_under_the_students_
             assert sample.response_length == len(demo.response_ids) > 0
             # the teacher sampled it under the hinted prompt with the demonstration's seed: the same call again
             # gives the same ids, and both engines' scores are the ones stored
-            hint = hinted.judgement["extras"]["hint"]["hint"]
-            prompt = TeacherPromptBuilder(AutoTokenizer.from_pretrained(engine.model_path)).build_for_turn(hinted, hint)
+            prompt = _hinted_teacher_prompt(engine, hinted)
             with EngineClient(engine.url) as client:
                 again = client.generate(input_ids=prompt.prompt_ids, sampling_params={
                     "temperature": 1.0, "max_new_tokens": 8, "seed": demonstration_seed(hinted.id, 0)})
@@ -150,10 +152,7 @@ def test_teacher_demonstrations_train_the_teachers_own_reply_under_the_students_
 def test_the_demonstration_kept_is_the_candidate_the_hint_explains_best(engine, tmp_path):
     """--teacher-demonstration-candidates 3: three seeded teacher replies, and the one stored is the one with the
     highest mean log-ratio teacher (hinted prompt) minus student (plain prompt)."""
-    from transformers import AutoTokenizer
-
     from slime.conversation.demonstrations import demonstration_seed, hint_log_ratio
-    from slime.conversation.teacher import TeacherPromptBuilder
 
     with ProxyProcess(engine.url, tmp_path / "b.db", "--method", "opd", "--hint-judge", "rules",
                       "--teacher-temperature", "1.0", "--teacher-demonstrations", "1",
@@ -164,8 +163,7 @@ def test_the_demonstration_kept_is_the_candidate_the_hint_explains_best(engine, 
             hinted, _ = _settled(store, "best", 2)
             demo = store.find_turn("best", -1)
             assert demo is not None and store.find_turn("best", -2) is None
-            hint = hinted.judgement["extras"]["hint"]["hint"]
-            prompt = TeacherPromptBuilder(AutoTokenizer.from_pretrained(engine.model_path)).build_for_turn(hinted, hint)
+            prompt = _hinted_teacher_prompt(engine, hinted)
             ratios = {}
             with EngineClient(engine.url) as client:
                 for index in range(3):
@@ -185,10 +183,7 @@ def test_the_demonstration_kept_is_the_candidate_the_hint_explains_best(engine, 
 def test_an_opening_demonstration_is_the_first_tokens_of_the_teachers_reply(engine, tmp_path):
     """--teacher-demonstration-tokens 3: the teacher writes only the opening of its reply, the first 3 tokens of
     what it would have written in full with the same seed; the sample trains those tokens, marked truncated."""
-    from transformers import AutoTokenizer
-
     from slime.conversation.demonstrations import demonstration_seed
-    from slime.conversation.teacher import TeacherPromptBuilder
 
     with ProxyProcess(engine.url, tmp_path / "p.db", "--method", "opd", "--hint-judge", "rules",
                       "--teacher-temperature", "1.0", "--teacher-demonstrations", "1",
@@ -199,8 +194,7 @@ def test_an_opening_demonstration_is_the_first_tokens_of_the_teachers_reply(engi
             hinted, _ = _settled(store, "open", 2)
             demo = store.find_turn("open", -1)
             assert demo is not None and len(demo.response_ids) == 3 and demo.finish_reason == "length"
-            hint = hinted.judgement["extras"]["hint"]["hint"]
-            prompt = TeacherPromptBuilder(AutoTokenizer.from_pretrained(engine.model_path)).build_for_turn(hinted, hint)
+            prompt = _hinted_teacher_prompt(engine, hinted)
             with EngineClient(engine.url) as client:
                 whole = client.generate(input_ids=prompt.prompt_ids, sampling_params={
                     "temperature": 1.0, "max_new_tokens": 8, "seed": demonstration_seed(hinted.id, 0)})["output_ids"]
