@@ -180,9 +180,10 @@ def test_the_demonstration_kept_is_the_candidate_the_hint_explains_best(engine, 
             store.close()
 
 
-def test_an_opening_demonstration_is_the_first_tokens_of_the_teachers_reply(engine, tmp_path):
-    """--teacher-demonstration-tokens 3: the teacher writes only the opening of its reply, the first 3 tokens of
-    what it would have written in full with the same seed; the sample trains those tokens, marked truncated."""
+def test_a_teacher_opened_demonstration_is_the_teachers_opening_and_the_policys_continuation(engine, tmp_path):
+    """--teacher-demonstration-tokens 3: the teacher writes the first 3 tokens under the hinted prompt (its seeded
+    generation, cut at 3), and the policy writes the rest of the client's 8-token budget after the student's
+    prompt plus that opening; both engines score the whole reply, as for any demonstration."""
     from slime.conversation.demonstrations import demonstration_seed
 
     with ProxyProcess(engine.url, tmp_path / "p.db", "--method", "opd", "--hint-judge", "rules",
@@ -193,15 +194,20 @@ def test_an_opening_demonstration_is_the_first_tokens_of_the_teachers_reply(engi
         try:
             hinted, _ = _settled(store, "open", 2)
             demo = store.find_turn("open", -1)
-            assert demo is not None and len(demo.response_ids) == 3 and demo.finish_reason == "length"
+            assert demo is not None and len(demo.response_ids) > 3
             prompt = _hinted_teacher_prompt(engine, hinted)
             with EngineClient(engine.url) as client:
-                whole = client.generate(input_ids=prompt.prompt_ids, sampling_params={
-                    "temperature": 1.0, "max_new_tokens": 8, "seed": demonstration_seed(hinted.id, 0)})["output_ids"]
+                opening = client.generate(input_ids=prompt.prompt_ids, sampling_params={
+                    "temperature": 1.0, "max_new_tokens": 3, "seed": demonstration_seed(hinted.id, 0)})["output_ids"]
+                rest = client.generate(input_ids=list(hinted.prompt_ids) + opening, sampling_params={
+                    "temperature": 1.0, "max_new_tokens": 5, "seed": demonstration_seed(hinted.id, 1)})["output_ids"]
                 teacher = client.score(prompt.prompt_ids, demo.response_ids, temperature=1.0)
-            assert len(whole) > 3 and demo.response_ids == whole[:3]
+                student = client.score(hinted.prompt_ids, demo.response_ids, temperature=1.0)
+            assert len(opening) == 3 and demo.response_ids == opening + rest
             sample = _sample(store, demo.id)
-            assert sample.response_length == 3 and sample.status == Sample.Status.TRUNCATED
+            assert sample.tokens == list(hinted.prompt_ids) + opening + rest
             assert sample.teacher_log_probs == pytest.approx(teacher.logprobs, abs=1e-4)
+            assert sample.rollout_log_probs == pytest.approx(student.logprobs, abs=1e-4)
+            assert demo.response_message["content"]  # the reply's text, decoded from its ids
         finally:
             store.close()

@@ -26,16 +26,6 @@ def test_reply_budget_follows_the_client_within_the_cap(request_body, expected):
     assert reply_budget(request_body, 512) == expected
 
 
-@pytest.mark.parametrize("request_body, opening, expected", [
-    ({"max_tokens": 200}, 16, 16),
-    ({"max_tokens": 8}, 16, 8),  # a client asking for fewer tokens than the opening still wins
-    ({}, 16, 16),
-    ({"max_tokens": 200}, None, 200),
-])
-def test_an_opening_caps_the_reply_budget(request_body, opening, expected):
-    assert reply_budget(request_body, 512, opening) == expected
-
-
 @pytest.mark.parametrize("kwargs, message", [
     ({"count": 0}, "count"),
     ({"temperature": 0.0}, "temperature"),
@@ -83,12 +73,28 @@ def test_candidates_must_cover_the_demonstrations_kept():
     assert TeacherDemonstrator(None, None, None, count=1, temperature=0.6, max_new_tokens=8).candidates == 1
 
 
-def test_an_opening_that_stopped_is_a_whole_reply_and_is_not_kept():
-    from slime.conversation.demonstrations import keep_best, only_openings
+def test_a_stop_token_is_taken_off_an_opening_but_nothing_else_is():
+    from slime.conversation.demonstrations import only_stops, without_stop
 
-    # "Sure!" and stop: every token explained by the hint, so it would outrank the real opening
-    whole = _demo([-0.1, -0.1, -0.1], [-6.0, -6.0, -3.0], finish_reason="stop")
-    opening = _demo([-0.2, -0.5, -0.4, -0.3], [-6.0, -0.6, -0.4, -0.3], finish_reason="length")
-    assert keep_best([whole, opening], 1) == [whole]
-    assert only_openings([whole, opening]) == [opening]
-    assert keep_best(only_openings([whole, opening]), 1) == [opening]
+    stopped = {"finish_reason": {"type": "stop", "matched": 2}}
+    assert without_stop([5, 6, 2], stopped) == [5, 6]
+    assert without_stop([5, 6, 7], {"finish_reason": {"type": "length", "length": 3}}) == [5, 6, 7]
+    assert without_stop([5, 6, 7], stopped) == [5, 6, 7]  # the last id is not the stop the engine names
+    assert without_stop([5, 6], {"finish_reason": {"type": "stop", "matched": "\n\n"}}) == [5, 6]  # a stop string
+    assert without_stop([2], stopped) == []
+    # a continuation that only stops leaves the reply as the opening alone ("Sure!" and end)
+    assert only_stops([2], stopped) and only_stops([], stopped)
+    assert not only_stops([9, 2], stopped)
+
+
+def test_openings_are_ranked_by_the_tokens_the_teacher_wrote_not_the_policys_continuation():
+    from slime.conversation.demonstrations import Opening, keep_best
+
+    # "Sure!" as an opening: the hint explains it (+5 a token); an opening the student writes anyway: 0
+    plain = Opening([1, 2], [-0.3, -0.2], [-0.3, -0.2])
+    hinted = Opening([3, 4], [-0.5, -0.5], [-6.0, -5.0])
+    assert keep_best([plain, hinted], 1) == [hinted]
+    # a demonstration's ratio is over its opening only: the policy's own continuation does not dilute it
+    demo = _demo([-0.5, -0.5, -1.0, -1.0], [-6.0, -5.0, -1.0, -1.0])
+    demo.opening_length = 2
+    assert demo.hint_log_ratio == pytest.approx(hinted.hint_log_ratio) == pytest.approx(5.0)

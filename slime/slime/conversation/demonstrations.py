@@ -15,18 +15,23 @@ the replies that are most likely with the hint relative to without it. A small t
 some of the time; this picks the replies where it did, by a measure that needs no knowledge of what the hint
 asked for.
 
-With `max_tokens` (an opening, not a whole reply) the teacher writes only the first `max_tokens` tokens. When a
-hint is about how a reply opens ("start with Sure!"), those few tokens are where teacher and student differ; the
-rest of a hinted teacher's reply is where a small teacher drifts (it greets and then chats instead of answering),
-and imitating it costs task quality. A truncated demonstration trains the opening only and leaves the answer to the
-student's own on-policy samples. Under the default sample-mean loss it also concentrates the sample's weight on
-those tokens (1/16 each for 16 tokens, against about 1/150 in a whole reply). A candidate that *ends* within the
-opening ("Sure!" and stop) is a whole reply, not an opening: it would teach stopping after the hinted words, and its
-log-ratio (every token explained by the hint) would outrank every real opening; it is dropped (`stats["ended"]`).
+With `opening_tokens` T the teacher writes only how the reply opens, and the policy writes the rest. When a hint is
+about the opening ("start with Sure!"), the first few tokens are where teacher and student differ; the rest of a
+small hinted teacher's reply is where it drifts (told to greet, it greets and then chats instead of answering; told
+to say "Sure!", it often says just that and stops), and imitating it costs task quality. So the teacher writes at
+most T tokens under the hinted prompt (a stop token it writes is not kept: the reply goes on), the candidates are
+ranked by the log-ratio of those opening tokens alone, and for each one kept the *policy* continues the reply from
+the student's prompt plus the opening, as it would sample it. The sample is that whole reply: the teacher's opening
+(large positive advantage where the student would not have opened that way) followed by the student's own answer
+(about on-policy, so its advantage is the usual OPD signal). A reply whose continuation is nothing but a stop is the
+opening alone and teaches stopping after the hinted words: it is dropped (`stats["ended"]`). Measured first without
+the continuation (the opening alone, trained as a truncated sample), the hint's words did not transfer: the opening
+candidates that did not stop were rarely the hinted ones, since a small teacher that writes "Sure!" often stops there.
 
 One demonstration costs the teacher engine one generation and one scoring pass (log-probs at the trainer's
 temperature, top-K rows when asked), and the policy engine one scoring pass (the student's log-probs of the
-same ids, the sample's rollout log-probs). The reply ids are kept as ids from generation to training: never
+same ids, the sample's rollout log-probs); with an opening, each candidate opening also one scoring pass on both
+engines (for the ranking) and each kept one a generation on the policy engine (the continuation). The reply ids are kept as ids from generation to training: never
 decoded and re-tokenised.
 
 The demonstration is an off-policy sample (the policy did not sample it); the PPO ratio is taken against the
@@ -44,8 +49,8 @@ from slime.conversation.teacher import (TeacherPrompt, TeacherPromptBuilder, Tea
                                         request_tools, score_prompt)
 from slime.engine.client import AsyncEngineClient
 
-__all__ = ["Demonstration", "TeacherDemonstrator", "demonstration_seed", "hint_log_ratio", "keep_best", "only_openings",
-           "reply_budget"]
+__all__ = ["Demonstration", "TeacherDemonstrator", "demonstration_seed", "hint_log_ratio", "keep_best", "only_stops",
+           "reply_budget", "without_stop"]
 
 
 @dataclass
@@ -59,11 +64,27 @@ class Demonstration:
     teacher: TeacherScores  # the teacher's, under the hinted prompt (what the OPD advantage compares with)
     weight_version: str  # the policy weights that produced student_log_probs
     hint: str
+    opening_length: int | None = None  # with an opening: the teacher wrote this many tokens, the policy the rest
 
     @property
     def hint_log_ratio(self) -> float:
-        """Mean per-token log π_teacher(y | s + hint) − log π_student(y | s): how much the hint explains y."""
-        return hint_log_ratio(self.teacher.log_probs, self.student_log_probs)
+        """Mean per-token log π_teacher(y | s + hint) − log π_student(y | s) over the tokens the teacher wrote:
+        how much the hint explains them."""
+        n = self.opening_length or len(self.response_ids)
+        return hint_log_ratio(self.teacher.log_probs[:n], self.student_log_probs[:n])
+
+
+@dataclass
+class Opening:
+    """The first tokens of a reply, written by the teacher under the hinted prompt (a stop token removed)."""
+
+    ids: list[int]
+    teacher_log_probs: list[float]
+    student_log_probs: list[float]
+
+    @property
+    def hint_log_ratio(self) -> float:
+        return hint_log_ratio(self.teacher_log_probs, self.student_log_probs)
 
 
 def hint_log_ratio(teacher_log_probs, student_log_probs) -> float:
@@ -73,15 +94,26 @@ def hint_log_ratio(teacher_log_probs, student_log_probs) -> float:
     return sum(t - s for t, s in pairs) / len(pairs)
 
 
-def keep_best(demonstrations: list[Demonstration], count: int) -> list[Demonstration]:
-    """The `count` demonstrations with the highest hint log-ratio (ties: the earlier candidate), in that order."""
-    ranked = sorted(enumerate(demonstrations), key=lambda pair: (-pair[1].hint_log_ratio, pair[0]))
-    return [demo for _, demo in ranked[:count]]
+def keep_best(candidates: list, count: int) -> list:
+    """The `count` candidates (demonstrations or openings) with the highest hint log-ratio (ties: the earlier
+    candidate), in that order."""
+    ranked = sorted(enumerate(candidates), key=lambda pair: (-pair[1].hint_log_ratio, pair[0]))
+    return [candidate for _, candidate in ranked[:count]]
 
 
-def only_openings(demonstrations: list[Demonstration]) -> list[Demonstration]:
-    """The demonstrations cut at the opening budget (finish "length"); one that stopped inside it is a whole reply."""
-    return [demo for demo in demonstrations if demo.finish_reason == "length"]
+def without_stop(output_ids: list[int], meta: dict) -> list[int]:
+    """`output_ids` less a final stop token (engines that follow SGLang keep it in the ids and name it in
+    `finish_reason.matched`)."""
+    reason = meta.get("finish_reason")
+    if isinstance(reason, dict) and reason.get("type") == "stop" and output_ids \
+            and isinstance(reason.get("matched"), int) and output_ids[-1] == reason["matched"]:
+        return output_ids[:-1]
+    return output_ids
+
+
+def only_stops(continuation_ids: list[int], meta: dict) -> bool:
+    """True when a continuation wrote nothing but the stop: the reply would be the opening alone."""
+    return not without_stop(continuation_ids, meta)
 
 
 def demonstration_seed(turn_id: int, index: int) -> int:
@@ -90,16 +122,14 @@ def demonstration_seed(turn_id: int, index: int) -> int:
     return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
 
 
-def reply_budget(request: dict, default: int, opening: int | None = None) -> int:
-    """The reply length the client asked for (max_completion_tokens, else max_tokens), capped by `default`, and
-    by `opening` when only the opening of a reply is demonstrated."""
+def reply_budget(request: dict, default: int) -> int:
+    """The reply length the client asked for (max_completion_tokens, else max_tokens), capped by `default`."""
     asked = request.get("max_completion_tokens") or request.get("max_tokens")
     try:
         asked = int(asked) if asked is not None else None
     except (TypeError, ValueError):
         asked = None
-    budget = min(asked, default) if asked and asked > 0 else default
-    return min(budget, opening) if opening else budget
+    return min(asked, default) if asked and asked > 0 else default
 
 
 def _finish_reason(meta: dict) -> str:
@@ -110,8 +140,8 @@ def _finish_reason(meta: dict) -> str:
 
 
 class TeacherDemonstrator:
-    """Writes `count` demonstrations per hinted turn, the best of `candidates` (default `count`: all kept), each
-    at most `opening_tokens` long when set (the opening of a reply only).
+    """Writes `count` demonstrations per hinted turn, the best of `candidates` (default `count`: all kept); with
+    `opening_tokens` the teacher writes at most that many tokens and the policy continues the reply.
 
     `teacher` generates and scores under the hinted prompt (the frozen judge engine, or the policy engine for
     self-distillation); `policy` scores the same ids under the student's prompt. Both must serve the policy's
@@ -151,47 +181,82 @@ class TeacherDemonstrator:
 
     async def demonstrate(self, turn, hint: str) -> list[Demonstration]:
         """Up to `count` teacher replies for `turn` (a stored `TurnRow`) under `hint`, the best of `candidates`
-        by hint log-ratio; empty replies are skipped, and so, with `opening_tokens`, are replies that end within the
-        opening. The candidates are written concurrently (one engine batch)."""
+        by hint log-ratio; empty replies are skipped. The candidates are written concurrently (one engine batch)."""
         prompt_ids = await asyncio.to_thread(self.hinted_prompt_ids, turn, hint)
-
-        async def one(index: int) -> Demonstration | None:
-            async with self.slots:
-                try:
-                    return await self._one(turn, hint, prompt_ids, index)
-                except Exception:
-                    self.stats["failures"] += 1
-                    raise
-
-        written = await asyncio.gather(*(one(index) for index in range(self.candidates)))
+        write = self._opening if self.opening_tokens else self._whole_reply
+        written = await asyncio.gather(*(self._counted(write(turn, hint, prompt_ids, index))
+                                         for index in range(self.candidates)))
         self.stats["candidates"] += len(written)
-        self.stats["empty"] += sum(demo is None for demo in written)
-        written = [demo for demo in written if demo is not None]
+        self.stats["empty"] += sum(candidate is None for candidate in written)
+        kept = keep_best([candidate for candidate in written if candidate is not None], self.count)
         if self.opening_tokens:
-            openings = only_openings(written)
-            self.stats["ended"] += len(written) - len(openings)
-            written = openings
-        kept = keep_best(written, self.count)
+            continued = await asyncio.gather(*(self._counted(self._continue(turn, hint, prompt_ids, opening, index))
+                                               for index, opening in enumerate(kept)))
+            self.stats["ended"] += sum(demo is None for demo in continued)
+            kept = [demo for demo in continued if demo is not None]
         self.stats["demonstrations"] += len(kept)
         return kept
 
-    async def _one(self, turn, hint: str, prompt_ids: list[int], index: int) -> Demonstration | None:
-        sampling = {"temperature": self.temperature, "max_new_tokens": reply_budget(turn.request, self.max_new_tokens,
-                                                                      self.opening_tokens),
-                    "seed": demonstration_seed(turn.id, index)}
-        result = await self.teacher.generate(input_ids=list(prompt_ids), sampling_params=sampling)
-        if isinstance(result, list):
-            result = result[0]
+    async def _counted(self, call):
+        async with self.slots:
+            try:
+                return await call
+            except Exception:
+                self.stats["failures"] += 1
+                raise
+
+    def _sampling(self, budget: int, seed: int) -> dict:
+        return {"temperature": self.temperature, "max_new_tokens": budget, "seed": seed}
+
+    async def _generate(self, client: AsyncEngineClient, input_ids: list[int], sampling: dict) -> dict:
+        result = await client.generate(input_ids=list(input_ids), sampling_params=sampling)
+        return result[0] if isinstance(result, list) else result
+
+    async def _whole_reply(self, turn, hint: str, prompt_ids: list[int], index: int) -> Demonstration | None:
+        budget = reply_budget(turn.request, self.max_new_tokens)
+        result = await self._generate(self.teacher, prompt_ids, self._sampling(budget, demonstration_seed(turn.id, index)))
         response_ids = [int(t) for t in result.get("output_ids") or []]
         if not response_ids:
             return None
+        return await self._scored(turn, hint, prompt_ids, response_ids, str(result.get("text") or ""),
+                                  _finish_reason(result.get("meta_info") or {}), opening_length=None)
+
+    async def _opening(self, turn, hint: str, prompt_ids: list[int], index: int) -> Opening | None:
+        budget = min(self.opening_tokens, reply_budget(turn.request, self.max_new_tokens))
+        result = await self._generate(self.teacher, prompt_ids, self._sampling(budget, demonstration_seed(turn.id, index)))
+        ids = without_stop([int(t) for t in result.get("output_ids") or []], result.get("meta_info") or {})
+        if not ids:
+            return None
+        teacher = await self.teacher.score(list(prompt_ids), ids, temperature=self.temperature)
+        student = await self.policy.score(list(turn.prompt_ids), ids, temperature=self.temperature)
+        return Opening(ids, list(teacher.logprobs), list(student.logprobs))
+
+    async def _continue(self, turn, hint: str, prompt_ids: list[int], opening: Opening,
+                        index: int) -> Demonstration | None:
+        """The policy writes the rest of the reply after the teacher's opening, under the student's prompt."""
+        budget = reply_budget(turn.request, self.max_new_tokens) - len(opening.ids)
+        if budget < 1:  # the client's whole budget is the opening
+            return await self._scored(turn, hint, prompt_ids, opening.ids, "", "length", len(opening.ids))
+        seed = demonstration_seed(turn.id, self.candidates + index)  # not a seed any opening used
+        result = await self._generate(self.policy, list(turn.prompt_ids) + opening.ids,
+                                      self._sampling(budget, seed))
+        continuation = [int(t) for t in result.get("output_ids") or []]
+        meta = result.get("meta_info") or {}
+        if only_stops(continuation, meta):
+            return None
+        return await self._scored(turn, hint, prompt_ids, opening.ids + continuation, "", _finish_reason(meta),
+                                  len(opening.ids))
+
+    async def _scored(self, turn, hint: str, prompt_ids: list[int], response_ids: list[int], text: str,
+                      finish_reason: str, opening_length: int | None) -> Demonstration:
         teacher = await score_prompt(self.teacher, TeacherPrompt(prompt_ids, response_ids, hint, []),
                                      self.temperature, self.top_k)
         student = await self.policy.score(list(turn.prompt_ids), response_ids, temperature=self.temperature)
-        return Demonstration(response_ids=response_ids, text=str(result.get("text") or ""),
-                             finish_reason=_finish_reason(result.get("meta_info") or {}),
+        if not text:
+            text = await asyncio.to_thread(self.builder.tokenizer.decode, response_ids, skip_special_tokens=True)
+        return Demonstration(response_ids=response_ids, text=text, finish_reason=finish_reason,
                              student_log_probs=list(student.logprobs), teacher=teacher,
-                             weight_version=student.weight_version, hint=hint.strip())
+                             weight_version=student.weight_version, hint=hint.strip(), opening_length=opening_length)
 
     async def aclose(self) -> None:
         await self.teacher.aclose()
