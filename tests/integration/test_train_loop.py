@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -175,4 +176,9 @@ def test_an_engine_that_cannot_start_ends_every_rank_with_its_error(prompts, tmp
     for rank in (0, 1):
         assert f"[rank{rank}]: slime.training.engines.EnginesFailedOnSomeNode: starting the engines failed on " \
                "node 0: sglang exited" in text, text[-4000:]
-    assert "exitcode  : -" not in text, text[-4000:]  # no rank was ended by a signal (SIGABRT is -6)
+    # No rank aborted (SIGABRT, -6, was the bug). Both tracebacks above are printed only once a rank has left the
+    # except clause (after `leave_together`), so no rank hung in a collective; a rank that was still finishing its
+    # interpreter teardown when the other had exited may be stopped by torchrun's agent with SIGTERM (-15), as the
+    # agent does with every remaining worker once one has failed (seen on a loaded 2-core machine).
+    codes = re.findall(r"exitcode\s*:\s*(-?\d+)", text)
+    assert "1" in codes and set(codes) <= {"1", "-15"}, text[-4000:]
