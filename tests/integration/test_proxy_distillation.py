@@ -4,6 +4,7 @@ ids under the hinted prompt, and one merged sample per turn (Combine's three-way
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 
 import httpx
 import pytest
@@ -48,8 +49,30 @@ def _sample(store: ConversationStore, turn_id: int) -> Sample:
     return Sample.from_dict(store.get_sample(turn_id))
 
 
+@contextmanager
+def _demonstrating(engine, tmp_path, session: str, correction: str, *flags: str, method: str = "opd",
+                   then: str = "thanks!"):
+    """A proxy with one teacher demonstration per hinted turn (plus `flags`), a conversation whose first reply is
+    corrected (the hint) and whose second is thanked; yields (proxy, store, hinted turn, thanked turn)."""
+    with ProxyProcess(engine.url, tmp_path / f"{session}.db", "--method", method, "--hint-judge", "rules",
+                      "--teacher-temperature", "1.0", "--teacher-demonstrations", "1", *flags, judge="rules",
+                      log_path=tmp_path / "proxy.log") as proxy:
+        _conversation(proxy.url, session, [correction, then])
+        store = ConversationStore(proxy.store_path)
+        try:
+            yield (proxy, store, *_settled(store, session, 2))
+        finally:
+            store.close()
+
+
+def _seeded_reply(client: EngineClient, input_ids: list[int], max_new_tokens: int, seed: int) -> list[int]:
+    """The ids the engine samples at temperature 1 with `seed`: what the proxy's seeded call produced."""
+    return client.generate(input_ids=list(input_ids), sampling_params={
+        "temperature": 1.0, "max_new_tokens": max_new_tokens, "seed": seed})["output_ids"]
+
+
 def _hinted_teacher_prompt(engine, hinted):
-    """The teacher's prompt for a hinted turn, rebuilt outside the proxy: the hint it accepted, the policy's template."""
+    """The teacher's prompt for a hinted turn, rebuilt outside the proxy: its accepted hint, the policy's template."""
     from transformers import AutoTokenizer
 
     from slime.conversation.teacher import TeacherPromptBuilder
@@ -110,43 +133,35 @@ def test_teacher_demonstrations_train_the_teachers_own_reply_under_the_students_
     ids, the policy's log-probs of them as rollout log-probs, the teacher's under the hint, reward 0."""
     from slime.conversation.demonstrations import demonstration_seed
 
-    with ProxyProcess(engine.url, tmp_path / "d.db", "--method", "combine", "--hint-judge", "rules",
-                      "--teacher-temperature", "1.0", "--teacher-demonstrations", "1", judge="rules",
-                      log_path=tmp_path / "proxy.log") as proxy:
-        _conversation(proxy.url, "demo", ["too long, one sentence please", "thanks, perfect"])
-        store = ConversationStore(proxy.store_path)
-        try:
-            hinted, thanked = _settled(store, "demo", 2)  # the main line keeps its numbers 1, 2
-            assert hinted.judgement["extras"]["demonstrations"] == 1
-            assert thanked.judgement["extras"]["demonstrations"] == 0  # no hint, no demonstration
-            demo = store.find_turn("demo", -1)
-            assert demo is not None and demo.turn_type == "demonstration" and demo.status == "sampled"
-            assert store.find_turn("demo", -2) is None
-            assert demo.judgement["extras"]["demonstration_of"] == hinted.id
-            sample = _sample(store, demo.id)
-            assert sample.reward == {"score": 0.0} and sample.index == demo.id
-            assert sample.tokens == list(hinted.prompt_ids) + list(demo.response_ids)
-            assert sample.response_length == len(demo.response_ids) > 0
-            # the teacher sampled it under the hinted prompt with the demonstration's seed: the same call again
-            # gives the same ids, and both engines' scores are the ones stored
-            prompt = _hinted_teacher_prompt(engine, hinted)
-            with EngineClient(engine.url) as client:
-                again = client.generate(input_ids=prompt.prompt_ids, sampling_params={
-                    "temperature": 1.0, "max_new_tokens": 8, "seed": demonstration_seed(hinted.id, 0)})
-                assert again["output_ids"] == demo.response_ids
-                teacher = client.score(prompt.prompt_ids, demo.response_ids, temperature=1.0)
-                student = client.score(hinted.prompt_ids, demo.response_ids, temperature=1.0)
-            assert sample.teacher_log_probs == pytest.approx(teacher.logprobs, abs=1e-4)
-            assert sample.rollout_log_probs == pytest.approx(student.logprobs, abs=1e-4)
-            # the user never saw it: its number is not one feedback can name, and `judged` counts the real turns
-            refused = httpx.post(proxy.url + "/v1/feedback", json={"session_id": "demo", "turn": -1, "rating": 1})
-            assert refused.status_code == 400
-            stats = httpx.get(proxy.url + "/v1/stats").json()
-            assert stats["judged"] == 2 and stats["turns"]["demonstration"] == 1
-            assert stats["proxy"]["demonstrations"] == 1
-            assert stats["proxy"]["demonstration_stats"]["demonstrations"] == 1
-        finally:
-            store.close()
+    with _demonstrating(engine, tmp_path, "demo", "too long, one sentence please", method="combine",
+                        then="thanks, perfect") as (proxy, store, hinted, thanked):
+        # the main line keeps its numbers 1, 2
+        assert hinted.judgement["extras"]["demonstrations"] == 1
+        assert thanked.judgement["extras"]["demonstrations"] == 0  # no hint, no demonstration
+        demo = store.find_turn("demo", -1)
+        assert demo is not None and demo.turn_type == "demonstration" and demo.status == "sampled"
+        assert store.find_turn("demo", -2) is None
+        assert demo.judgement["extras"]["demonstration_of"] == hinted.id
+        sample = _sample(store, demo.id)
+        assert sample.reward == {"score": 0.0} and sample.index == demo.id
+        assert sample.tokens == list(hinted.prompt_ids) + list(demo.response_ids)
+        assert sample.response_length == len(demo.response_ids) > 0
+        # the teacher sampled it under the hinted prompt with the demonstration's seed: the same call again
+        # gives the same ids, and both engines' scores are the ones stored
+        prompt = _hinted_teacher_prompt(engine, hinted)
+        with EngineClient(engine.url) as client:
+            assert _seeded_reply(client, prompt.prompt_ids, 8, demonstration_seed(hinted.id, 0)) == demo.response_ids
+            teacher = client.score(prompt.prompt_ids, demo.response_ids, temperature=1.0)
+            student = client.score(hinted.prompt_ids, demo.response_ids, temperature=1.0)
+        assert sample.teacher_log_probs == pytest.approx(teacher.logprobs, abs=1e-4)
+        assert sample.rollout_log_probs == pytest.approx(student.logprobs, abs=1e-4)
+        # the user never saw it: its number is not one feedback can name, and `judged` counts the real turns
+        refused = httpx.post(proxy.url + "/v1/feedback", json={"session_id": "demo", "turn": -1, "rating": 1})
+        assert refused.status_code == 400
+        stats = httpx.get(proxy.url + "/v1/stats").json()
+        assert stats["judged"] == 2 and stats["turns"]["demonstration"] == 1
+        assert stats["proxy"]["demonstrations"] == 1
+        assert stats["proxy"]["demonstration_stats"]["demonstrations"] == 1
 
 
 def test_the_demonstration_kept_is_the_candidate_the_hint_explains_best(engine, tmp_path):
@@ -154,30 +169,22 @@ def test_the_demonstration_kept_is_the_candidate_the_hint_explains_best(engine, 
     highest mean log-ratio teacher (hinted prompt) minus student (plain prompt)."""
     from slime.conversation.demonstrations import demonstration_seed, hint_log_ratio
 
-    with ProxyProcess(engine.url, tmp_path / "b.db", "--method", "opd", "--hint-judge", "rules",
-                      "--teacher-temperature", "1.0", "--teacher-demonstrations", "1",
-                      "--teacher-demonstration-candidates", "3", judge="rules", log_path=tmp_path / "proxy.log") as proxy:
-        _conversation(proxy.url, "best", ["don't use bullet points", "thanks!"])
-        store = ConversationStore(proxy.store_path)
-        try:
-            hinted, _ = _settled(store, "best", 2)
-            demo = store.find_turn("best", -1)
-            assert demo is not None and store.find_turn("best", -2) is None
-            prompt = _hinted_teacher_prompt(engine, hinted)
-            ratios = {}
-            with EngineClient(engine.url) as client:
-                for index in range(3):
-                    ids = client.generate(input_ids=prompt.prompt_ids, sampling_params={
-                        "temperature": 1.0, "max_new_tokens": 8, "seed": demonstration_seed(hinted.id, index)})["output_ids"]
-                    teacher = client.score(prompt.prompt_ids, ids, temperature=1.0).logprobs
-                    student = client.score(hinted.prompt_ids, ids, temperature=1.0).logprobs
-                    ratios[tuple(ids)] = hint_log_ratio(teacher, student)
-            assert len(ratios) > 1  # the seeds gave different replies, so the choice is a real one
-            assert tuple(demo.response_ids) == max(ratios, key=ratios.get)
-            stats = httpx.get(proxy.url + "/v1/stats").json()["proxy"]["demonstration_stats"]
-            assert stats["candidates"] == 3 and stats["demonstrations"] == 1
-        finally:
-            store.close()
+    with _demonstrating(engine, tmp_path, "best", "don't use bullet points",
+                        "--teacher-demonstration-candidates", "3") as (proxy, store, hinted, _):
+        demo = store.find_turn("best", -1)
+        assert demo is not None and store.find_turn("best", -2) is None
+        prompt = _hinted_teacher_prompt(engine, hinted)
+        ratios = {}
+        with EngineClient(engine.url) as client:
+            for index in range(3):
+                ids = _seeded_reply(client, prompt.prompt_ids, 8, demonstration_seed(hinted.id, index))
+                teacher = client.score(prompt.prompt_ids, ids, temperature=1.0).logprobs
+                student = client.score(hinted.prompt_ids, ids, temperature=1.0).logprobs
+                ratios[tuple(ids)] = hint_log_ratio(teacher, student)
+        assert len(ratios) > 1  # the seeds gave different replies, so the choice is a real one
+        assert tuple(demo.response_ids) == max(ratios, key=ratios.get)
+        stats = httpx.get(proxy.url + "/v1/stats").json()["proxy"]["demonstration_stats"]
+        assert stats["candidates"] == 3 and stats["demonstrations"] == 1
 
 
 def test_a_teacher_opened_demonstration_is_the_teachers_opening_and_the_policys_continuation(engine, tmp_path):
@@ -186,28 +193,20 @@ def test_a_teacher_opened_demonstration_is_the_teachers_opening_and_the_policys_
     prompt plus that opening; both engines score the whole reply, as for any demonstration."""
     from slime.conversation.demonstrations import demonstration_seed
 
-    with ProxyProcess(engine.url, tmp_path / "p.db", "--method", "opd", "--hint-judge", "rules",
-                      "--teacher-temperature", "1.0", "--teacher-demonstrations", "1",
-                      "--teacher-demonstration-tokens", "3", judge="rules", log_path=tmp_path / "proxy.log") as proxy:
-        _conversation(proxy.url, "open", ["too long, one sentence please", "thanks!"])
-        store = ConversationStore(proxy.store_path)
-        try:
-            hinted, _ = _settled(store, "open", 2)
-            demo = store.find_turn("open", -1)
-            assert demo is not None and len(demo.response_ids) > 3
-            prompt = _hinted_teacher_prompt(engine, hinted)
-            with EngineClient(engine.url) as client:
-                opening = client.generate(input_ids=prompt.prompt_ids, sampling_params={
-                    "temperature": 1.0, "max_new_tokens": 3, "seed": demonstration_seed(hinted.id, 0)})["output_ids"]
-                rest = client.generate(input_ids=list(hinted.prompt_ids) + opening, sampling_params={
-                    "temperature": 1.0, "max_new_tokens": 5, "seed": demonstration_seed(hinted.id, 1)})["output_ids"]
-                teacher = client.score(prompt.prompt_ids, demo.response_ids, temperature=1.0)
-                student = client.score(hinted.prompt_ids, demo.response_ids, temperature=1.0)
-            assert len(opening) == 3 and demo.response_ids == opening + rest
-            sample = _sample(store, demo.id)
-            assert sample.tokens == list(hinted.prompt_ids) + opening + rest
-            assert sample.teacher_log_probs == pytest.approx(teacher.logprobs, abs=1e-4)
-            assert sample.rollout_log_probs == pytest.approx(student.logprobs, abs=1e-4)
-            assert demo.response_message["content"]  # the reply's text, decoded from its ids
-        finally:
-            store.close()
+    with _demonstrating(engine, tmp_path, "open", "too long, one sentence please",
+                        "--teacher-demonstration-tokens", "3") as (_, store, hinted, _):
+        demo = store.find_turn("open", -1)
+        assert demo is not None and len(demo.response_ids) > 3
+        prompt = _hinted_teacher_prompt(engine, hinted)
+        with EngineClient(engine.url) as client:
+            opening = _seeded_reply(client, prompt.prompt_ids, 3, demonstration_seed(hinted.id, 0))
+            # the continuation's seed is the first one no candidate opening used (1 candidate: index 1)
+            rest = _seeded_reply(client, list(hinted.prompt_ids) + opening, 5, demonstration_seed(hinted.id, 1))
+            teacher = client.score(prompt.prompt_ids, demo.response_ids, temperature=1.0)
+            student = client.score(hinted.prompt_ids, demo.response_ids, temperature=1.0)
+        assert len(opening) == 3 and demo.response_ids == opening + rest
+        sample = _sample(store, demo.id)
+        assert sample.tokens == list(hinted.prompt_ids) + opening + rest
+        assert sample.teacher_log_probs == pytest.approx(teacher.logprobs, abs=1e-4)
+        assert sample.rollout_log_probs == pytest.approx(student.logprobs, abs=1e-4)
+        assert demo.response_message["content"]  # the reply's text, decoded from its ids

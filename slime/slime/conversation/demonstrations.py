@@ -31,8 +31,8 @@ candidates that did not stop were rarely the hinted ones, since a small teacher 
 One demonstration costs the teacher engine one generation and one scoring pass (log-probs at the trainer's
 temperature, top-K rows when asked), and the policy engine one scoring pass (the student's log-probs of the
 same ids, the sample's rollout log-probs); with an opening, each candidate opening also one scoring pass on both
-engines (for the ranking) and each kept one a generation on the policy engine (the continuation). The reply ids are kept as ids from generation to training: never
-decoded and re-tokenised.
+engines (for the ranking) and each kept one a generation on the policy engine (the continuation). The reply ids
+are kept as ids from generation to training: never decoded and re-tokenised.
 
 The demonstration is an off-policy sample (the policy did not sample it); the PPO ratio is taken against the
 student's log-probs at scoring time like any other sample, so the clip still bounds each step. It carries no
@@ -214,7 +214,8 @@ class TeacherDemonstrator:
 
     async def _whole_reply(self, turn, hint: str, prompt_ids: list[int], index: int) -> Demonstration | None:
         budget = reply_budget(turn.request, self.max_new_tokens)
-        result = await self._generate(self.teacher, prompt_ids, self._sampling(budget, demonstration_seed(turn.id, index)))
+        seed = demonstration_seed(turn.id, index)
+        result = await self._generate(self.teacher, prompt_ids, self._sampling(budget, seed))
         response_ids = [int(t) for t in result.get("output_ids") or []]
         if not response_ids:
             return None
@@ -223,7 +224,8 @@ class TeacherDemonstrator:
 
     async def _opening(self, turn, hint: str, prompt_ids: list[int], index: int) -> Opening | None:
         budget = min(self.opening_tokens, reply_budget(turn.request, self.max_new_tokens))
-        result = await self._generate(self.teacher, prompt_ids, self._sampling(budget, demonstration_seed(turn.id, index)))
+        seed = demonstration_seed(turn.id, index)
+        result = await self._generate(self.teacher, prompt_ids, self._sampling(budget, seed))
         ids = without_stop([int(t) for t in result.get("output_ids") or []], result.get("meta_info") or {})
         if not ids:
             return None

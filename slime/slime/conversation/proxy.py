@@ -356,8 +356,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "highest hint log-ratio (teacher minus student log-prob, per token) are kept (default: as many "
                         "as --teacher-demonstrations)")
     p.add_argument("--teacher-demonstration-tokens", type=int, default=None,
-                   help="the teacher writes only the first N tokens of each demonstration: the opening of a reply, "
-                        "trained without the rest (default: whole replies)")
+                   help="teacher-opened demonstrations: the teacher writes at most N tokens (the opening), the policy "
+                        "continues the reply from the student's prompt (default: the teacher writes whole replies)")
     p.add_argument("--teacher-concurrency", type=int, default=int(env("OPENCLAW_OPD_TEACHER_LP_MAX_CONCURRENCY", "3")))
     p.add_argument("--tokenizer-path", default=None,
                    help="policy tokenizer for teacher prompts (default: the engine's, from /get_model_info)")

@@ -290,8 +290,8 @@ def _add_algorithm_flags(g):
                    help="replies the teacher writes per hinted turn; the --teacher-demonstrations with the highest hint "
                         "log-ratio are kept (default: as many as --teacher-demonstrations)")
     g.add_argument("--teacher-demonstration-tokens", type=int, default=None,
-                   help="the teacher writes only the first N tokens of each demonstration (the opening of a reply), "
-                        "trained without the rest (default: whole replies)")
+                   help="teacher-opened demonstrations: the teacher writes at most N tokens (the opening), the policy "
+                        "continues the reply from the student's prompt (default: the teacher writes whole replies)")
     g.add_argument("--opd-advantage-bound", type=float, default=None,
                    help="clamp the per-token OPD advantage teacher - old to [-B, B] (env OPENCLAW_OPD_ADVANTAGE_BOUND)")
     g.add_argument("--combine-w-rl", type=float, default=None,
