@@ -1,6 +1,6 @@
 """Top-K distillation loss: ours (one log-softmax + one gather) vs upstream's K-pass computation.
 
-Upstream (`topk_distillation_loss.py`, bug B27) gets the student's log-prob of each of the teacher's K
+Upstream (`topk_distillation_loss.py`) gets the student's log-prob of each of the teacher's K
 tokens with one full-vocabulary cross-entropy per k, on a fresh clone of the logits each time, so the
 forward and backward touch the `[b, R, V]` logits K times and autograd keeps K log-softmax outputs.
 Ours (`slime.utils.distill`) takes one log-softmax and gathers the K columns.

@@ -8,11 +8,8 @@
 # scripts/conversation_cpu.sh's.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
-exec bash "$HERE/../scripts/conversation_cpu.sh" openclaw-combine-topk-cpu \
-    --conversation-method combine --hint-judge-type "${HINT_JUDGE:-rules}" --prm-enable \
-    --rollout-function-path openclaw_combine_rollout.generate_rollout_openclaw_combine --extra-python-path "$HERE" \
-    --advantage-estimator grpo --disable-rewards-normalization \
-    --loss-type custom_loss --custom-loss-function-path combine_topk_loss.combine_topk_loss_function \
+exec bash "${SLIME_ROOT:-$HERE/..}/scripts/conversation_cpu.sh" openclaw-combine-topk-cpu \
+    --conversation-method combine_topk --hint-judge-type "${HINT_JUDGE:-rules}" --prm-enable --extra-python-path "$HERE" \
     --distill-topk "${DISTILL_TOPK:-50}" \
     --entropy-coef 0.0 --eps-clip 0.2 --eps-clip-high 0.28 \
     "$@"

@@ -6,8 +6,7 @@
 #   bash openclaw-opd/run_cpu_smollm2_openclaw_opd.sh [extra trainer flags]     (env: see scripts/conversation_cpu.sh)
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
-exec bash "$HERE/../scripts/conversation_cpu.sh" openclaw-opd-cpu \
-    --conversation-method opd --hint-judge-type "${HINT_JUDGE:-rules}" --prm-enable \
-    --rollout-function-path openclaw_opd_rollout.generate_rollout_openclaw_opd --extra-python-path "$HERE" \
-    --advantage-estimator on_policy_distillation --entropy-coef 0.0 --eps-clip 0.2 \
+exec bash "${SLIME_ROOT:-$HERE/..}/scripts/conversation_cpu.sh" openclaw-opd-cpu \
+    --conversation-method opd --hint-judge-type "${HINT_JUDGE:-rules}" --prm-enable --extra-python-path "$HERE" \
+    --entropy-coef 0.0 --eps-clip 0.2 \
     "$@"

@@ -6,9 +6,7 @@
 #   bash openclaw-opd/run_cpu_smollm2_openclaw_opd_topk.sh [extra trainer flags]
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
-LR=${LR:-1e-6} KL_LOSS_COEF=0 exec bash "$HERE/../scripts/conversation_cpu.sh" openclaw-opd-topk-cpu \
-    --conversation-method opd --hint-judge-type "${HINT_JUDGE:-rules}" --prm-enable \
-    --rollout-function-path openclaw_opd_rollout.generate_rollout_openclaw_opd --extra-python-path "$HERE" \
-    --loss-type custom_loss --custom-loss-function-path topk_distillation_loss.topk_distillation_loss_function \
-    --distill-topk "${DISTILL_TOPK:-50}" --disable-compute-advantages-and-returns --disable-rewards-normalization --entropy-coef 0.0 \
+LR=${LR:-1e-6} KL_LOSS_COEF=0 exec bash "${SLIME_ROOT:-$HERE/..}/scripts/conversation_cpu.sh" openclaw-opd-topk-cpu \
+    --conversation-method opd_topk --hint-judge-type "${HINT_JUDGE:-rules}" --prm-enable --extra-python-path "$HERE" \
+    --distill-topk "${DISTILL_TOPK:-50}" --entropy-coef 0.0 \
     "$@"

@@ -12,9 +12,7 @@
 #      LR, NUM_ROLLOUT).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
-exec bash "$HERE/../scripts/conversation_cpu.sh" openclaw-rl-cpu \
-    --conversation-method rl \
-    --rollout-function-path openclaw_rollout.generate_rollout_openclaw --extra-python-path "$HERE" \
-    --advantage-estimator grpo --disable-rewards-normalization \
+exec bash "${SLIME_ROOT:-$HERE/..}/scripts/conversation_cpu.sh" openclaw-rl-cpu \
+    --conversation-method rl --extra-python-path "$HERE" \
     --entropy-coef 0.0 --eps-clip 0.2 --eps-clip-high 0.28 \
     "$@"

@@ -1,7 +1,9 @@
 # Shared by the Qwen3-4B GPU launch scripts of the conversation method folders (sourced, not run by itself).
 #
 # A script sets its default layout, then calls
-#     run_conversation_trainer <full|lora> <rl|opd|opd_topk|combine|combine_topk> [extra trainer flags]
+#     run_conversation_trainer <full|lora> <method> [extra trainer flags]
+# <method> is any name of the method registry (slime/slime/conversation/methods/registry.py) or a plugin
+# 'module:factory' from the calling folder; the method chooses its own loss and advantage estimator.
 # The checkpoint folder is named after the script (run_qwen3_4b_openclaw_rl.sh -> ckpt/qwen3-4b-openclaw-rl).
 #
 # Layout (env; see scripts/README.md "GPU layout"): NUM_GPUS per node, NNODES, NODE_RANK, MASTER_ADDR,
@@ -36,13 +38,12 @@ fi
 ROLLOUT_ARGS=(
     --disable-rollout-global-dataset
     --data-source-path slime.conversation.rollout.ConversationDataSource --extra-python-path "$HERE"
+    --rollout-function-path slime.conversation.rollout.generate_rollout
     --num-rollout 100000000 --rollout-batch-size 16 --n-samples-per-prompt 1 --num-steps-per-rollout 1
     --rollout-max-response-len 8192 --rollout-max-context-len 32768 --rollout-temperature 0.6 --reward-key score
 )
-GRPO_ARGS=(
-    --advantage-estimator grpo --disable-rewards-normalization --kl-loss-coef 0.0 --kl-loss-type low_var_kl
-    --entropy-coef 0.0 --eps-clip 0.2 --eps-clip-high 0.28
-)
+# PPO clip and no KL (upstream's values); the method chooses its loss and advantage estimator itself
+PPO_ARGS=(--kl-loss-coef 0.0 --kl-loss-type low_var_kl --entropy-coef 0.0 --eps-clip 0.2 --eps-clip-high 0.28)
 OPTIMIZER_ARGS=(--optimizer adam --lr 1e-5 --lr-decay-style constant --weight-decay 0.1 --adam-beta1 0.9
                 --adam-beta2 0.98)
 # SGLang server settings of the policy and judge engines (upstream's values for Qwen3-4B).
@@ -50,36 +51,6 @@ SGLANG_ARGS=(--sglang-mem-fraction-static "${MEM_FRACTION_STATIC:-0.85}" --sglan
              --sglang-reasoning-parser "${REASONING_PARSER:-qwen3}" --sglang-tool-call-parser "${TOOL_CALL_PARSER:-qwen25}")
 LORA_ARGS=(--use-lora --lora-rank 16 --lora-alpha 32
            --lora-target-modules "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj")
-TOPK_ARGS=(--distill-topk "${DISTILL_TOPK:-50}")
-
-# The flags that select a method (the CPU scripts in the same folders use the same ones).
-method_args() {
-    case "$1" in
-        rl) METHOD_ARGS=(--conversation-method rl --rollout-function-path openclaw_rollout.generate_rollout_openclaw
-                         "${GRPO_ARGS[@]}") ;;
-        opd) METHOD_ARGS=(--conversation-method opd --hint-judge-type "${HINT_JUDGE:-llm}"
-                          --rollout-function-path openclaw_opd_rollout.generate_rollout_openclaw_opd
-                          --advantage-estimator on_policy_distillation --kl-loss-coef 0.0 --entropy-coef 0.0
-                          --eps-clip 0.2) ;;
-        opd_topk) METHOD_ARGS=(--conversation-method opd --hint-judge-type "${HINT_JUDGE:-llm}"
-                               --rollout-function-path openclaw_opd_rollout.generate_rollout_openclaw_opd
-                               --loss-type custom_loss
-                               --custom-loss-function-path topk_distillation_loss.topk_distillation_loss_function
-                               "${TOPK_ARGS[@]}" --disable-compute-advantages-and-returns
-                               --disable-rewards-normalization --entropy-coef 0.0 --lr 1e-6) ;;
-        combine) METHOD_ARGS=(--conversation-method combine --hint-judge-type "${HINT_JUDGE:-llm}"
-                              --rollout-function-path openclaw_combine_rollout.generate_rollout_openclaw_combine
-                              "${GRPO_ARGS[@]}" --loss-type custom_loss
-                              --custom-loss-function-path combine_loss.combine_loss_function) ;;
-        combine_topk) METHOD_ARGS=(--conversation-method combine --hint-judge-type "${HINT_JUDGE:-llm}"
-                                   --rollout-function-path openclaw_combine_rollout.generate_rollout_openclaw_combine
-                                   "${GRPO_ARGS[@]}" --loss-type custom_loss
-                                   --custom-loss-function-path combine_topk_loss.combine_topk_loss_function
-                                   "${TOPK_ARGS[@]}") ;;
-        *) echo "error: unknown method '$1' (rl, opd, opd_topk, combine, combine_topk)" >&2; exit 2 ;;
-    esac
-}
-
 # Integers only; ranges and the combination are checked by slime.launch, with the variable names in its messages.
 check_layout_numbers() {
     local name
@@ -103,7 +74,6 @@ run_conversation_trainer() {
     PRM_TP=${PRM_TP:-$ROLLOUT_TP}
     export NNODES NODE_RANK MASTER_ADDR MASTER_PORT
     check_layout_numbers
-    method_args "$method"
     name=${SCRIPT_NAME#run_}
     name=${name//_/-}
     local extra=()
@@ -130,5 +100,6 @@ run_conversation_trainer() {
         --prm-max-new-tokens "${PRM_MAX_NEW_TOKENS:-4096}" \
         "${SGLANG_ARGS[@]}" "${ROLLOUT_ARGS[@]}" "${OPTIMIZER_ARGS[@]}" \
         --use-dynamic-batch-size --max-tokens-per-gpu "$tokens" --gradient-checkpointing \
-        --device cuda "${extra[@]}" "${METHOD_ARGS[@]}" "$@"
+        --device cuda "${extra[@]}" "${PPO_ARGS[@]}" \
+        --conversation-method "$method" --hint-judge-type "${HINT_JUDGE:-llm}" "$@"
 }

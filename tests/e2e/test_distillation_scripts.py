@@ -21,6 +21,7 @@ from slime.conversation.launch import ConversationJob
                                     "openclaw-combine/run_cpu_smollm2_openclaw_combine_topk.sh"])
 def test_cpu_script_trains_on_a_judged_turn(script, tmp_path):
     method = "rl" if "openclaw-rl" in script else ("combine" if "combine" in script else "opd")
+    method += "_topk" if "topk" in script else ""  # the registry entry the script runs
     job = ConversationJob(script, "--hf-checkpoint", "tiny", "--save-interval", "1000", log_path=tmp_path / "job.log",
                           env={"RUN_DIR": str(tmp_path / "run"), "ROLLOUT_BATCH_SIZE": "1", "PRM_TYPE": "rules",
                                "DISTILL_TOPK": "5"}, ready_timeout=300)

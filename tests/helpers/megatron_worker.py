@@ -72,7 +72,7 @@ def step_mode(backend: str, out: str, flags: list[str]) -> None:
 
     from slime.backends.fsdp.parallel import init_distributed
     from slime.models import resolve_model_path
-    from slime.training.loop import _build_actor
+    from slime.training.loop import build_actor
     from slime.utils.arguments import parse_args
 
     dist = init_distributed("cpu")
@@ -87,7 +87,7 @@ def step_mode(backend: str, out: str, flags: list[str]) -> None:
                        "--micro-batch-size", "2", "--rollout-temperature", "0.8", "--disable-rewards-normalization",
                        "--train-backend", backend, *flags], world_size=1)
     path = str(resolve_model_path("tiny"))
-    actor = _build_actor(args, dist, path, AutoTokenizer.from_pretrained(path), None)
+    actor = build_actor(args, dist, path, AutoTokenizer.from_pretrained(path), None)
     rows = fixed_rows()  # data-parallel size 1: every rank (TP peer) gets all rows
     log_probs = actor.compute_log_probs(rows)
     for row, lp in zip(rows, log_probs):

@@ -1,7 +1,7 @@
 """The top-K distillation and Combine losses train through the fsdp actor, full-weight and LoRA alike.
 
-Upstream's FSDP/LoRA path silently ignored `--loss-type custom_loss` (bug B4); here both paths must
-compute the plugin's loss, and a few top-K steps must move the student towards its teacher on
+The fsdp path, full-weight and LoRA, computes the `--loss-type custom_loss` plugin's loss (it must never
+fall back to the plain policy loss), and a few top-K steps must move the student towards its teacher on
 positions it was not trained on. Steps go through `slime.training.loop.train_on_rollout`, the function
 `slime/train.py` calls, on the tiny random Qwen3 (a process group of one, in this process).
 """

@@ -1,9 +1,9 @@
 """OPD teacher scoring through a real engine (slime.conversation.teacher).
 
 - Teacher log-probs of a hinted prompt equal a direct forward pass of the same model on
-  teacher_prompt_ids + response_ids at every response position, the first one included (B9), at
-  temperature 1 and at the trainer's 0.6 (B10); top-K rows come from the same single call (B28) and
-  match the forward pass's top-K.
+  teacher_prompt_ids + response_ids at every response position, the first response token included, at
+  temperature 1 and at the trainer's 0.6 (teacher and student are scored at the same temperature); top-K
+  rows come from the same single call as the log-probs and match the forward pass's top-K.
 - The teacher renderer reproduces the engine's own prompt_token_ids (system prompt, tools, a tool
   round, OpenClaw's internal-context message), for the tiny model's template and for SmolLM2, whose
   template ignores tools so the engine falls back to our ChatML tool template.
@@ -125,7 +125,7 @@ def test_teacher_logprobs_equal_direct_forward_at_every_response_position(engine
 
 
 def test_temperature_reaches_the_teacher_scores(engine_server, student_turn):
-    """The engine applies the request temperature to input log-probs (B10): T=0.6 differs from T=1."""
+    """The engine applies the request temperature to input log-probs: T=0.6 differs from T=1."""
     async def probe():
         async with AsyncEngineClient(engine_server.url, timeout=120.0) as client:
             return await engine_applies_score_temperature(client, student_turn["prompt_ids"],
@@ -214,7 +214,7 @@ def test_a_hint_raises_the_teachers_logprob_of_hint_consistent_tokens(smollm2_en
             return plain, hinted
 
     plain, hinted = asyncio.run(run())
-    # the first response token carries the decision (and is exactly what B9 used to zero out)
+    # the first response token carries the decision, so its teacher log-prob must be a real one
     assert hinted["fr"][0] > plain["fr"][0] + 1.0, (plain, hinted)
     assert sum(hinted["fr"]) > sum(plain["fr"]) + 1.0, (plain, hinted)
     # ... and the hint moves mass from the English greeting to the French one
@@ -222,7 +222,8 @@ def test_a_hint_raises_the_teachers_logprob_of_hint_consistent_tokens(smollm2_en
 
 
 def test_score_prompt_scores_exactly_the_given_ids(engine_server, tiny_model, student_turn):
-    """The teacher input is prompt ids + response ids as given (B15): the engine echoes the same ids."""
+    """The teacher input is prompt ids + response ids as given, never re-tokenized text: the engine echoes
+    the same ids."""
     _, tokenizer = tiny_model
     prompt = TeacherPromptBuilder(tokenizer).build(student_turn["messages"], TOOLS, student_turn["response_ids"],
                                                    "be brief")

@@ -113,6 +113,21 @@ def test_resume_restores_weights_and_the_next_batch(prompts, tmp_path):
     assert got == expected
 
 
+def test_tis_run_weights_the_loss_by_the_train_rollout_gap(prompts, tmp_path):
+    """--use-tis end to end: the engine's log-probs reach the loss on every rank and the weights are logged.
+    Async with interval 1 trains on a batch generated one version behind, so the gap is not zero."""
+    run_dir = tmp_path / "run"
+    _run(_command("train_async.py", prompts, run_dir, "--use-tis", "--tis-clip", "1.02", "--tis-clip-low", "0.98",
+                  rollouts=3), tmp_path / "tis.log")
+    steps = _metrics(run_dir)
+    assert len(steps) == 3
+    for s in steps:
+        assert 0.98 - 1e-6 <= s["train/tis_weight"] <= 1.02 + 1e-6, s
+        assert s["train/tis"] > 0 and 0 <= s["train/tis_clipfrac"] <= 1
+    # a stale batch (staleness 1) differs from the trainer's log-probs, so some weights leave [0.98, 1.02]
+    assert any(s["train/tis_clipfrac"] > 0 for s in steps[1:]), steps
+
+
 def test_lora_run_trains_and_publishes_an_adapter_peft_loads(prompts, tmp_path):
     run_dir, save = tmp_path / "run", tmp_path / "ckpt"
     _run(_command("train_async.py", prompts, run_dir, "--use-lora", "--lora-rank", "4", "--lora-alpha", "8",

@@ -480,6 +480,23 @@ def test_tis_clip_bounds():
     assert parse("--use-tis", "--tis-clip-low", 0.5).tis_clip == 2.0
 
 
+def test_tis_clip_low_is_not_negative():
+    fails("--use-tis", "--tis-clip-low", -0.5, match="--tis-clip-low must be >= 0")
+    assert parse("--tis-clip-low", -0.5).tis_clip_low == -0.5  # inert without --use-tis
+
+
+def test_tis_needs_a_policy_loss_with_recomputed_old_log_probs():
+    fails("--use-tis", "--loss-type", "sft_loss", match="--use-tis reweights the policy-gradient loss")
+    fails("--use-tis", "--disable-compute-advantages-and-returns",
+          match="--use-tis .* not with --disable-compute-advantages-and-returns")
+
+
+def test_tis_flags_say_what_they_do():
+    helps = {a.dest: a.help or "" for a in build_parser()._actions}
+    assert "clamp(exp(old_log_probs - rollout_log_probs), --tis-clip-low, --tis-clip)" in helps["use_tis"]
+    assert "upper bound" in helps["tis_clip"] and "lower bound" in helps["tis_clip_low"]
+
+
 def test_one_sample_per_prompt_turns_std_off_and_warns(caplog):
     with caplog.at_level(logging.WARNING, logger="slime.utils.arguments"):
         a = parse("--n-samples-per-prompt", 1)
@@ -506,7 +523,8 @@ def test_openclaw_flags_parse():
 def test_teacher_demonstrations_need_a_hinted_teacher():
     assert parse("--conversation-method", "combine", "--teacher-demonstrations", 1).teacher_demonstrations == 1
     assert parse().teacher_demonstrations == 0
-    fails("--teacher-demonstrations", 1, match="opd or combine")
+    fails("--teacher-demonstrations", 1, match="needs a method that uses hints")
+    fails("--conversation-method", "rl", "--teacher-demonstrations", 1, match="method rl does not")
     fails("--conversation-method", "opd", "--teacher-demonstrations", -1, match=">= 0")
     assert parse("--conversation-method", "opd", "--teacher-demonstrations", 1,
                  "--teacher-demonstration-candidates", 4).teacher_demonstration_candidates == 4

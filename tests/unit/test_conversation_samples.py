@@ -1,8 +1,9 @@
-"""A judged turn becomes a sample made of exactly the ids the engine used; the Binary RL exclusion rule."""
+"""A judged turn becomes a sample made of exactly the ids the engine used (the rules for which turns train are
+the methods', tests/unit/test_conversation_methods.py)."""
 
 from types import SimpleNamespace
 
-from slime.conversation.samples import binary_rl_decision, sample_from_turn
+from slime.conversation.samples import sample_from_turn
 from slime.utils.types import Sample
 
 
@@ -23,13 +24,4 @@ def test_sample_uses_engine_ids_and_logprobs():
     assert sample.status == Sample.Status.COMPLETED and sample.metadata["turn"] == 2
     assert Sample.from_dict(sample.to_dict()).tokens == sample.tokens
     assert sample_from_turn(_turn(finish_reason="length"), 1.0).status == Sample.Status.TRUNCATED
-
-
-def test_binary_rl_rule():
-    assert binary_rl_decision(_turn()).trainable and binary_rl_decision(_turn()).reward == 1.0
-    assert binary_rl_decision(_turn(judgement={"score": -1.0, "failed": False})).reward == -1.0
-    assert binary_rl_decision(_turn(next_state=None)).reason == "no_next_state"
-    assert binary_rl_decision(_turn(judgement={"score": 0.0, "failed": False})).reason == "neutral"
-    assert binary_rl_decision(_turn(judgement={"score": 0.0, "failed": True})).reason == "judge_failed"
-    assert binary_rl_decision(_turn(judgement=None)).reason == "not_judged"
-    assert binary_rl_decision(_turn(response_ids=[])).reason == "empty_response"
+    assert sample_from_turn(_turn(), 1.0, method="combine").metadata["method"] == "combine"

@@ -74,7 +74,7 @@ def test_digits_are_single_tokens_in_the_tiny_tokenizer(tiny_model_path):
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_path)
-    digit_ids, eos = digits._token_ids(tokenizer)
+    digit_ids, eos = digits.digit_token_ids(tokenizer)
     assert len(set(digit_ids)) == 10
     assert eos == tokenizer.eos_token_id
     for digit, token in zip(digits.DIGITS, digit_ids):

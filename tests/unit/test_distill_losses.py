@@ -268,7 +268,7 @@ def test_combine_flags_take_precedence_over_the_environment(no_combine_env):
 
 
 def test_combine_samples_without_a_teacher_get_exactly_zero_opd(no_combine_env):
-    """Bug B11: an RL-only sample must not get `rollout - recomputed` as its OPD advantage."""
+    """An RL-only sample gets an OPD advantage of exactly 0, never `rollout - recomputed`."""
     batch, logits = policy_batch()
     teacher_mask = torch.ones(B, R, dtype=torch.float64)
     teacher_mask[0] = 0.0  # sample 0 is RL-only: its teacher field is filler
@@ -487,3 +487,179 @@ def test_an_unknown_divergence_is_refused():
     assert distill.kl_over_bins(bins, bins, "forward").abs().max() == 0
     with pytest.raises(ValueError, match="unknown divergence 'js'"):
         distill.kl_over_bins(bins, bins, "js")
+
+
+# ---------------------------------------------------------------------- truncated importance sampling (--use-tis)
+
+
+def tis_batch():
+    """policy_batch with rollout log-probs far enough from the recomputed ones that TIS clips on both sides."""
+    batch, logits = policy_batch()
+    g = torch.Generator().manual_seed(11)
+    batch["rollout_log_probs"] = batch["old_log_probs"] + 0.4 * torch.randn(B, R, generator=g, dtype=torch.float64)
+    return batch, logits
+
+
+TIS_ARGS = dict(use_tis=True, tis_clip_low=0.8, tis_clip=1.25)
+
+
+def test_tis_loss_is_the_policy_loss_reweighted_token_by_token():
+    batch, logits = tis_batch()
+    weights = torch.exp(batch["old_log_probs"] - batch["rollout_log_probs"]).clamp(0.8, 1.25)
+    clipped = weights != torch.exp(batch["old_log_probs"] - batch["rollout_log_probs"])
+    assert clipped[batch["loss_mask"] > 0].any() and (~clipped)[batch["loss_mask"] > 0].any()
+    assert (weights[clipped] == 0.8).any() and (weights[clipped] == 1.25).any()
+
+    plain_loss, plain_metrics, plain_grad = run_loss(policy_loss_function, args_for(), batch, logits)
+    loss, metrics, grad = run_loss(policy_loss_function, args_for(**TIS_ARGS), batch, logits)
+    # the loss by hand: the clipped PPO surrogate per token, times the weight, sample-mean reduced
+    reduce = sample_mean_reduce(batch["loss_mask"])
+    log_probs = torch.log_softmax(logits.float(), -1).gather(-1, batch["tokens"].unsqueeze(-1)).squeeze(-1)
+    pg, _, _ = ppo_utils.compute_policy_loss(batch["old_log_probs"] - log_probs, batch["advantages"], 0.2, 0.28)
+    torch.testing.assert_close(plain_loss, reduce(pg))
+    torch.testing.assert_close(loss, reduce(pg * weights))
+    assert abs(loss.item() - plain_loss.item()) > 1e-3
+    # the weights are constants: every token's gradient is exactly its weight times the un-weighted one
+    torch.testing.assert_close(grad, plain_grad * weights.unsqueeze(-1), atol=1e-9, rtol=1e-5)
+    torch.testing.assert_close(metrics["tis_weight"], reduce(weights))
+    torch.testing.assert_close(metrics["tis_clipfrac"], reduce(clipped.double()))
+    torch.testing.assert_close(metrics["tis"], reduce(torch.exp(batch["old_log_probs"] - batch["rollout_log_probs"])))
+    assert 0 < metrics["tis_clipfrac"] < B
+    assert not {"tis", "tis_weight", "tis_clipfrac"} & set(plain_metrics)
+
+
+def test_tis_with_identical_log_probs_changes_nothing():
+    batch, logits = tis_batch()
+    batch["rollout_log_probs"] = batch["old_log_probs"].clone()
+    plain_loss, _, plain_grad = run_loss(policy_loss_function, args_for(), batch, logits)
+    loss, metrics, grad = run_loss(policy_loss_function, args_for(**TIS_ARGS), batch, logits)
+    assert torch.equal(loss, plain_loss) and torch.equal(grad, plain_grad)
+    assert metrics["tis_clipfrac"] == 0
+
+
+def test_tis_ignores_filler_rollout_log_probs_on_untrained_tokens():
+    batch, logits = tis_batch()
+    batch["rollout_log_probs"][1, 3:] = float("nan")  # sample 1's tokens 3.. are masked out: NaN * 0 is NaN
+    loss, metrics, grad = run_loss(policy_loss_function, args_for(**TIS_ARGS), batch, logits)
+    assert torch.isfinite(loss) and torch.isfinite(grad).all()
+    assert all(torch.isfinite(metrics[k]) for k in ("tis", "tis_weight", "tis_clipfrac", "tis_abs"))
+
+
+def test_tis_without_rollout_log_probs_is_an_error():
+    batch, logits = tis_batch()
+    del batch["rollout_log_probs"]
+    with pytest.raises(ValueError, match="--use-tis needs rollout_log_probs.*the batch has none"):
+        run_loss(policy_loss_function, args_for(**TIS_ARGS), batch, logits)
+    run_loss(policy_loss_function, args_for(), batch, logits)  # without TIS they are optional
+
+
+def test_tis_batch_from_rows_carries_rollout_log_probs_and_refuses_rows_without_them():
+    """Both backends build the loss batch with batching.collate + loss_batch."""
+    from slime.backends.fsdp import batching
+
+    rows = [{"tokens": [5, 6, 7, 8], "response_length": 2, "loss_mask": [1, 1], "advantages": [1.0, 1.0],
+             "old_log_probs": [-1.0, -2.0], "rollout_log_probs": [-1.5, -1.0]},
+            {"tokens": [5, 6, 9], "response_length": 1, "loss_mask": [1], "advantages": [-1.0],
+             "old_log_probs": [-0.5], "rollout_log_probs": [-0.5]}]
+    logits = torch.randn(2, 2, V, dtype=torch.float64)
+    batch = batching.loss_batch(batching.collate(rows, [0, 1], pad_token_id=0), torch.device("cpu"))
+    torch.testing.assert_close(batch["rollout_log_probs"], torch.tensor([[-1.5, -1.0], [-0.5, 0.0]]))
+    assert "rollout_log_probs_mask" not in batch
+    _, metrics = policy_loss_function(args_for(**TIS_ARGS), batch, logits, sample_mean_reduce(batch["loss_mask"]))
+    assert metrics["tis_clipfrac"] > 0  # exp(0.5) and exp(-1) are both outside [0.8, 1.25]
+    # a trained row without rollout log-probs: its zeros are fillers, TIS must not weigh by exp(old - 0)
+    rows[1]["rollout_log_probs"] = None
+    batch = batching.loss_batch(batching.collate(rows, [0, 1], pad_token_id=0), torch.device("cpu"))
+    with pytest.raises(ValueError, match="some samples of the batch lack them"):
+        policy_loss_function(args_for(**TIS_ARGS), batch, logits, sample_mean_reduce(batch["loss_mask"]))
+    # ... unless that row trains nothing
+    rows[1]["loss_mask"] = [0]
+    batch = batching.loss_batch(batching.collate(rows, [0, 1], pad_token_id=0), torch.device("cpu"))
+    policy_loss_function(args_for(**TIS_ARGS), batch, logits, sample_mean_reduce(batch["loss_mask"]))
+
+
+def test_tis_rows_are_refused_on_rank_zero_when_a_sample_has_no_rollout_log_probs():
+    from slime.training.train_data import to_rows
+    from slime.utils.types import Sample
+
+    def sample(logprobs):
+        return Sample(index=4, tokens=[1, 2, 3], response_length=2, loss_mask=[1, 1], rollout_log_probs=logprobs)
+
+    args = SimpleNamespace(use_tis=True)
+    assert to_rows(args, [sample([-0.1, -0.2])], [1.0], [1.0])[0]["rollout_log_probs"] == [-0.1, -0.2]
+    with pytest.raises(ValueError, match="--use-tis needs rollout_log_probs on every sample; sample 4"):
+        to_rows(args, [sample(None)], [1.0], [1.0])
+    assert to_rows(SimpleNamespace(use_tis=False), [sample(None)], [1.0], [1.0])[0]["rollout_log_probs"] is None
+
+
+def test_combine_losses_apply_tis(no_combine_env):
+    batch, logits = tis_batch()
+    tis = args_for(**TIS_ARGS)
+    advantages = distill.combine_advantages(batch["advantages"], batch["teacher_log_probs"], batch["old_log_probs"],
+                                            1.0, 1.0, mask=batch["loss_mask"])
+    expected, _, expected_grad = run_loss(policy_loss_function, tis, {**batch, "advantages": advantages}, logits)
+    loss, metrics, grad = run_loss(combine_loss_function, tis, batch, logits)
+    without, _, _ = run_loss(combine_loss_function, args_for(), batch, logits)
+    assert torch.equal(loss, expected) and torch.equal(grad, expected_grad)
+    assert "tis_clipfrac" in metrics and abs(loss.item() - without.item()) > 1e-4
+    # the top-K Combine: its RL term is the TIS-weighted policy loss
+    topk_batch_, topk_logits = combine_topk_batch()
+    topk_batch_["rollout_log_probs"] = batch["rollout_log_probs"]
+    rl, _, _ = run_loss(policy_loss_function, tis, topk_batch_, topk_logits)
+    kl, _, _ = run_loss(topk_distillation_loss_function, tis, topk_batch_, topk_logits)
+    loss, metrics, _ = run_loss(combine_topk_loss_function, tis, topk_batch_, topk_logits)
+    torch.testing.assert_close(loss, rl + kl, atol=1e-12, rtol=0)
+    assert "tis_clipfrac" in metrics
+
+
+# --------------------------------------------------------------------------- --use-unbiased-kl with low_var_kl
+
+
+def test_unbiased_low_var_kl_clamps_after_the_importance_ratio_in_the_loss():
+    """Reference far from the policy on one token (kl > 10) and a ratio < 1: upstream's clamp(ratio * kl) differs
+    from ratio * clamp(kl), the order the loss used to compute."""
+    batch = ppo_batch()
+    logits = torch.zeros(B, R, V, dtype=torch.float64)
+    log_probs = torch.log_softmax(logits.float(), -1).gather(-1, batch["tokens"].unsqueeze(-1)).squeeze(-1).double()
+    batch["old_log_probs"] = log_probs + 0.7          # ratio exp(new - old) = exp(-0.7) ~ 0.5
+    batch["ref_log_probs"] = log_probs + 15.0         # d = -15: k3 = e^15 - 16, far above the clamp
+    reduce = sample_mean_reduce(batch["loss_mask"])
+    _, metrics = policy_loss_function(args_for(use_unbiased_kl=True), batch, logits, reduce)
+    ratio = torch.exp(torch.tensor(-0.7, dtype=torch.float64))
+    k3 = math.exp(15.0) - 16.0
+    expected = reduce(torch.full((B, R), min(float(ratio) * k3, 10.0), dtype=torch.float64))
+    clamp_before = reduce(torch.full((B, R), float(ratio) * 10.0, dtype=torch.float64))
+    torch.testing.assert_close(metrics["kl_loss"].double(), expected, atol=1e-5, rtol=0)
+    assert abs(float(metrics["kl_loss"]) - float(clamp_before)) > 1.0
+
+
+# ------------------------------------------------------------------ a non-finite teacher at a masked token (OPD)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+def test_opd_with_a_non_finite_teacher_at_a_masked_token_gives_a_finite_loss(clean_distill_env, bad):
+    from slime.training.advantages import attach_advantages
+
+    batch, logits = policy_batch()
+    teacher = batch["teacher_log_probs"].clone()
+    teacher[1, 4] = bad  # sample 1's token 4 is masked out
+    assert batch["loss_mask"][1, 4] == 0
+    # the estimator path (--advantage-estimator on_policy_distillation)
+    args = args_for(advantage_estimator="on_policy_distillation", normalize_advantages=False, kl_coef=0.0,
+                    opd_advantage_bound=None)
+    rows = [{"old_log_probs": batch["old_log_probs"][i].tolist(), "loss_mask": batch["loss_mask"][i].tolist(),
+             "reward": 0.0, "teacher_log_probs": teacher[i].tolist()} for i in range(B)]
+    attach_advantages(args, rows, torch.device("cpu"))
+    advantages = torch.tensor([row["advantages"] for row in rows], dtype=torch.float64)
+    assert torch.isfinite(advantages).all() and advantages[1, 4] == 0
+    clean = ppo_utils.on_policy_distillation_advantages(batch["teacher_log_probs"], batch["old_log_probs"],
+                                                        batch["loss_mask"])
+    torch.testing.assert_close(advantages, clean, atol=1e-12, rtol=0)
+    loss, _, grad = run_loss(policy_loss_function, args, {**batch, "advantages": advantages,
+                                                          "teacher_log_probs": teacher}, logits)
+    assert torch.isfinite(loss) and torch.isfinite(grad).all()
+    # the Combine path (distill.opd_advantages, the same function underneath)
+    torch.testing.assert_close(distill.opd_advantages(teacher, batch["old_log_probs"], batch["loss_mask"]), clean,
+                               atol=1e-12, rtol=0)
+    loss, _, grad = run_loss(combine_loss_function, args_for(), {**batch, "teacher_log_probs": teacher}, logits)
+    assert torch.isfinite(loss) and torch.isfinite(grad).all()

@@ -160,12 +160,12 @@ def test_rollout_engines_take_the_gathered_group_without_starting_anything(tmp_p
 
 
 def test_concurrency_counts_engines_behind_a_router():
-    from slime.rollout.default_rollout import _connections_per_url, engine_count, total_concurrency
+    from slime.rollout.default_rollout import connections_per_url, engine_count, total_concurrency
 
     router = Namespace(engine_urls=["http://r:1"], num_engine_workers=4, sglang_server_concurrency=8)
-    assert engine_count(router) == 4 and total_concurrency(router) == 32 and _connections_per_url(router) == 32
+    assert engine_count(router) == 4 and total_concurrency(router) == 32 and connections_per_url(router) == 32
     direct = Namespace(engine_urls=["http://a:1", "http://b:1"], sglang_server_concurrency=8)
-    assert engine_count(direct) == 2 and total_concurrency(direct) == 16 and _connections_per_url(direct) == 8
+    assert engine_count(direct) == 2 and total_concurrency(direct) == 16 and connections_per_url(direct) == 8
     upstream = Namespace(sglang_router_ip="10.0.0.1", sglang_router_port=3000, rollout_num_gpus=8,
                          rollout_num_gpus_per_engine=2, sglang_server_concurrency=8)
     assert engine_count(upstream) == 4 and total_concurrency(upstream) == 32
@@ -173,7 +173,7 @@ def test_concurrency_counts_engines_behind_a_router():
 
 def test_requests_in_flight_through_a_router_are_concurrency_times_engines():
     """A slow stand-in router on loopback counts the /generate requests it holds at once."""
-    from slime.rollout.default_rollout import _RolloutState, close_engine_clients, generate_and_rm
+    from slime.rollout.default_rollout import RolloutState, close_engine_clients, generate_and_rm
     from slime.utils.types import Sample
 
     lock = threading.Lock()
@@ -193,7 +193,7 @@ def test_requests_in_flight_through_a_router_are_concurrency_times_engines():
         args = Namespace(engine_urls=[router.url], num_engine_workers=3, sglang_server_concurrency=2, seed=1)
 
         async def run():
-            state = _RolloutState(args)
+            state = RolloutState(args)
             samples = [Sample(index=i, tokens=[1, 2], reward=1.0) for i in range(12)]
             try:
                 return await asyncio.gather(*(generate_and_rm(args, s, {"max_new_tokens": 1}, state=state)

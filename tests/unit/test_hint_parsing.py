@@ -1,4 +1,5 @@
-"""Hint-judge parsing, selection (spec 5.4), the overlap `choose` hook, the prompt, and `build_hint_judge`.
+"""Hint-judge parsing, selection (positive votes, longest hint), the overlap `choose` hook, the prompt, and
+`build_hint_judge`.
 
 The LLM hint judge runs here against a scripted chat function in place of the engine client (the real
 engine path is tests/integration/test_llm_hint_judge.py)."""

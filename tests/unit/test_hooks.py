@@ -1,4 +1,4 @@
-"""Hook loading: every call pattern of slime_spec §4 loads, every failure names the flag and the path."""
+"""Hook loading: every call pattern in `slime.utils.hooks.HOOKS` loads, every failure names the flag and the path."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Pure judge helpers (boxed parsing, majority vote, message flattening), the PRM prompt, the cascade and
-the registry."""
+"""Pure judge helpers (boxed parsing, majority vote, rendering messages for a judge), the PRM prompt, the
+cascade and the registry. OpenClaw's message conventions are tested in test_openclaw_conventions.py."""
 
 from __future__ import annotations
 
@@ -18,10 +18,8 @@ from slime.conversation.judges import (
     Vote,
     build_judge,
     build_prm_messages,
-    clean_user_text,
     last_user_request,
     majority_vote,
-    message_text,
     parse_boxed_score,
     render_message_for_judge,
 )
@@ -82,20 +80,8 @@ def test_majority_vote(scores, expected):
 
 
 # --------------------------------------------------------------------------------------------------
-# message flattening
+# rendering messages for a judge
 # --------------------------------------------------------------------------------------------------
-
-
-def test_message_text_shapes():
-    assert message_text({"role": "user", "content": "hi"}) == "hi"
-    assert message_text({"role": "assistant", "content": None}) == ""
-    assert message_text({"role": "user"}) == ""
-    parts = [{"type": "text", "text": "look at"}, {"type": "image_url", "image_url": {"url": "data:..."}},
-             {"type": "text", "text": "this"}]
-    assert message_text({"role": "user", "content": parts}) == "look at this"
-    # OpenClaw's compaction summary: parts with a text key and no type
-    compacted = {"role": "user", "content": [{"text": "summary"}, {"text": "Runtime: x"}]}
-    assert message_text(compacted) == "summary Runtime: x"
 
 
 def test_render_message_for_judge_shows_tool_calls():
@@ -107,14 +93,6 @@ def test_render_message_for_judge_shows_tool_calls():
         'Let me check.\n[tool call] get_weather({"city": "Paris"})\n[tool call] ls({"path": "/tmp"})')
     assert render_message_for_judge({"role": "assistant", "content": None, "tool_calls": [
         {"function": {"name": "exec", "arguments": "{}"}}]}) == "[tool call] exec({})"
-
-
-def test_clean_user_text_strips_openclaw_metadata():
-    first = ("[Sat 2026-11-21 23:35 UTC] book a table for two\n\nRuntime: agent=main | session=agent:main:explicit:"
-             "sessa | sessionId=sessA | host=vm | shell=bash")
-    assert clean_user_text(first) == "book a table for two"
-    assert clean_user_text("[Mon 2026-11-23 08:00 UTC] thanks") == "thanks"
-    assert clean_user_text("[not a timestamp] hi") == "[not a timestamp] hi"
 
 
 def test_truncate_middle():
@@ -164,7 +142,7 @@ def test_prm_prompt_includes_every_next_state_message_and_the_request():
     assert "What is the weather in Paris and Rome?" in user and "Sat 2026" not in user
     assert '[tool call] get_weather({"city": "Rome"})' in user
     assert "## Next state [role: tool]\nsunny, 21 C" in user
-    assert "## Next state [role: tool]\nrain, 14 C" in user  # B20: not only messages[-1]
+    assert "## Next state [role: tool]\nrain, 14 C" in user  # every tool result, not only messages[-1]
     assert "## Next state [role: user]\nand tomorrow?" in user
     assert "INTERNAL_CONTEXT" not in user and "Active exec sessions" not in user
     assert "(a)" in user and "(b)" in user and "(c)" in user and user.rstrip().endswith("\\boxed{0}.")

@@ -16,8 +16,10 @@ from slime.utils.arguments import parse_args
 
 REPO = Path(__file__).resolve().parents[2]
 METHOD_FOLDERS = ("openclaw-rl", "openclaw-opd", "openclaw-combine", "terminal-rl", "gui-rl", "swe-rl", "toolcall-rl")
+# the method entry points pick one of the launch scripts (GPU or CPU): tests/unit/test_entry_points.py
+ENTRY_POINTS = {"run_binary_rl.sh", "run_opd_training.sh", "run_combine_training.sh"}
 GPU_SCRIPTS = sorted(str(p.relative_to(REPO)) for folder in METHOD_FOLDERS for p in (REPO / folder).glob("run_*.sh")
-                     if not p.name.startswith("run_cpu_"))
+                     if not p.name.startswith("run_cpu_") and p.name not in ENTRY_POINTS)
 LAYOUT_VARS = ("NUM_GPUS", "ACTOR_GPUS", "ROLLOUT_GPUS", "PRM_GPUS", "ROLLOUT_TP", "PRM_TP", "TRAIN_TP", "TP",
                "NNODES", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT", "DRY_RUN", "CUDA_VISIBLE_DEVICES", "PORT", "HOST")
 
@@ -25,9 +27,9 @@ LAYOUT_VARS = ("NUM_GPUS", "ACTOR_GPUS", "ROLLOUT_GPUS", "PRM_GPUS", "ROLLOUT_TP
 METHODS = {
     "rl": ("rl", None, "grpo"),
     "opd": ("opd", None, "on_policy_distillation"),
-    "opd_topk": ("opd", "topk_distillation_loss.topk_distillation_loss_function", "grpo"),
-    "combine": ("combine", "combine_loss.combine_loss_function", "grpo"),
-    "combine_topk": ("combine", "combine_topk_loss.combine_topk_loss_function", "grpo"),
+    "opd_topk": ("opd_topk", "slime.utils.loss.topk_distillation_loss_function", "grpo"),
+    "combine": ("combine", "slime.utils.loss.combine_loss_function", "grpo"),
+    "combine_topk": ("combine_topk", "slime.utils.loss.combine_topk_loss_function", "grpo"),
 }
 
 
@@ -96,8 +98,10 @@ def test_dry_run_prints_layout_and_a_command_the_trainer_accepts(script):
         assert args.loss_type == "custom_loss" and args.custom_loss_function_path == loss
     if "topk" in name:
         assert args.distill_topk == 50
-    if method in ("rl", "combine"):
+    if method in ("rl", "combine", "combine_topk"):
         assert args.eps_clip == 0.2 and args.eps_clip_high == 0.28 and args.disable_rewards_normalization
+    if method == "opd":
+        assert args.eps_clip == args.eps_clip_high == 0.2
     if _method(script) == "opd_topk":
         assert args.lr == 1e-6 and args.disable_compute_advantages_and_returns
 

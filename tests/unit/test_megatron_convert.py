@@ -120,6 +120,74 @@ def test_bad_inputs_are_reported():
         convert.ModelLayout.from_hf_config(config)
 
 
+def test_with_own_storage_copies_views_only():
+    """The unpadded embedding and the gate/up halves of fc1 are views; huggingface_hub's sharded
+    save_torch_state_dict refuses tensors that share or only partly cover a storage."""
+    hf, config = _random_hf("qwen3", True)
+    layout = convert.ModelLayout.from_hf_config(config)
+    back = convert.megatron_to_hf(convert.hf_to_megatron(hf, layout, padded_vocab=256), layout)
+    owned = convert.with_own_storage(back)
+    for name, tensor in owned.items():
+        assert tensor.untyped_storage().nbytes() == tensor.numel() * tensor.element_size(), name
+        assert torch.equal(tensor, back[name])
+    assert owned["model.norm.weight"] is back["model.norm.weight"]  # already its own: not copied
+    assert owned["model.embed_tokens.weight"] is not back["model.embed_tokens.weight"]
+
+
+@pytest.mark.parametrize("tp,spec", [(1, "local"), (2, "transformer_engine")])
+def test_checkpoint_files_round_trip(tmp_path, tp, spec):
+    """save_megatron_checkpoint writes Megatron-LM's legacy layout (tracker + release/mp_rank_RR files) plus the
+    metadata JSON; load_megatron_checkpoint reassembles the full state dict bit for bit."""
+    import json
+
+    hf, config = _random_hf("llama", False, vocab=301)
+    hf = {k: v.to(torch.bfloat16) for k, v in hf.items()}  # dtypes are kept
+    layout = convert.ModelLayout.from_hf_config(config)
+    padded = convert.padded_vocab_size(layout.vocab_size, tp, 64)
+    mc = convert.hf_to_megatron(hf, layout, padded_vocab=padded)
+    messages = []
+    metadata = convert.save_megatron_checkpoint(tmp_path, mc, layout, tp, vocab_divisor=64, layer_spec=spec,
+                                                progress=messages.append)
+    assert (tmp_path / convert.TRACKER_FILE).read_text() == "release"
+    assert metadata == json.loads((tmp_path / convert.CHECKPOINT_METADATA).read_text())
+    assert metadata["dtype"] == "bfloat16" and metadata["padded_vocab_size"] == padded == 64 * tp * -(-301 // (64 * tp))
+    assert metadata["files"] == [f"release/mp_rank_{r:02d}/model_optim_rng.pt" for r in range(tp)]
+    assert len(messages) == tp
+    rank0 = torch.load(tmp_path / convert.rank_file(0), weights_only=True)
+    assert rank0["checkpoint_version"] == 3.0 and rank0["tensor_model_parallel_rank"] == 0
+    norm = "decoder.layers.0.input_layernorm.weight" if spec == "local" else \
+        "decoder.layers.0.self_attention.linear_qkv.layer_norm_weight"
+    assert norm in rank0["model"]
+    assert rank0["model"]["output_layer.weight"].shape == (padded // tp, 32)
+    full, read_metadata = convert.load_megatron_checkpoint(tmp_path)
+    assert read_metadata == metadata
+    assert full.keys() == mc.keys()
+    assert all(torch.equal(full[k], mc[k]) and full[k].dtype == torch.bfloat16 for k in mc)
+    back = convert.megatron_to_hf(full, layout)
+    assert back.keys() == hf.keys() and all(torch.equal(back[k], hf[k]) for k in hf)
+
+
+def test_checkpoint_files_bad_inputs(tmp_path):
+    hf, config = _random_hf("qwen3", True)
+    layout = convert.ModelLayout.from_hf_config(config)
+    mc = convert.hf_to_megatron(hf, layout, padded_vocab=convert.padded_vocab_size(layout.vocab_size, 2))
+    with pytest.raises(convert.ConversionError, match="needs 128"):  # padded for TP 2 (256), written at TP 1
+        convert.save_megatron_checkpoint(tmp_path / "a", mc, layout, 1)
+    with pytest.raises(convert.ConversionError, match="does not divide num_key_value_heads"):
+        convert.save_megatron_checkpoint(tmp_path / "a", mc, layout, 4)
+    with pytest.raises(convert.ConversionError, match="no slime_megatron_checkpoint.json"):
+        convert.load_megatron_checkpoint(tmp_path)
+    convert.save_megatron_checkpoint(tmp_path / "b", mc, layout, 2)
+    other = convert.ModelLayout.from_hf_config(_random_hf("qwen3", False)[1])
+    with pytest.raises(convert.ConversionError, match="tied_embeddings True .HF config: False"):
+        convert.check_checkpoint_layout(convert.read_checkpoint_metadata(tmp_path / "b"), other)
+    (tmp_path / "b" / convert.rank_file(1)).unlink()
+    with pytest.raises(convert.ConversionError, match="mp_rank_01/model_optim_rng.pt is missing"):
+        convert.load_megatron_checkpoint(tmp_path / "b")
+    with pytest.raises(convert.ConversionError, match=r"holds no \*\.safetensors weights"):
+        convert.read_hf_weights(tmp_path)
+
+
 # Qwen3 config.json values (Qwen/Qwen3-{0.6B,1.7B,4B,8B} on the HF hub): what the MODEL_ARGS files must match
 QWEN3_CONFIGS = {
     "0.6B": dict(num_hidden_layers=28, hidden_size=1024, intermediate_size=3072, num_attention_heads=16, tied=True),
@@ -139,7 +207,10 @@ def test_model_args_files_parse_and_match_the_hf_config(size):
     from slime.backends.megatron.model import check_model_args
     from slime.utils.arguments import build_parser
 
-    script = Path(__file__).resolve().parents[2] / "slime" / "scripts" / "models" / f"qwen3-{size}.sh"
+    repo = Path(__file__).resolve().parents[2]
+    script = repo / "Megatron-LM" / "scripts" / "models" / f"qwen3-{size}.sh"
+    # the upstream-style path is a relative symlink to the same folder
+    assert (repo / "slime" / "scripts" / "models" / script.name).resolve() == script.resolve()
     words = subprocess.run(["bash", "-c", f'source "{script}" && printf "%s\\n" "${{MODEL_ARGS[@]}}"'],
                            capture_output=True, text=True, check=True).stdout.split("\n")[:-1]
     args = build_parser().parse_args(["--hf-checkpoint", "tiny", "--rollout-batch-size", "1", *words])

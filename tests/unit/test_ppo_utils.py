@@ -27,6 +27,7 @@ from slime.utils.ppo_utils import (
     reinforce_plus_plus_returns,
     sum_of_sample_mean,
     sum_of_tokens,
+    truncated_importance_weights,
 )
 
 
@@ -78,6 +79,56 @@ def test_low_var_kl_clamps_but_k3_does_not():
 def test_kl_unknown_type():
     with pytest.raises(ValueError, match="kl_type"):
         compute_approx_kl(t(LOGP), t(REF), "k4")
+
+
+@pytest.mark.parametrize("kl_type", ["k1", "k2", "k3"])
+def test_importance_ratio_multiplies_the_unclamped_estimators(kl_type):
+    ratio = t([0.5, 2.0, 3.0])
+    close(compute_approx_kl(t(LOGP), t(REF), kl_type, importance_ratio=ratio),
+          ratio * compute_approx_kl(t(LOGP), t(REF), kl_type))
+
+
+def test_unbiased_low_var_kl_clamps_after_the_importance_ratio():
+    """--use-unbiased-kl with low_var_kl: clamp(ratio * kl, -10, 10), not ratio * clamp(kl, -10, 10) (upstream)."""
+    # d = -2: kl = e^2 - 3 = 4.389 (inside the clamp), times 3 = 13.17 -> 10 (clamp-before would give 13.17);
+    # d = -15: kl = 3269001.37 -> clamped 10 either way, times 0.5: clamp-after gives 10, clamp-before 5.
+    logp, ref, ratio = t([0.0, 0.0, 0.0]), t([2.0, 15.0, 1.0]), t([3.0, 0.5, 2.0])
+    kl = compute_approx_kl(logp, ref, "low_var_kl", importance_ratio=ratio)
+    close(kl, [10.0, 10.0, 2.0 * (math.exp(1.0) - 2.0)])
+    clamp_before = ratio * compute_approx_kl(logp, ref, "low_var_kl")
+    assert not torch.allclose(kl, clamp_before)
+    # a tiny ratio on a huge estimate: the product is kept (clamp-before would give 10 * 1e-9)
+    assert compute_approx_kl(t([0.0]), t([15.0]), "low_var_kl", importance_ratio=t([1e-9])).item() == pytest.approx(
+        3269001.3724721107 * 1e-9)
+
+
+# --------------------------------------------------------------------------------------------------
+# Truncated importance sampling (--use-tis)
+# --------------------------------------------------------------------------------------------------
+
+
+def test_truncated_importance_weights_are_the_clamped_ratio():
+    # exp(old - rollout) = [0.5, 1, 3, 1.5]; clamped to [0.8, 2]
+    rollout = t([[-1.0, -2.0, -0.5, -1.0]])
+    old = rollout + torch.log(t([[0.5, 1.0, 3.0, 1.5]]))
+    weights, ratio = truncated_importance_weights(old, rollout, 0.8, 2.0)
+    close(ratio, [[0.5, 1.0, 3.0, 1.5]])
+    close(weights, [[0.8, 1.0, 2.0, 1.5]])
+    assert (weights != ratio).tolist() == [[True, False, True, False]]
+    # the defaults are slime's: [0, 2]
+    close(truncated_importance_weights(old, rollout)[0], [[0.5, 1.0, 2.0, 1.5]])
+
+
+def test_truncated_importance_weights_are_detached():
+    old = t([[-0.3, -1.0]]).requires_grad_(True)
+    weights, ratio = truncated_importance_weights(old, t([[-0.5, -0.5]]), 0.0, 2.0)
+    assert not weights.requires_grad and not ratio.requires_grad
+
+
+@pytest.mark.parametrize("low, high", [(1.0, 1.0), (2.0, 1.0), (-0.1, 2.0)])
+def test_truncated_importance_weights_refuse_bad_bounds(low, high):
+    with pytest.raises(ValueError, match="clip_low"):
+        truncated_importance_weights(t([0.0]), t([0.0]), low, high)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -388,6 +439,19 @@ def test_on_policy_distillation_advantages():
     close(on_policy_distillation_advantages(teacher, old, mask, bound=1.0), [[0.5, -1.0, 0.0]])
     with pytest.raises(ValueError, match="bound"):
         on_policy_distillation_advantages(teacher, old, mask, bound=0.0)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+def test_on_policy_distillation_advantages_ignore_a_non_finite_teacher_at_a_masked_token(bad):
+    """NaN * 0 is NaN: a masked token's teacher value must not leak into the advantages (nor the loss)."""
+    teacher = t([[-1.0, -2.0, bad]])
+    old = t([[-1.5, -0.5, -0.9]])
+    mask = t([[1, 1, 0]])
+    adv = on_policy_distillation_advantages(teacher, old, mask)
+    assert torch.isfinite(adv).all()
+    close(adv, [[0.5, -1.5, 0.0]])
+    close(on_policy_distillation_advantages(teacher, old, mask.bool(), bound=1.0), [[0.5, -1.0, 0.0]])
+    assert sum_of_sample_mean(adv, mask).isfinite()
 
 
 # --------------------------------------------------------------------------------------------------

@@ -12,13 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from slime.conversation.openclaw_conventions import INTERNAL_CONTEXT_MARKER, message_text
 from slime.conversation.sessions import (
-    INTERNAL_CONTEXT_MARKER,
     RequestMeta,
     history_fingerprints,
     is_retry,
     message_fingerprint,
-    message_text,
     next_state_after,
     resolve_meta,
     strip_internal_context,
@@ -353,17 +352,6 @@ def test_compaction_recognised_by_its_user_message_alone():
 
 # --------------------------------------------------------------------------------------------------------
 # building blocks and junk
-
-
-def test_message_text():
-    assert message_text({"role": "user", "content": "plain"}) == "plain"
-    assert message_text({"role": "assistant", "content": None}) == ""
-    assert message_text({"role": "user"}) == ""
-    parts = [{"type": "text", "text": "a"}, {"type": "image_url", "image_url": {"url": "data:..."}}, {"text": "b"}, "c"]
-    assert message_text({"role": "user", "content": parts}) == "a\nb\nc"
-    assert message_text({"role": "user", "content": {"type": "text", "text": "single part"}}) == "single part"
-    for junk in (None, 5, "str", [], {"content": 7}, {"content": [None, 3, {"type": "text", "text": 9}]}):
-        assert message_text(junk) == ""
 
 
 def test_strip_internal_context_only_drops_the_trailing_message():

@@ -254,7 +254,7 @@ def test_claim_is_all_or_nothing_and_keeps_the_surplus(store):
     batch = store.claim_samples(batch_id=1, n=3)
     assert [s["sample_id"] for s in batch] == ids[:3]  # the oldest
     assert [s["index"] for s in batch] == [0, 1, 2]
-    assert store.count_pending_samples() == 2  # the surplus waits for the next batch (B2)
+    assert store.count_pending_samples() == 2  # the surplus waits for the next batch, never dropped
     assert store.claim_samples(batch_id=2, n=3) is None
     ids += add_pending(store, 1, start=T0 + 100)
     assert [s["sample_id"] for s in store.claim_samples(batch_id=2, n=3)] == ids[3:6]

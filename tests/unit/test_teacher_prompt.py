@@ -142,7 +142,7 @@ def test_teacher_input_is_hinted_prompt_ids_then_the_exact_response_ids(tiny_mod
     tok = tiny_model[1]
     builder = TeacherPromptBuilder(tok)
     messages = [{"role": "user", "content": "hello"}]
-    # a response whose ids are NOT what tokenizing its text would give (B15: re-tokenizing would change them)
+    # a response whose ids are NOT what tokenizing its text would give: re-tokenizing would change them
     text_ids = tok.encode("hello world", add_special_tokens=False)
     split = [t for ch in "hello world" for t in tok.encode(ch, add_special_tokens=False)]
     assert split != text_ids

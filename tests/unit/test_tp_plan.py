@@ -87,13 +87,13 @@ def test_clip_grad_norm_on_plain_tensors_matches_torch(max_norm):
 def test_attention_modules_that_store_head_counts_get_per_rank_values():
     """transformers 5 reshapes with -1 heads (nothing to change); implementations that size their reshapes
     from `num_heads`-style attributes must see this rank's share."""
-    from slime.backends.fsdp.tensor_parallel import _localise_head_counts
+    from slime.backends.fsdp.tensor_parallel import localise_head_counts
 
     attention = torch.nn.Module()
     attention.num_heads, attention.num_key_value_heads, attention.head_dim = 32, 8, 128
-    _localise_head_counts(attention, 4)
+    localise_head_counts(attention, 4)
     assert (attention.num_heads, attention.num_key_value_heads, attention.head_dim) == (8, 2, 128)
     modern = torch.nn.Module()  # the installed Qwen3/Llama attention: head_dim and the group ratio only
     modern.head_dim, modern.num_key_value_groups = 128, 4
-    _localise_head_counts(modern, 4)
+    localise_head_counts(modern, 4)
     assert (modern.head_dim, modern.num_key_value_groups) == (128, 4) and not hasattr(modern, "num_heads")

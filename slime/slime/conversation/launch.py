@@ -10,27 +10,40 @@ from slime.engine.launch import ChildServer, inherited_environment
 
 
 class ProxyProcess(ChildServer):
-    """`with ProxyProcess(engine.url, tmp / "conv.db", judge="rules") as proxy: ... proxy.url ...`"""
+    """`with ProxyProcess(engine.url, tmp / "conv.db", judge="rules") as proxy: ... proxy.url ...`, or from the
+    trainer's settings file: `ProxyProcess(settings_file=run_dir / "conversation_settings.json", port=...)`.
+    `extra_args` are the proxy's own flags (`slime.conversation.settings`)."""
 
     name = "conversation proxy"
     ready_path = "/healthz"  # 200 only once the engine behind it answers too
 
-    def __init__(self, engine_url: str, store_path: str | Path, *extra_args: str, judge: str = "rules",
-                 host: str = "127.0.0.1", port: int | None = None, api_key: str | None = None,
-                 log_path: str | Path | None = None, ready_timeout: float = 120.0, env: dict | None = None):
+    def __init__(self, engine_url: str | None = None, store_path: str | Path | None = None, *extra_args: str,
+                 judge: str | None = "rules", settings_file: str | Path | None = None, host: str = "127.0.0.1",
+                 port: int | None = None, api_key: str | None = None, log_path: str | Path | None = None,
+                 ready_timeout: float = 120.0, env: dict | None = None):
         super().__init__(port=port, api_key=None, log_path=log_path, ready_timeout=ready_timeout, host=host)
+        if settings_file is None and (engine_url is None or store_path is None):
+            raise ValueError("give the engine URL and the store path, or a settings file")
         self.engine_url = engine_url
-        self.store_path = Path(store_path)
+        self.store_path = Path(store_path) if store_path is not None else None
+        self.settings_file = Path(settings_file) if settings_file is not None else None
         self.judge = judge
         self.proxy_api_key = api_key  # /healthz needs no key, so readiness polling goes without it
         self.extra_args = list(extra_args)
         self.extra_env = dict(env or {})
 
     def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "slime.conversation", "serve", "--engine-url", self.engine_url,
-               "--store", str(self.store_path), "--host", self.host, "--port", str(self.port),
-               "--judge", self.judge, *self.extra_args]
-        return cmd
+        cmd = [sys.executable, "-m", "slime.conversation", "serve"]
+        if self.settings_file is not None:
+            cmd += ["--settings", str(self.settings_file)]
+        if self.engine_url is not None:
+            cmd += ["--engine-url", self.engine_url]
+        if self.store_path is not None:
+            cmd += ["--conversation-store", str(self.store_path)]
+        cmd += ["--proxy-host", self.host, "--proxy-port", str(self.port)]
+        if self.judge is not None:
+            cmd += ["--prm-type", self.judge]
+        return cmd + self.extra_args
 
     def environment(self) -> dict:
         env = {**super().environment(), **self.extra_env}

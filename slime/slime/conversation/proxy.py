@@ -10,7 +10,6 @@ binds beyond loopback; it is the proxy's own key, never the engine's.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import logging
@@ -18,8 +17,6 @@ import os
 import sys
 import time
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import aiohttp
 import orjson
@@ -31,41 +28,15 @@ from slime.conversation import sessions
 from slime.conversation.relay import (ForwardPolicy, SampledTurn, build_forward_body, client_chunk,
                                       client_response)
 from slime.conversation.service import ConversationService, FeedbackError
+from slime.conversation.settings import ConversationSettings, from_cli
 from slime.conversation.store import ConversationStore
 from slime.engine.protocol import APIError
 from slime.engine.server import BearerAuth, install_error_handlers
 
 log = logging.getLogger("slime.conversation")
 
-LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 VALID_ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
 OPEN_PATHS = frozenset({"/healthz"})
-
-
-@dataclass
-class ProxyConfig:
-    engine_url: str
-    store_path: Path
-    engine_api_key: str | None = None
-    host: str = "127.0.0.1"
-    port: int = 30000
-    api_key: str | None = None
-    served_model_name: str | None = None
-    judge: str = "rules+embedding"
-    judge_options: dict = field(default_factory=dict)
-    judge_timeout: float = 300.0
-    judge_concurrency: int = 4
-    max_response_tokens: int | None = None
-    temperature: float | None = None
-    session_idle_ttl: float = 1800.0
-    max_body_bytes: int = 32 * 1024 * 1024
-    upstream_timeout: float = 900.0
-
-    def check(self) -> None:
-        if self.host not in LOOPBACK and not self.api_key:
-            raise SystemExit(f"refusing to bind {self.host}:{self.port} without an API key: anyone on the network "
-                             "could use the model and inject training data. Set --api-key or "
-                             "$OPENCLAW_PROXY_API_KEY (clients send it as 'Authorization: Bearer <key>').")
 
 
 def validate_chat_body(body) -> list[dict]:
@@ -85,8 +56,8 @@ def validate_chat_body(body) -> list[dict]:
     return messages
 
 
-def create_app(config: ProxyConfig, method) -> FastAPI:
-    """`method`: what judged turns become (`methods.BinaryRL` / `methods.Distillation`, or a bare judge = Binary RL)."""
+def create_app(config: ConversationSettings, method) -> FastAPI:
+    """`method`: a `methods.TurnEvaluator` (what judged turns become), or a bare judge = Binary RL."""
     state: dict = {}
 
     @asynccontextmanager
@@ -98,10 +69,10 @@ def create_app(config: ProxyConfig, method) -> FastAPI:
             connector=aiohttp.TCPConnector(limit=512, keepalive_timeout=60),
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=10.0, sock_read=config.upstream_timeout),
             json_serialize=lambda obj: orjson.dumps(obj).decode())
-        state["store"] = ConversationStore(config.store_path)
+        state["store"] = ConversationStore(config.conversation_store)
         state["service"] = ConversationService(
-            state["store"], method, judge_timeout=config.judge_timeout,
-            judge_concurrency=config.judge_concurrency, session_idle_ttl=config.session_idle_ttl)
+            state["store"], method, judge_timeout=config.prm_timeout,
+            judge_concurrency=config.prm_max_concurrency, session_idle_ttl=config.session_idle_ttl)
         state["health"] = (0.0, False, None)
         await state["service"].start()
         yield
@@ -313,142 +284,91 @@ def _sse(obj) -> bytes:
 
 # ------------------------------------------------------------------------------------------- command line
 
-def build_parser() -> argparse.ArgumentParser:
-    env = os.environ.get
-    p = argparse.ArgumentParser(prog="python -m slime.conversation serve",
-                                description="OpenAI-compatible conversation proxy that turns traffic into RL samples")
-    p.add_argument("--engine-url", required=True, help="policy engine (SGLang protocol), e.g. http://127.0.0.1:30010")
-    p.add_argument("--engine-api-key", default=env("SLIME_ENGINE_API_KEY"))
-    p.add_argument("--store", required=True, type=Path, help="SQLite file (created if missing)")
-    p.add_argument("--host", default=env("HOST", "127.0.0.1"), help="bind address (env HOST; default loopback)")
-    p.add_argument("--port", type=int, default=int(env("PORT", "30000")), help="env PORT, default 30000")
-    p.add_argument("--api-key", default=env("OPENCLAW_PROXY_API_KEY"),
-                   help="bearer key clients must send (env OPENCLAW_PROXY_API_KEY); required beyond loopback")
-    p.add_argument("--served-model-name", default=env("SERVED_MODEL_NAME"))
-    p.add_argument("--judge", default="rules+embedding",
-                   help="llm | rules | embedding | rules+embedding | module.path:factory")
-    p.add_argument("--judge-engine-url", default=None, help="engine for --judge llm (default: the policy engine)")
-    p.add_argument("--judge-api-key", default=None)
-    p.add_argument("--prm-m", type=int, default=int(env("PRM_M", "3")), help="votes per judgement (env PRM_M)")
-    p.add_argument("--prm-temperature", type=float, default=0.6)
-    p.add_argument("--prm-max-new-tokens", type=int, default=1024)
-    p.add_argument("--judge-timeout", type=float, default=300.0, help="seconds for one whole judgement")
-    p.add_argument("--judge-vote-timeout", type=float, default=120.0, help="seconds for one LLM judge call")
-    p.add_argument("--judge-concurrency", type=int, default=4)
-    p.add_argument("--method", default="rl", choices=["rl", "opd", "combine"],
-                   help="rl: PRM score as reward; opd: hint + teacher log-probs; combine: both, one sample per turn")
-    p.add_argument("--hint-judge", default="rules", help="opd/combine: llm | rules | rules+llm | module.path:factory")
-    p.add_argument("--hint-select", choices=["longest", "overlap"], default="longest",
-                   help="among several accepted LLM hints: the longest (upstream), or the one whose teacher stays "
-                        "closest to the student's own log-probs on its sampled tokens")
-    p.add_argument("--teacher-engine-url", default=None,
-                   help="opd/combine: engine that scores the hinted prompt (default: --judge-engine-url, else the "
-                        "policy engine = self-distillation)")
-    p.add_argument("--teacher-temperature", type=float, default=None,
-                   help="temperature of teacher log-probs: the trainer's --rollout-temperature (default --temperature, "
-                        "else 1.0)")
-    p.add_argument("--distill-topk", type=int, default=0, help="also record the teacher's top-K log-probs per token")
-    p.add_argument("--teacher-demonstrations", type=int, default=0,
-                   help="opd/combine: replies the hinted teacher writes itself per turn with an accepted hint, each "
-                        "trained as one more sample under the student's prompt (0: off; see demonstrations.py)")
-    p.add_argument("--teacher-demonstration-candidates", type=int, default=None,
-                   help="replies the teacher writes per hinted turn, of which the --teacher-demonstrations with the "
-                        "highest hint log-ratio (teacher minus student log-prob, per token) are kept (default: as many "
-                        "as --teacher-demonstrations)")
-    p.add_argument("--teacher-demonstration-tokens", type=int, default=None,
-                   help="teacher-opened demonstrations: the teacher writes at most N tokens (the opening), the policy "
-                        "continues the reply from the student's prompt (default: the teacher writes whole replies)")
-    p.add_argument("--teacher-concurrency", type=int, default=int(env("OPENCLAW_OPD_TEACHER_LP_MAX_CONCURRENCY", "3")))
-    p.add_argument("--tokenizer-path", default=None,
-                   help="policy tokenizer for teacher prompts (default: the engine's, from /get_model_info)")
-    p.add_argument("--max-response-tokens", type=int, default=None, help="cap on max_completion_tokens/max_tokens")
-    p.add_argument("--temperature", type=float, default=None,
-                   help="force this sampling temperature (the trainer's --rollout-temperature)")
-    p.add_argument("--session-idle-ttl", type=float, default=1800.0, help="seconds before an idle session ends")
-    p.add_argument("--max-body-mb", type=float, default=32.0)
-    p.add_argument("--log-level", default="info")
-    return p
-
-
-def config_from_args(args) -> ProxyConfig:
-    options: dict = {}
-    if args.judge == "llm":
-        options = {"engine_url": args.judge_engine_url or args.engine_url,
-                   "api_key": args.judge_api_key or (None if args.judge_engine_url else args.engine_api_key),
-                   "m": args.prm_m, "temperature": args.prm_temperature, "max_new_tokens": args.prm_max_new_tokens,
-                   "timeout": args.judge_vote_timeout, "max_concurrency": args.judge_concurrency}
-    return ProxyConfig(engine_url=args.engine_url.rstrip("/"), store_path=args.store, engine_api_key=args.engine_api_key,
-                       host=args.host, port=args.port, api_key=args.api_key, served_model_name=args.served_model_name,
-                       judge=args.judge, judge_options=options, judge_timeout=args.judge_timeout,
-                       judge_concurrency=args.judge_concurrency,
-                       max_response_tokens=args.max_response_tokens, temperature=args.temperature,
-                       session_idle_ttl=args.session_idle_ttl, max_body_bytes=int(args.max_body_mb * 1024 * 1024))
-
-
-def build_method(args, config: ProxyConfig):
+def build_evaluator(config: ConversationSettings):
+    """The method named by the settings, with the judges and the teacher it uses."""
     from slime.conversation.judges.registry import build_hint_judge, build_judge
-    from slime.conversation.methods import BinaryRL, Distillation, TeacherScorer
+    from slime.conversation.methods import TeacherScorer, TurnEvaluator, load_method
 
-    judge = build_judge(config.judge, **config.judge_options)
-    if args.method == "rl":
-        return BinaryRL(judge)
-    teacher_url = (args.teacher_engine_url or args.judge_engine_url or args.engine_url).rstrip("/")
-    teacher_key = args.judge_api_key if teacher_url != config.engine_url else args.engine_api_key
-    teacher = TeacherScorer(teacher_url, _policy_tokenizer(args), top_k=args.distill_topk,
-                            temperature=args.teacher_temperature or args.temperature or 1.0, api_key=teacher_key,
-                            max_concurrency=args.teacher_concurrency)
+    method = load_method(config.resolved_method(), **config.conversation_method_options)
+    judge_url = (config.prm_engine_url or config.engine_url).rstrip("/")
+    # a separate judge engine never gets the policy engine's key
+    judge_key = config.judge_api_key or (None if config.prm_engine_url else config.engine_api_key)
+    llm_options = {"engine_url": judge_url, "api_key": judge_key, "m": config.prm_m,
+                   "temperature": config.prm_temperature, "max_new_tokens": config.prm_max_new_tokens,
+                   "timeout": config.prm_vote_timeout, "max_concurrency": config.prm_max_concurrency}
+    judge = None
+    if method.uses_reward_judge:
+        kind = config.resolved_judge()
+        judge = build_judge(kind, **(llm_options if kind == "llm" else {}))
+    if not method.uses_hints:
+        return TurnEvaluator(method, judge=judge)
+    teacher_url = (config.teacher_engine_url or config.prm_engine_url or config.engine_url).rstrip("/")
+    teacher_key = config.engine_api_key if teacher_url == config.engine_url else config.judge_api_key
+    teacher = TeacherScorer(teacher_url, _policy_tokenizer(config), top_k=config.distill_topk or 0,
+                            temperature=config.teacher_temperature or config.temperature or 1.0, api_key=teacher_key,
+                            max_concurrency=config.teacher_concurrency)
     hint_options: dict = {}
-    if "llm" in args.hint_judge.split("+"):
-        hint_options = dict(config.judge_options) or {
-            "engine_url": args.judge_engine_url or args.engine_url, "m": args.prm_m,
-            "temperature": args.prm_temperature, "max_new_tokens": args.prm_max_new_tokens,
-            "timeout": args.judge_vote_timeout, "max_concurrency": args.judge_concurrency}
-        if args.hint_select == "overlap":
+    if "llm" in config.hint_judge_type.split("+"):
+        hint_options = dict(llm_options)
+        if config.hint_select == "overlap":
             hint_options.update(select="overlap", overlap_scorer=teacher.overlap)
-    hint_judge = build_hint_judge(args.hint_judge, **hint_options)
+    hint_judge = build_hint_judge(config.hint_judge_type, **hint_options)
     demonstrator = None
-    if args.teacher_demonstrations > 0:
+    if config.teacher_demonstrations > 0:
         from slime.conversation.demonstrations import TeacherDemonstrator
         from slime.engine.client import AsyncEngineClient
 
         # the teacher writes under the hinted prompt; the policy engine scores its reply under the student's
         demonstrator = TeacherDemonstrator(
             AsyncEngineClient(teacher_url, api_key=teacher_key, timeout=300.0),
-            AsyncEngineClient(config.engine_url, api_key=args.engine_api_key, timeout=300.0),
-            teacher.builder, count=args.teacher_demonstrations, temperature=teacher.temperature,
-            max_new_tokens=args.max_response_tokens or 1024, top_k=args.distill_topk,
-            candidates=args.teacher_demonstration_candidates,
-            opening_tokens=args.teacher_demonstration_tokens, max_concurrency=args.teacher_concurrency)
-    return Distillation(hint_judge, teacher, judge if args.method == "combine" else None, demonstrator)
+            AsyncEngineClient(config.engine_url, api_key=config.engine_api_key, timeout=300.0),
+            teacher.builder, count=config.teacher_demonstrations, temperature=teacher.temperature,
+            max_new_tokens=config.max_response_tokens or 1024, top_k=config.distill_topk or 0,
+            candidates=config.teacher_demonstration_candidates,
+            opening_tokens=config.teacher_demonstration_tokens, max_concurrency=config.teacher_concurrency)
+    return TurnEvaluator(method, judge=judge, hint_judge=hint_judge, teacher=teacher, demonstrator=demonstrator)
 
 
-def _policy_tokenizer(args):
+def _policy_tokenizer(config: ConversationSettings):
     """The tokenizer the engine renders prompts with: teacher prompts must be rendered the same way."""
     from transformers import AutoTokenizer
 
-    path = args.tokenizer_path
+    path = config.tokenizer_path
     if path is None:
         import httpx
 
-        headers = {"Authorization": f"Bearer {args.engine_api_key}"} if args.engine_api_key else {}
-        info = httpx.get(args.engine_url.rstrip("/") + "/get_model_info", headers=headers, timeout=30).json()
+        headers = {"Authorization": f"Bearer {config.engine_api_key}"} if config.engine_api_key else {}
+        info = httpx.get(config.engine_url.rstrip("/") + "/get_model_info", headers=headers, timeout=30).json()
         path = info.get("tokenizer_path") or info["model_path"]
     return AutoTokenizer.from_pretrained(path)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="[%(asctime)s] %(name)s: %(message)s", stream=sys.stdout)
-    config = config_from_args(args)
-    config.check()
-    method = build_method(args, config)
+    """`serve [--settings FILE] [flags]`: the settings of `slime.conversation.settings`, flags over the file."""
+    try:
+        config = from_cli(argv)
+        config.engine_url = (config.engine_url or "").rstrip("/")
+        config.check()
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=config.log_level.upper(), format="[%(asctime)s] %(name)s: %(message)s",
+                        stream=sys.stdout)
+    from slime.utils.hooks import add_method_dirs_to_path
+
+    add_method_dirs_to_path(config.python_path)  # plugins (methods, judges) from the trainer's method folders
+    try:
+        evaluator = build_evaluator(config)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     import uvicorn
 
-    log.info("conversation proxy on http://%s:%d -> engine %s, method %s, judge %s%s, store %s%s", config.host,
-             config.port, config.engine_url, args.method, config.judge,
-             f", hint judge {args.hint_judge}" if args.method != "rl" else "", config.store_path,
-             ", API key required" if config.api_key else "")
-    uvicorn.run(create_app(config, method), host=config.host, port=config.port, log_level="warning",
+    log.info("conversation proxy on http://%s:%d -> engine %s, method %s, judge %s%s, store %s%s", config.proxy_host,
+             config.proxy_port, config.engine_url, evaluator.name, getattr(evaluator.judge, "name", "-"),
+             f", hint judge {evaluator.hint_judge.name}" if evaluator.hint_judge is not None else "",
+             config.conversation_store, ", API key required" if config.api_key else "")
+    uvicorn.run(create_app(config, evaluator), host=config.proxy_host, port=config.proxy_port, log_level="warning",
                 timeout_graceful_shutdown=5)
     return 0
 

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from slime.conversation.launch import ProxyProcess
+from slime.conversation.settings import SETTINGS_FILE, ConversationSettings
 from slime.conversation.store import ConversationStore
 from slime.rollout import RolloutInterrupted
 from slime.utils.types import RolloutFnTrainOutput, Sample
@@ -49,47 +50,47 @@ class ConversationDataSource:
 
     # --- processes ------------------------------------------------------------------------------
     def _start_proxy(self, run_dir: Path):
+        """Build the proxy's settings once from the trainer's arguments, hand them over as a file in the run
+        directory, and start the proxy on it."""
         args = self.args
-        engine_url = args.engine_urls[0]
-        method = args.conversation_method
-        extra = ["--method", method, "--session-idle-ttl", str(args.session_idle_ttl),
-                 "--judge-timeout", str(args.prm_timeout), "--judge-concurrency", str(args.prm_max_concurrency)]
-        if args.rollout_temperature is not None:
-            extra += ["--temperature", str(args.rollout_temperature)]
-        if args.rollout_max_response_len:
-            extra += ["--max-response-tokens", str(args.rollout_max_response_len)]
-        if args.served_model_name:
-            extra += ["--served-model-name", args.served_model_name]
-        uses_llm = args.prm_type == "llm" or (method != "rl" and "llm" in args.hint_judge_type.split("+"))
-        needs_judge_engine = uses_llm or (method != "rl" and not args.self_distillation)
-        if needs_judge_engine:
-            extra += ["--judge-engine-url", self._judge_engine_url(run_dir), "--prm-m", str(args.prm_m),
-                      "--prm-temperature", str(args.prm_temperature),
-                      "--prm-max-new-tokens", str(args.prm_max_new_tokens)]
-        if method != "rl":
-            # the teacher scores at the temperature the trainer computes the student's log-probs at (B10)
-            teacher_url = engine_url if args.self_distillation else self._judge_engine_url(run_dir)
-            extra += ["--hint-judge", args.hint_judge_type, "--hint-select", args.hint_select,
-                      "--teacher-engine-url", teacher_url,
-                      "--teacher-temperature", str(args.rollout_temperature or 1.0),
-                      "--distill-topk", str(args.distill_topk or 0),
-                      "--teacher-demonstrations", str(getattr(args, "teacher_demonstrations", 0) or 0)]
-            if getattr(args, "teacher_demonstration_candidates", None):
-                extra += ["--teacher-demonstration-candidates", str(args.teacher_demonstration_candidates)]
-            if getattr(args, "teacher_demonstration_tokens", None):
-                extra += ["--teacher-demonstration-tokens", str(args.teacher_demonstration_tokens)]
+        settings = self.proxy_settings(run_dir)
+        settings_file = settings.write(run_dir / SETTINGS_FILE)
+        env = {}
         engine_key = os.environ.get("SLIME_ENGINE_API_KEY")
-        if engine_key and (needs_judge_engine or method != "rl") and not args.prm_engine_url:
-            # our judge/teacher engines require the engines' key too; the proxy sends a separate judge key to a
-            # --judge-engine-url (an outside judge never gets the engines' key)
-            extra += ["--judge-api-key", engine_key]
-        self.proxy = ProxyProcess(engine_url, self.store_path, *extra, judge=args.prm_type, host=args.proxy_host,
-                                  port=args.proxy_port, api_key=os.environ.get("OPENCLAW_PROXY_API_KEY") or None,
+        if engine_key and settings.prm_engine_url and not args.prm_engine_url:
+            # our own judge/teacher engines require the engines' key too; an outside judge (--prm-engine-url)
+            # never gets it
+            env["SLIME_JUDGE_API_KEY"] = engine_key
+        self.proxy = ProxyProcess(settings_file=settings_file, judge=None, host=settings.proxy_host,
+                                  port=settings.proxy_port, api_key=settings.api_key, env=env,
                                   log_path=run_dir / "proxy.log", ready_timeout=300)
         self.proxy.start()
         self.proxy_url = self.proxy.url
-        log.info("conversation proxy (%s) serving on http://%s:%d (log %s); point OpenClaw at %s/v1", method,
-                 args.proxy_host, self.proxy.port, run_dir / "proxy.log", self.proxy.url)
+        log.info("conversation proxy (%s) serving on http://%s:%d (settings %s, log %s); point OpenClaw at %s/v1",
+                 settings.conversation_method, settings.proxy_host, self.proxy.port, settings_file,
+                 run_dir / "proxy.log", self.proxy.url)
+
+    def proxy_settings(self, run_dir: Path) -> ConversationSettings:
+        """The trainer's conversation flags plus what it derives: the engines the proxy talks to (a judge
+        engine only when an LLM judge or a teacher needs one), the sampling limits, the plugin folders."""
+        args = self.args
+        engine_url = args.engine_urls[0]
+        uses_hints = args.conversation_uses_hints
+        uses_llm = (args.conversation_uses_reward_judge and args.prm_type == "llm") or \
+            (uses_hints and "llm" in args.hint_judge_type.split("+"))
+        judge_url = None
+        if uses_llm or (uses_hints and not args.self_distillation):
+            judge_url = self._judge_engine_url(run_dir)
+        teacher_url = None
+        if uses_hints:
+            teacher_url = engine_url if args.self_distillation else judge_url
+        return ConversationSettings.from_trainer_args(
+            args, engine_url=engine_url, conversation_store=str(self.store_path), prm_engine_url=judge_url,
+            teacher_engine_url=teacher_url,
+            # the teacher scores at the temperature the trainer computes the student's log-probs at
+            teacher_temperature=args.rollout_temperature or 1.0, temperature=args.rollout_temperature,
+            max_response_tokens=args.rollout_max_response_len or None,
+            python_path=[str(Path(p).resolve()) for p in args.extra_python_path])
 
     def _judge_engine_url(self, run_dir: Path) -> str:
         args = self.args

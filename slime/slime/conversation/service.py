@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from slime.conversation import sessions
 from slime.conversation.judges.base import Judgement, TurnForJudge, Vote
-from slime.conversation.methods import BinaryRL, Outcome
-from slime.conversation.samples import Decision, sample_from_turn
+from slime.conversation.methods import BinaryRL, Decision, Outcome, TurnEvaluator
+from slime.conversation.samples import sample_from_turn
 from slime.conversation.store import ConversationStore
 
 log = logging.getLogger("slime.conversation")
@@ -62,9 +62,9 @@ class ConversationService:
     def __init__(self, store: ConversationStore, method, *, judge_timeout: float = 300.0,
                  judge_concurrency: int = 4, session_idle_ttl: float = 1800.0, max_cached_sessions: int = 4096,
                  max_open_turns: int = 32):
-        """`method`: a `methods.BinaryRL` or `methods.Distillation` (or a bare `Judge`, meaning Binary RL)."""
+        """`method`: a `methods.TurnEvaluator` (or a bare `Judge`, meaning Binary RL with that judge)."""
         if not hasattr(method, "evaluate"):
-            method = BinaryRL(method)
+            method = TurnEvaluator(BinaryRL(), judge=method)
         self.store = store
         self.method = method
         self.judge_timeout = judge_timeout
@@ -238,7 +238,7 @@ class ConversationService:
         self.stats.judged += 1
         decision = outcome.decision
         if decision.trainable:
-            sample = sample_from_turn(turn, decision.reward, outcome.teacher)
+            sample = sample_from_turn(turn, decision.reward, outcome.teacher, self.method.name)
             try:
                 await asyncio.to_thread(self.store.add_sample, turn_id, sample.to_dict(), decision.reward)
             except ValueError as exc:  # claimed for training meanwhile (late feedback): the trained one stands
@@ -260,7 +260,8 @@ class ConversationService:
         row.judgement = {"score": 0.0, "votes": [], "judge": "demonstration", "rationale": demonstration.hint,
                          "failed": False, "extras": {"demonstration_of": turn.id, "hint": demonstration.hint}}
         self.store.set_judgement(row.id, row.judgement)
-        self.store.add_sample(row.id, sample_from_turn(row, 0.0, demonstration.teacher).to_dict(), 0.0)
+        sample = sample_from_turn(row, 0.0, demonstration.teacher, self.method.name)
+        self.store.add_sample(row.id, sample.to_dict(), 0.0)
         self.stats.demonstrations += 1
         self.stats.samples += 1
         return row.id

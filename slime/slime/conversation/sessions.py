@@ -6,13 +6,13 @@ Two questions the proxy asks of every `POST /v1/chat/completions`:
    (`X-Session-Id` / `X-Turn-Type` / `X-Session-Done` headers, then the same keys in the body). The real,
    unpatched OpenClaw client sends none of them, so we infer from the request's shape: its `Runtime:` line
    names the session, its compaction and heartbeat requests have recognisable prompts. Anything we cannot
-   place still gets its own session (a hash of the conversation's stable opening) and is trained as main:
-   upstream mapped all of it to the literal session `"unknown"` and to `side` (bug B19).
+   place still gets its own session (a hash of the conversation's stable opening), so unrelated anonymous
+   conversations never share one, and is trained as main, so untagged traffic is not silently dropped.
 
 2. *Is this request the next state of an earlier turn?* Only if its history is that turn's prompt plus that
-   turn's response, followed by at least one new message. Upstream took `messages[-1]` of whatever came
-   next in the session (B18: a retry or a parallel branch became a "next state"; B20: with parallel tool
-   calls only the last tool result was seen). Histories are compared by fingerprint because OpenClaw
+   turn's response, followed by at least one new message, and the next state is ALL of those new messages.
+   So a client retry or a parallel branch of the same session never becomes a "next state", and with
+   parallel tool calls the judge sees every tool result. Histories are compared by fingerprint because OpenClaw
    rewrites tool-call ids (`call_3bea382a46ea` comes back as `call3bea382a46ea`) and appends a fresh
    internal-context message to every request.
 
@@ -29,28 +29,26 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from slime.conversation.openclaw_conventions import (
+    is_internal_context,
+    message_text,
+    runtime_fields,
+    strip_timestamp_prefix,
+)
+
 __all__ = [
-    "INTERNAL_CONTEXT_MARKER",
     "RequestMeta",
     "history_fingerprints",
     "is_retry",
     "message_fingerprint",
-    "message_text",
     "next_state_after",
     "resolve_meta",
     "strip_internal_context",
     "turn_fingerprints",
 ]
 
-# OpenClaw appends one user message starting with this marker to every request and drops it again from the
-# history it replays, so it is never part of the conversation proper.
-INTERNAL_CONTEXT_MARKER = "<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>"
 OPENCLAW_DYNAMIC_MARKER = "<!-- openclaw:attempt:DYNAMIC -->"
 _THINK_BLOCK = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL)
-
-# Written once into the first user message of an OpenClaw session and replayed verbatim afterwards (after
-# compaction it moves into the second text part of that message), so it identifies the session.
-_RUNTIME_LINE = re.compile(r"Runtime: agent=(\S+) \| session=(\S+) \| sessionId=(\S+)")
 
 _TRUTHY = frozenset({"1", "true", "yes", "on"})
 
@@ -63,9 +61,6 @@ _COMPACTION_SYSTEM_PREFIX = "you are a context summarization assistant"
 _SUMMARY_WORD = re.compile(r"\bsummar(?:y|i[sz]e|i[sz]ing)\b", re.IGNORECASE)
 # The default heartbeat prompt of the captured version, and the one older OpenClaw versions used.
 _HEARTBEAT_PROMPT_PREFIXES = ("follow the heartbeat monitor", "read heartbeat.md if it exists")
-# OpenClaw prefixes user text with "[Sat 2026-11-21 23:35 UTC] "; heartbeats have none, but a heartbeat
-# appended to a long-running session might.
-_TIMESTAMP_PREFIX = re.compile(r"^\[[^\]\n]{1,64}\]\s*")
 
 # Side tasks of generic chat front-ends (Open WebUI, LibreChat, NextChat, ...): "generate a short title for
 # this chat", "summarize the conversation". A title request must also mention the conversation, so a user who
@@ -79,34 +74,7 @@ _SUMMARIZE_CONVERSATION = re.compile(
 
 
 # --------------------------------------------------------------------------------------------------------
-# message text
-
-
-def message_text(msg: Any) -> str:
-    """The text of a message: string content as is, text parts of a part list joined with "\\n".
-
-    Images and other non-text parts are dropped; missing, null or oddly-typed content is "".
-    """
-    if not isinstance(msg, dict):
-        return ""
-    return _content_text(msg.get("content"))
-
-
-def _content_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, dict):  # a single part instead of a list of parts
-        content = [content]
-    if not isinstance(content, list):
-        return ""
-    texts = []
-    for part in content:
-        if isinstance(part, str):
-            texts.append(part)
-        # OpenClaw's post-compaction summary parts may come without a "type"; treat them as text.
-        elif isinstance(part, dict) and part.get("type", "text") == "text" and isinstance(part.get("text"), str):
-            texts.append(part["text"])
-    return "\n".join(texts)
+# message roles and internal context
 
 
 def _role(msg: Any) -> str:
@@ -121,10 +89,6 @@ def _as_message_list(messages: Any) -> list:
     return messages if isinstance(messages, list) else []
 
 
-def _is_internal_context(msg: Any) -> bool:
-    return _role(msg) == "user" and message_text(msg).lstrip().startswith(INTERNAL_CONTEXT_MARKER)
-
-
 def strip_internal_context(messages: list[dict]) -> list[dict]:
     """`messages` without OpenClaw's trailing internal-context user message (a new list; input untouched).
 
@@ -132,7 +96,7 @@ def strip_internal_context(messages: list[dict]) -> list[dict]:
     """
     messages = _as_message_list(messages)
     end = len(messages)
-    while end > 0 and _is_internal_context(messages[end - 1]):
+    while end > 0 and is_internal_context(messages[end - 1]):
         end -= 1
     return list(messages[:end])
 
@@ -296,7 +260,7 @@ def _trace_id(headers: dict[str, str]) -> str | None:
         return None
     version, trace_id, parent_id, _flags, suffix = match.groups()
     version, trace_id = version.lower(), trace_id.lower()
-    # Per the spec: version ff is invalid, version 00 has exactly four fields, all-zero ids are invalid.
+    # W3C Trace Context: version ff is invalid, version 00 has exactly four fields, all-zero ids are invalid.
     if version == "ff" or (version == "00" and suffix) or set(trace_id) == {"0"} or set(parent_id) == {"0"}:
         return None
     return trace_id
@@ -320,15 +284,15 @@ def _last_user(messages: list) -> Any:
     return next((m for m in reversed(messages) if _role(m) == "user"), None)
 
 
-def _runtime_match(history: list) -> re.Match | None:
+def _runtime_session_id(history: list) -> str | None:
     # The Runtime line sits in the first user message; look at the first two non-system messages in case a
     # client puts something (e.g. a compaction summary) before it.
     opening = [m for m in history if _role(m) != "system"][:2]
     for msg in opening:
         if _role(msg) == "user":
-            match = _RUNTIME_LINE.search(message_text(msg))
-            if match:
-                return match
+            session_id = (runtime_fields(message_text(msg)) or {}).get("sessionId")
+            if session_id:
+                return session_id
     return None
 
 
@@ -344,9 +308,9 @@ def _resolve_session(headers: dict[str, str], body: dict, history: list) -> tupl
     explicit = _explicit_value(headers, "x-session-id", body, "session_id")
     if explicit is not None:
         return explicit
-    runtime = _runtime_match(history)
-    if runtime is not None:
-        return f"openclaw:{runtime.group(3)}", "runtime"
+    session_id = _runtime_session_id(history)
+    if session_id is not None:
+        return f"openclaw:{session_id}", "runtime"
     return _prefix_session_id(history), "prefix"
 
 
@@ -371,7 +335,7 @@ def _is_openclaw_heartbeat(history: list) -> bool:
     # Decided by the message this turn answers, not by the session: heartbeats wake the main session
     # agent:main:main, but by default every direct message the user sends lands there too, and those are
     # main-line turns we want to train on.
-    text = _TIMESTAMP_PREFIX.sub("", message_text(_last_user(history)).lstrip(), count=1).lower()
+    text = strip_timestamp_prefix(message_text(_last_user(history))).lower()
     return text.startswith(_HEARTBEAT_PROMPT_PREFIXES)
 
 
@@ -387,7 +351,7 @@ def _is_title_like(system: str, history: list, has_tools: bool) -> bool:
 
 
 def _is_openclaw_main(system: str, messages: list, has_tools: bool) -> bool:
-    if messages and _is_internal_context(messages[-1]):
+    if messages and is_internal_context(messages[-1]):
         return True
     return has_tools and any(marker in system for marker in _OPENCLAW_MAIN_SYSTEM_MARKERS)
 
@@ -403,7 +367,7 @@ def _infer_turn_type(body: dict, messages: list, history: list) -> tuple[str, st
         return "side", "title-like"
     if _is_openclaw_main(system, messages, has_tools):
         return "main", "openclaw-main"
-    # Unknown shape: train on it (dropping it silently was upstream's B19); the proxy logs it once per session.
+    # Unknown shape: train on it rather than drop it silently; the proxy logs it once per session.
     return "main", "unclassified"
 
 

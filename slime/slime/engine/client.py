@@ -35,6 +35,7 @@ import httpx
 
 __all__ = [
     "AsyncEngineClient",
+    "EngineCall",
     "EngineClient",
     "EngineError",
     "RetryPolicy",
@@ -42,6 +43,8 @@ __all__ = [
     "SSE_DONE",
     "build_generate_body",
     "error_from_response",
+    "invalid_response",
+    "json_or_message",
     "parse_retry_after",
     "parse_score",
     "parse_sse_line",
@@ -151,7 +154,8 @@ def error_from_response(response: httpx.Response, request: str | None = None) ->
     )
 
 
-def _invalid(message: str, body: Any = None) -> EngineError:
+def invalid_response(message: str, body: Any = None) -> EngineError:
+    """The error for an engine answer that does not have the expected shape."""
     return EngineError(message, error_type="invalid_response", body=body)
 
 
@@ -229,7 +233,7 @@ def retry_delay(policy: RetryPolicy, attempt: int, failure: BaseException | int,
     return policy.backoff(attempt)
 
 
-def _final_error(failure: BaseException, call: _Call, attempts: int) -> EngineError:
+def _final_error(failure: BaseException, call: EngineCall, attempts: int) -> EngineError:
     if isinstance(failure, EngineError):
         error = failure
     else:
@@ -292,14 +296,14 @@ def parse_score(payload: Any, response_ids: Sequence[int], top_logprobs_num: int
     one entry per response token, carrying that token's id. Anything else is an alignment bug and raises.
     """
     if not isinstance(payload, dict):
-        raise _invalid(f"expected one result object, got {type(payload).__name__}", payload)
+        raise invalid_response(f"expected one result object, got {type(payload).__name__}", payload)
     meta = payload.get("meta_info")
     entries = meta.get("input_token_logprobs") if isinstance(meta, dict) else None
     if not isinstance(entries, list):
-        raise _invalid("response has no meta_info.input_token_logprobs", payload)
+        raise invalid_response("response has no meta_info.input_token_logprobs", payload)
     expected = [int(t) for t in response_ids]
     if len(entries) != len(expected):
-        raise _invalid(
+        raise invalid_response(
             f"engine returned {len(entries)} input logprobs for {len(expected)} response tokens; "
             "expected exactly one per response token (logprob_start_len misaligned?)",
             payload,
@@ -308,22 +312,22 @@ def parse_score(payload: Any, response_ids: Sequence[int], top_logprobs_num: int
         logprobs = [entry[0] for entry in entries]
         ids = [int(entry[1]) for entry in entries]
     except (TypeError, IndexError, ValueError) as exc:
-        raise _invalid(f"malformed input_token_logprobs: {exc}", payload) from None
+        raise invalid_response(f"malformed input_token_logprobs: {exc}", payload) from None
     if ids != expected:
         i = next(i for i, (got, want) in enumerate(zip(ids, expected)) if got != want)
-        raise _invalid(
+        raise invalid_response(
             f"token id mismatch at response position {i}: engine scored {ids[i]}, expected {expected[i]} "
             f"(engine ids start {ids[:5]}, response starts {expected[:5]})",
             payload,
         )
     if any(lp is None for lp in logprobs):
-        raise _invalid(f"missing logprob at response position {logprobs.index(None)}", payload)
+        raise invalid_response(f"missing logprob at response position {logprobs.index(None)}", payload)
 
     top = None
     if top_logprobs_num > 0:
         raw = meta.get("input_top_logprobs")
         if not isinstance(raw, list) or len(raw) != len(expected):
-            raise _invalid(
+            raise invalid_response(
                 f"expected {len(expected)} input_top_logprobs positions, got "
                 f"{len(raw) if isinstance(raw, list) else type(raw).__name__}",
                 payload,
@@ -331,7 +335,7 @@ def parse_score(payload: Any, response_ids: Sequence[int], top_logprobs_num: int
         try:
             top = [[(float(c[0]), int(c[1])) for c in position or []] for position in raw]
         except (TypeError, IndexError, ValueError) as exc:
-            raise _invalid(f"malformed input_top_logprobs: {exc}", payload) from None
+            raise invalid_response(f"malformed input_top_logprobs: {exc}", payload) from None
 
     return ScoreResult(
         logprobs=[float(lp) for lp in logprobs],
@@ -361,16 +365,16 @@ def parse_sse_line(line: str) -> dict | None | _Done:
     if field in ("event", "id", "retry"):
         return None
     if field != "data":
-        raise _invalid(f"unexpected line in event stream: {line[:200]!r}")
+        raise invalid_response(f"unexpected line in event stream: {line[:200]!r}")
     value = value[1:] if value.startswith(" ") else value
     if value.strip() == "[DONE]":
         return SSE_DONE
     try:
         event = json.loads(value)
     except ValueError:
-        raise _invalid(f"event is not JSON: {value[:200]!r}") from None
+        raise invalid_response(f"event is not JSON: {value[:200]!r}") from None
     if not isinstance(event, dict):
-        raise _invalid(f"event is not a JSON object: {value[:200]!r}", event)
+        raise invalid_response(f"event is not a JSON object: {value[:200]!r}", event)
     err = event.get("error")
     if isinstance(err, dict | str):
         detail = err if isinstance(err, dict) else {"message": err}
@@ -388,13 +392,14 @@ def _json_payload(response: httpx.Response) -> Any:
     try:
         return response.json()
     except ValueError:
-        raise _invalid(
+        raise invalid_response(
             f"engine answered HTTP {response.status_code} with a non-JSON body: {response.text[:200]!r}"
         ) from None
 
 
-def _json_or_message(response: httpx.Response) -> Any:
-    # Real SGLang answers /flush_cache with plain text.
+def json_or_message(response: httpx.Response) -> Any:
+    """The JSON body, or `{"message": text}` when the body is not JSON (real SGLang answers /flush_cache with
+    plain text)."""
     try:
         return response.json()
     except ValueError:
@@ -413,12 +418,12 @@ def _check_update(response: httpx.Response) -> dict:
 def _weight_version(response: httpx.Response) -> str:
     payload = _json_payload(response)
     if not isinstance(payload, dict) or payload.get("weight_version") is None:
-        raise _invalid("response has no weight_version", payload)
+        raise invalid_response("response has no weight_version", payload)
     return str(payload["weight_version"])
 
 
 @dataclass(frozen=True)
-class _Call:
+class EngineCall:
     """One engine call, free of transport: what to send, whether resending is harmless, how to read the answer."""
 
     method: str
@@ -440,14 +445,14 @@ class _Call:
 
 
 def _generate_call(input_ids, text, sampling_params, return_logprob, logprob_start_len, top_logprobs_num, extra,
-                   stream=False) -> _Call:
+                   stream=False) -> EngineCall:
     body = build_generate_body(input_ids, text, sampling_params, return_logprob, logprob_start_len,
                                top_logprobs_num, stream, extra)
-    return _Call("POST", "/generate", body)
+    return EngineCall("POST", "/generate", body)
 
 
 def _score_call(prompt_ids: Sequence[int], response_ids: Sequence[int], temperature: float,
-                top_logprobs_num: int) -> _Call:
+                top_logprobs_num: int) -> EngineCall:
     if len(prompt_ids) == 0:
         raise ValueError("score() needs a non-empty prompt: the first position has no logprob")
     if len(response_ids) == 0:
@@ -460,62 +465,62 @@ def _score_call(prompt_ids: Sequence[int], response_ids: Sequence[int], temperat
         top_logprobs_num=top_logprobs_num,
     )
     expected = list(response_ids)
-    return _Call("POST", "/generate", body,
-                 parse=lambda response: parse_score(_json_payload(response), expected, top_logprobs_num))
+    return EngineCall("POST", "/generate", body,
+                      parse=lambda response: parse_score(_json_payload(response), expected, top_logprobs_num))
 
 
-def _chat_call(body: dict, stream: bool) -> _Call:
+def _chat_call(body: dict, stream: bool) -> EngineCall:
     if not stream and body.get("stream"):
         raise ValueError("use chat_stream() to stream")
-    return _Call("POST", "/v1/chat/completions", {**body, "stream": stream})
+    return EngineCall("POST", "/v1/chat/completions", {**body, "stream": stream})
 
 
-def _update_weights_call(model_path: str, weight_version: str | int | None) -> _Call:
+def _update_weights_call(model_path: str, weight_version: str | int | None) -> EngineCall:
     body = {"model_path": model_path}
     if weight_version is not None:
         body["weight_version"] = str(weight_version)
-    return _Call("POST", "/update_weights_from_disk", body, idempotent=False, parse=_check_update)
+    return EngineCall("POST", "/update_weights_from_disk", body, idempotent=False, parse=_check_update)
 
 
-def _lora_load_call(lora_name: str, lora_path: str) -> _Call:
-    return _Call("POST", "/load_lora_adapter", {"lora_name": lora_name, "lora_path": lora_path}, idempotent=False,
-                 parse=_check_update)
+def _lora_load_call(lora_name: str, lora_path: str) -> EngineCall:
+    return EngineCall("POST", "/load_lora_adapter", {"lora_name": lora_name, "lora_path": lora_path}, idempotent=False,
+                      parse=_check_update)
 
 
-def _lora_unload_call(lora_name: str) -> _Call:
-    return _Call("POST", "/unload_lora_adapter", {"lora_name": lora_name}, idempotent=False, parse=_check_update)
+def _lora_unload_call(lora_name: str) -> EngineCall:
+    return EngineCall("POST", "/unload_lora_adapter", {"lora_name": lora_name}, idempotent=False, parse=_check_update)
 
 
 # SGLang's distributed weight update (GPU): the engine joins an NCCL group that the trainer opened, then receives
 # each bucket of tensors by broadcast from trainer rank 0. None of these may be resent: the engine may already be
 # inside a collective.
 def _init_group_call(master_address: str, master_port: int, rank_offset: int, world_size: int,
-                     group_name: str, backend: str) -> _Call:
+                     group_name: str, backend: str) -> EngineCall:
     body = {"master_address": master_address, "master_port": int(master_port), "rank_offset": int(rank_offset),
             "world_size": int(world_size), "group_name": group_name, "backend": backend}
-    return _Call("POST", "/init_weights_update_group", body, idempotent=False, parse=_check_update)
+    return EngineCall("POST", "/init_weights_update_group", body, idempotent=False, parse=_check_update)
 
 
 def _update_distributed_call(names: Sequence[str], dtypes: Sequence[str], shapes: Sequence[Sequence[int]],
-                             group_name: str, weight_version: str | int | None, flush_cache: bool) -> _Call:
+                             group_name: str, weight_version: str | int | None, flush_cache: bool) -> EngineCall:
     if not len(names) == len(dtypes) == len(shapes):
         raise ValueError(f"names, dtypes and shapes differ in length: {len(names)}, {len(dtypes)}, {len(shapes)}")
     body = {"names": list(names), "dtypes": list(dtypes), "shapes": [[int(d) for d in s] for s in shapes],
             "group_name": group_name, "flush_cache": flush_cache}
     if weight_version is not None:
         body["weight_version"] = str(weight_version)
-    return _Call("POST", "/update_weights_from_distributed", body, idempotent=False, parse=_check_update)
+    return EngineCall("POST", "/update_weights_from_distributed", body, idempotent=False, parse=_check_update)
 
 
-def _destroy_group_call(group_name: str) -> _Call:
-    return _Call("POST", "/destroy_weights_update_group", {"group_name": group_name}, idempotent=False,
-                 parse=_check_update)
+def _destroy_group_call(group_name: str) -> EngineCall:
+    return EngineCall("POST", "/destroy_weights_update_group", {"group_name": group_name}, idempotent=False,
+                      parse=_check_update)
 
 
-_FLUSH_CACHE = _Call("POST", "/flush_cache", parse=_json_or_message)
-_MODELS = _Call("GET", "/v1/models")
-_MODEL_INFO = _Call("GET", "/get_model_info")
-_WEIGHT_VERSION = _Call("GET", "/get_weight_version", parse=_weight_version)
+_FLUSH_CACHE = EngineCall("POST", "/flush_cache", parse=json_or_message)
+_MODELS = EngineCall("GET", "/v1/models")
+_MODEL_INFO = EngineCall("GET", "/get_model_info")
+_WEIGHT_VERSION = EngineCall("GET", "/get_weight_version", parse=_weight_version)
 
 
 def _is_up(probe: int | Exception) -> bool:
@@ -569,17 +574,17 @@ class _ClientBase:
             ),
         )
 
-    def _request(self, call: _Call) -> httpx.Request:
+    def _request(self, call: EngineCall) -> httpx.Request:
         return self._http.build_request(call.method, call.path, json=call.body)
 
-    def _translate(self, call: _Call) -> _Call:
+    def _translate(self, call: EngineCall) -> EngineCall:
         if self.dialect == "vllm":
             from slime.engine.vllm_dialect import vllm_call
 
             return vllm_call(call)
         return call
 
-    def _update_steps(self, model_path: str, weight_version) -> tuple[list[_Call], _Call | None]:
+    def _update_steps(self, model_path: str, weight_version) -> tuple[list[EngineCall], EngineCall | None]:
         """The calls of one update from disk, and the one that must run even when they fail."""
         if self.dialect == "vllm":
             from slime.engine.vllm_dialect import vllm_update_calls
@@ -706,13 +711,13 @@ class AsyncEngineClient(_ClientBase):
                 raise _not_ready(self.base_url, timeout, probe)
             await asyncio.sleep(min(interval, max(deadline - time.monotonic(), 0.0)))
 
-    async def _call(self, call: _Call) -> Any:
+    async def _call(self, call: EngineCall) -> Any:
         return await self._send_call(self._translate(call))
 
-    async def _send_call(self, call: _Call) -> Any:
+    async def _send_call(self, call: EngineCall) -> Any:
         return call.finish(await self._send(call, stream=False))
 
-    async def _send(self, call: _Call, stream: bool) -> httpx.Response:
+    async def _send(self, call: EngineCall, stream: bool) -> httpx.Response:
         attempt = 0
         while True:
             attempt += 1
@@ -733,7 +738,7 @@ class AsyncEngineClient(_ClientBase):
                 raise _final_error(failure, call, attempt)
             await asyncio.sleep(delay)
 
-    async def _stream(self, call: _Call) -> AsyncIterator[dict]:
+    async def _stream(self, call: EngineCall) -> AsyncIterator[dict]:
         call = self._translate(call)
         response = await self._send(call, stream=True)
         try:
@@ -744,7 +749,7 @@ class AsyncEngineClient(_ClientBase):
                     return
                 if event is not None:
                     yield event
-            raise _final_error(_invalid("event stream ended before [DONE]"), call, 1)
+            raise _final_error(invalid_response("event stream ended before [DONE]"), call, 1)
         except httpx.TransportError as exc:
             raise _final_error(exc, call, 1)
         except EngineError as error:
@@ -850,13 +855,13 @@ class EngineClient(_ClientBase):
                 raise _not_ready(self.base_url, timeout, probe)
             time.sleep(min(interval, max(deadline - time.monotonic(), 0.0)))
 
-    def _call(self, call: _Call) -> Any:
+    def _call(self, call: EngineCall) -> Any:
         return self._send_call(self._translate(call))
 
-    def _send_call(self, call: _Call) -> Any:
+    def _send_call(self, call: EngineCall) -> Any:
         return call.finish(self._send(call, stream=False))
 
-    def _send(self, call: _Call, stream: bool) -> httpx.Response:
+    def _send(self, call: EngineCall, stream: bool) -> httpx.Response:
         attempt = 0
         while True:
             attempt += 1
@@ -877,7 +882,7 @@ class EngineClient(_ClientBase):
                 raise _final_error(failure, call, attempt)
             time.sleep(delay)
 
-    def _stream(self, call: _Call) -> Iterator[dict]:
+    def _stream(self, call: EngineCall) -> Iterator[dict]:
         call = self._translate(call)
         response = self._send(call, stream=True)
         try:
@@ -887,7 +892,7 @@ class EngineClient(_ClientBase):
                     return
                 if event is not None:
                     yield event
-            raise _final_error(_invalid("event stream ended before [DONE]"), call, 1)
+            raise _final_error(invalid_response("event stream ended before [DONE]"), call, 1)
         except httpx.TransportError as exc:
             raise _final_error(exc, call, 1)
         except EngineError as error:

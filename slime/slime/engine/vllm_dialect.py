@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 if TYPE_CHECKING:
-    from slime.engine.client import _Call
+    from slime.engine.client import EngineCall
 
 UNSUPPORTED = "unsupported_by_vllm"
 
@@ -35,7 +35,7 @@ def unsupported(what: str) -> Exception:
                        error_type=UNSUPPORTED)
 
 
-def vllm_call(call: _Call) -> _Call:
+def vllm_call(call: EngineCall) -> EngineCall:
     """The vLLM call for one SGLang-protocol call (update_weights_from_disk is a sequence: `vllm_update_calls`)."""
     if call.path in _SAME_PATHS:
         return call
@@ -50,27 +50,27 @@ def vllm_call(call: _Call) -> _Call:
     raise unsupported(f"{call.label}")
 
 
-def vllm_update_calls(model_path: str, weight_version: str | int | None) -> tuple[list[_Call], _Call]:
+def vllm_update_calls(model_path: str, weight_version: str | int | None) -> tuple[list[EngineCall], EngineCall]:
     """The calls that reload full weights from disk in a running vLLM, and the /resume that must always follow.
 
     mode=wait: running requests finish on the old weights and new ones get 503 (our client resends those)
     until /resume, the same contract as SGLang's update_weights_from_disk.
     """
-    from slime.engine.client import _Call, _json_or_message
+    from slime.engine.client import EngineCall, json_or_message
 
-    steps = [_Call("POST", "/pause?mode=wait", idempotent=False, parse=_json_or_message),
-             _Call("POST", "/collective_rpc", {"method": "reload_weights", "kwargs": {"weights_path": model_path}},
-                   idempotent=False, parse=_json_or_message),
-             _Call("POST", "/reset_prefix_cache", parse=_json_or_message)]
+    steps = [EngineCall("POST", "/pause?mode=wait", idempotent=False, parse=json_or_message),
+             EngineCall("POST", "/collective_rpc", {"method": "reload_weights", "kwargs": {"weights_path": model_path}},
+                        idempotent=False, parse=json_or_message),
+             EngineCall("POST", "/reset_prefix_cache", parse=json_or_message)]
     if weight_version is not None:
-        steps.append(_Call("POST", "/update_weight_version", {"new_version": str(weight_version)},
-                           idempotent=False, parse=_json_or_message))
-    return steps, _Call("POST", "/resume", idempotent=False, parse=_json_or_message)
+        steps.append(EngineCall("POST", "/update_weight_version", {"new_version": str(weight_version)},
+                                idempotent=False, parse=json_or_message))
+    return steps, EngineCall("POST", "/resume", idempotent=False, parse=json_or_message)
 
 
 # ---------------------------------------------------------------------------------------------- generate
 
-def _generate(call: _Call) -> _Call:
+def _generate(call: EngineCall) -> EngineCall:
     body = dict(call.body or {})
     if body.pop("stream", False):
         raise unsupported("a streamed native /generate (generate_stream); use chat_stream or generate")
@@ -111,9 +111,9 @@ def _generate(call: _Call) -> _Call:
         results = [_to_sglang(choice, payload, start if scoring else None, top_k)
                    for choice in sorted(payload.get("choices") or [], key=lambda c: c.get("index", 0))]
         if not results:
-            from slime.engine.client import _invalid
+            from slime.engine.client import invalid_response
 
-            raise _invalid("vLLM answered without choices", payload)
+            raise invalid_response("vLLM answered without choices", payload)
         single = not batched and int(params.get("n", 1)) == 1
         return call.parse(httpx.Response(200, json=results[0] if single else results))
 
@@ -131,10 +131,10 @@ def _to_sglang(choice: dict, payload: dict, score_start: int | None, top_k: int)
     if score_start is not None:
         prompt_ids = choice.get("prompt_token_ids")
         if not prompt_ids:
-            from slime.engine.client import _invalid
+            from slime.engine.client import invalid_response
 
             # without the ids the scored token cannot be told apart from the top-k candidates
-            raise _invalid("vLLM answered prompt_logprobs without prompt_token_ids", choice)
+            raise invalid_response("vLLM answered prompt_logprobs without prompt_token_ids", choice)
         positions = (choice.get("prompt_logprobs") or [])[score_start:]
         ids = prompt_ids[score_start:]
         entries, tops = [], []
@@ -166,7 +166,7 @@ def _to_sglang(choice: dict, payload: dict, score_start: int | None, top_k: int)
     return {"text": choice.get("text", ""), "output_ids": output_ids, "meta_info": meta}
 
 
-def _lora_parse(call: _Call):
+def _lora_parse(call: EngineCall):
     def parse(response: httpx.Response) -> dict:
         # vLLM answers 200 with a plain-text message; errors arrive as error statuses (handled by the client)
         return {"success": True, "message": response.text}

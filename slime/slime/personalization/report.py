@@ -15,6 +15,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 
+from slime.conversation.methods.builtin import Combine
 from slime.personalization.personas import MET
 
 __all__ = ["collect", "headline", "hint_only_personas", "load_results", "markdown_table", "method_label",
@@ -100,7 +101,7 @@ def markdown_table(results: list[dict], checkpoints: tuple[int, ...] = (0, 32, 6
     return "\n".join(lines)
 
 
-def headline(results: list[dict], method: str = "combine", at: int = 64) -> dict:
+def headline(results: list[dict], method: str = Combine.name, at: int = 64) -> dict:
     """Mean over personas (each averaged over its seeds) of the preference and quality change from 0 to `at`
     interactions, for one method."""
     table = collect(r for r in results if method_label(r) == method)

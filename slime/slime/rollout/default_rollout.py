@@ -45,7 +45,9 @@ from slime.rollout.data_source import load_prompt_samples, load_tokenizer, rende
 from slime.utils.types import DynamicFilterOutput, RolloutFnEvalOutput, RolloutFnTrainOutput, Sample
 
 __all__ = [
+    "RolloutState",
     "close_engine_clients",
+    "connections_per_url",
     "engine_count",
     "engine_urls",
     "eval_rollout_async",
@@ -136,8 +138,9 @@ def total_concurrency(args) -> int:
     return _concurrency(args) * engine_count(args)
 
 
-def _connections_per_url(args) -> int:
-    # round-robin spreads requests evenly over the URLs; a router URL carries all its engines' share
+def connections_per_url(args) -> int:
+    """HTTP connections each engine URL's client may open: round-robin spreads requests evenly over the URLs,
+    and a router URL carries all its engines' share."""
     return math.ceil(total_concurrency(args) / len(engine_urls(args)))
 
 
@@ -157,7 +160,7 @@ def get_engine_client(args, url: str | None = None) -> AsyncEngineClient:
             url,
             api_key=getattr(args, "engine_api_key", None),
             timeout=getattr(args, "rollout_request_timeout", None) or DEFAULT_REQUEST_TIMEOUT,
-            max_connections=_connections_per_url(args),
+            max_connections=connections_per_url(args),
             dialect=engine_dialect(getattr(args, "rollout_engine", "embedded")),
         )
         per_loop[url] = client
@@ -279,8 +282,10 @@ async def _score(args, item: Sample | list[Sample]) -> None:
         item.reward = await _call_rm(args, rm, item)
 
 
-class _RolloutState:
-    """Per-call state shared by the tasks of one rollout."""
+class RolloutState:
+    """Per-call state shared by the tasks of one rollout: the bound on requests in flight
+    (`total_concurrency`) and whether the rollout was aborted. Pass one to `generate_and_rm` /
+    `generate_and_rm_group` calls that belong to the same rollout."""
 
     def __init__(self, args):
         self.semaphore = asyncio.Semaphore(total_concurrency(args))
@@ -294,10 +299,10 @@ def _generate_fn(args, sample: Sample):
 
 
 async def generate_and_rm(args, sample: Sample, sampling_params: dict, evaluation: bool = False,
-                          state: _RolloutState | None = None) -> Sample | list[Sample]:
+                          state: RolloutState | None = None) -> Sample | list[Sample]:
     """Generate one sample (unless already done) and score it (unless `args.group_rm`)."""
     if sample.status not in DONE_STATUSES:
-        state = state or _RolloutState(args)
+        state = state or RolloutState(args)
         async with state.semaphore:
             if state.aborted:
                 return sample
@@ -327,7 +332,7 @@ def _flatten(items) -> list[Sample]:
 
 
 async def generate_and_rm_group(args, group: list[Sample], sampling_params: dict, evaluation: bool = False,
-                                state: _RolloutState | None = None) -> list:
+                                state: RolloutState | None = None) -> list:
     """All samples of one group concurrently; a failure cancels the group's other samples."""
     async with asyncio.TaskGroup() as tg:
         tasks = [tg.create_task(generate_and_rm(args, s, copy.deepcopy(sampling_params), evaluation, state))
@@ -377,7 +382,7 @@ async def generate_rollout_async(args, rollout_id: int, data_source, evaluation:
     filter_fn = get_hook(args, "dynamic_sampling_filter_path")
     partial = bool(getattr(args, "partial_rollout", False))
     params = sampling_params_from_args(args)
-    state = _RolloutState(args)
+    state = RolloutState(args)
 
     accepted: list[list] = []
     finished: list[list] = []  # every group that came back, kept or not (for the all-samples hook)
@@ -537,7 +542,7 @@ async def eval_rollout_async(args, rollout_id: int) -> RolloutFnEvalOutput:
     """Generate and score every eval prompt `--n-samples-per-eval-prompt` times; no filtering."""
     params = sampling_params_from_args(args, evaluation=True)
     n = int(getattr(args, "n_samples_per_eval_prompt", None) or 1)
-    state = _RolloutState(args)
+    state = RolloutState(args)
     data, metrics = {}, {}
     for name, path in _eval_datasets(args).items():
         groups, index = [], 0

@@ -129,7 +129,7 @@ def build_digit_policy(base: str | Path | None = None, out_dir: str | Path | Non
     return final
 
 
-def _token_ids(tokenizer) -> tuple[list[int], int]:
+def digit_token_ids(tokenizer) -> tuple[list[int], int]:
     """The single-token ids of the digits and the end-of-turn id (raises if a digit is not one token)."""
     digit_ids = []
     for digit in DIGITS:
@@ -166,7 +166,7 @@ def _train(base: Path, out: Path) -> None:
     model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
     model.train()
 
-    digit_ids, eos = _token_ids(tokenizer)
+    digit_ids, eos = digit_token_ids(tokenizer)
     prompts = torch.tensor(_prompt_ids(tokenizer))  # [10, P]
     # The chat template renders an assistant answer as "<prompt><digit><|im_end|>...": train exactly those.
     full = tokenizer.apply_chat_template(
@@ -229,7 +229,7 @@ def evaluate_policy(model, tokenizer, n: int | None = None, seed: int | None = N
     n = n or _RECIPE["eval_prompts"]
     seed = _RECIPE["eval_seed"] if seed is None else seed
     generator = torch.Generator().manual_seed(seed)
-    digit_ids, eos = _token_ids(tokenizer)
+    digit_ids, eos = digit_token_ids(tokenizer)
     prompts = torch.tensor(_prompt_ids(tokenizer))
     asked = torch.randint(0, 10, (n,), generator=generator)
     with torch.no_grad():

@@ -170,7 +170,7 @@ def _model_parallel_size(args) -> int:
             * (getattr(args, "context_parallel_size", 1) or 1))
 
 
-def _build_actor(args, dist, model_path: str, tokenizer, resume):
+def build_actor(args, dist, model_path: str, tokenizer, resume):
     """The --train-backend: FSDPActor, or MegatronActor (megatron-core, imported only when asked for)."""
     if args.train_backend == "megatron":
         from slime.backends.megatron.actor import MegatronActor
@@ -216,7 +216,7 @@ def main(mode: str, argv: list[str] | None = None) -> int:
     meta = checkpoint.load_meta(resume) if resume else None
     if meta and meta["world_size"] != dist.world_size:
         raise SystemExit(f"--load {resume}: written by {meta['world_size']} ranks, resuming with {dist.world_size}")
-    actor = _build_actor(args, dist, str(model_path), tokenizer, resume)
+    actor = build_actor(args, dist, str(model_path), tokenizer, resume)
     start_rollout = 0
     if resume:
         actor.load_training_state(resume)

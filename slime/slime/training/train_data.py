@@ -56,6 +56,10 @@ def to_rows(args, samples: list[Sample], rewards: list[float], raw: list[float])
     rows = []
     for sample, reward, raw_reward in zip(samples, rewards, raw):
         sample.validate()
+        if getattr(args, "use_tis", False) and sample.rollout_log_probs is None and not sample.remove_sample:
+            # refused here, on rank 0 before the rows are dealt out, rather than in one rank's loss
+            raise ValueError(f"--use-tis needs rollout_log_probs on every sample; sample {sample.index} has none "
+                             "(its rollout did not record the engine's log-probs): record them or drop --use-tis")
         mask = list(sample.loss_mask) if sample.loss_mask is not None else [1] * sample.response_length
         if sample.remove_sample:
             mask = [0] * sample.response_length

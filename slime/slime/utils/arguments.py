@@ -26,6 +26,11 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_ROLLOUT_FUNCTION = "slime.rollout.default_rollout.generate_rollout"
 DEFAULT_DATA_SOURCE = "slime.rollout.data_source.RolloutDataSource"
+CONVERSATION_DATA_SOURCE = "slime.conversation.rollout.ConversationDataSource"
+# defaults of the flags a conversation method may choose (its loss and advantage inputs); a flag given
+# explicitly always wins over the method
+ALGORITHM_DEFAULTS = {"advantage_estimator": "grpo", "loss_type": "policy_loss", "rewards_normalization": True,
+                      "compute_advantages_and_returns": True}
 DEFAULT_LORA_TARGETS = "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"
 BUILTIN_MODEL_NAMES = ("tiny", "smollm2")  # see slime.models.registry.resolve_model_path
 MEGATRON_UNAVAILABLE = ("--train-backend megatron needs megatron-core, which is not installed: "
@@ -96,8 +101,28 @@ def _comma_list(text: str) -> list[str]:
 
 # ----------------------------------------------------------------------------------------------- parser
 
+class TrainerArgumentParser(argparse.ArgumentParser):
+    """Records which flags were given (`explicit_flags`, a set of dests): a conversation method's settings
+    fill only what the user left unset."""
+
+    def parse_known_args(self, args=None, namespace=None):
+        import sys
+
+        argv = list(sys.argv[1:] if args is None else args)
+        namespace, rest = super().parse_known_args(argv, namespace)
+        given = set()
+        for token in argv:
+            if token == "--":
+                break
+            action = self._option_string_actions.get(token.split("=", 1)[0]) if token.startswith("-") else None
+            if action is not None:
+                given.add(action.dest)
+        namespace.explicit_flags = given
+        return namespace, rest
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = TrainerArgumentParser(
         prog="slime", description="slime trainer flags (fsdp backend)", allow_abbrev=False)
     _add_cluster_flags(p.add_argument_group("cluster / backend"))
     _add_checkpoint_flags(p.add_argument_group("checkpoint / model"))
@@ -108,15 +133,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_optimizer_flags(p.add_argument_group("optimizer"))
     _add_lora_flags(p.add_argument_group("LoRA (fsdp backend)"))
     _add_prm_flags(p.add_argument_group("PRM / judge engines (OpenClaw)"))
-    _add_conversation_flags(p.add_argument_group("conversation proxy (OpenClaw)"))
+    _add_conversation_flags(p.add_argument_group("conversation proxy, method and judges (OpenClaw)"))
     _add_logging_flags(p.add_argument_group("logging"))
     _add_parallel_flags(p.add_argument_group(
         "model parallelism and memory (Megatron flags)",
         "--tensor-model-parallel-size works on both backends; the rest needs --train-backend megatron."))
-    _add_megatron_model_flags(p.add_argument_group(
+    add_megatron_model_flags(p.add_argument_group(
         "MODEL_ARGS (megatron backend)",
-        "Architecture flags of slime/scripts/models/*.sh; the model is built from --hf-checkpoint's config and "
-        "these must agree with it."))
+        "Architecture flags of Megatron-LM/scripts/models/*.sh; the model is built from --hf-checkpoint's config "
+        "and these must agree with it."))
     _add_ignored_flags(p.add_argument_group(
         "accepted for compatibility, no effect",
         "Megatron/SGLang knobs used by the OpenClaw scripts that neither backend acts on; parsed and ignored."))
@@ -255,9 +280,9 @@ def _add_eval_flags(g):
 
 
 def _add_algorithm_flags(g):
-    g.add_argument("--advantage-estimator", default="grpo", choices=[
+    g.add_argument("--advantage-estimator", default=None, help="default: the conversation method's, else grpo", choices=[
         "grpo", "gspo", "reinforce_plus_plus", "reinforce_plus_plus_baseline", "on_policy_distillation"])
-    g.add_argument("--disable-rewards-normalization", dest="rewards_normalization", action="store_false")
+    g.add_argument("--disable-rewards-normalization", dest="rewards_normalization", action="store_false", default=None)
     g.add_argument("--disable-grpo-std-normalization", dest="grpo_std_normalization", action="store_false")
     g.add_argument("--normalize-advantages", action="store_true")
     g.add_argument("--gamma", type=float, default=1.0)
@@ -274,24 +299,15 @@ def _add_algorithm_flags(g):
     g.add_argument("--eps-clip", type=float, default=0.2)
     g.add_argument("--eps-clip-high", type=float, default=None, help="default: --eps-clip")
     g.add_argument("--eps-clip-c", type=float, default=None, help="dual-clip constant (> 1)")
-    g.add_argument("--loss-type", choices=["policy_loss", "custom_loss", "sft_loss"], default="policy_loss")
+    g.add_argument("--loss-type", choices=["policy_loss", "custom_loss", "sft_loss"], default=None,
+                   help="default: the conversation method's, else policy_loss")
     g.add_argument("--custom-loss-function-path", default=None)
     g.add_argument("--calculate-per-token-loss", action="store_true")
     g.add_argument("--disable-compute-advantages-and-returns", dest="compute_advantages_and_returns",
-                   action="store_false")
-    g.add_argument("--distill-topk", type=int, default=None, help="K of the teacher top-K log-probs")
+                   action="store_false", default=None)
     g.add_argument("--distill-divergence", choices=["reverse", "forward"], default="reverse",
                    help="top-K distillation losses: reverse KL(student || teacher) (upstream, mode-seeking) or "
                         "forward KL(teacher || student) (mass-covering: pulls up tokens the policy rarely samples)")
-    g.add_argument("--teacher-demonstrations", type=int, default=0,
-                   help="conversation OPD/Combine: replies the hinted teacher writes itself per turn with an accepted "
-                        "hint, each trained as one more sample under the student's prompt (0: off)")
-    g.add_argument("--teacher-demonstration-candidates", type=int, default=None,
-                   help="replies the teacher writes per hinted turn; the --teacher-demonstrations with the highest hint "
-                        "log-ratio are kept (default: as many as --teacher-demonstrations)")
-    g.add_argument("--teacher-demonstration-tokens", type=int, default=None,
-                   help="teacher-opened demonstrations: the teacher writes at most N tokens (the opening), the policy "
-                        "continues the reply from the student's prompt (default: the teacher writes whole replies)")
     g.add_argument("--opd-advantage-bound", type=float, default=None,
                    help="clamp the per-token OPD advantage teacher - old to [-B, B] (env OPENCLAW_OPD_ADVANTAGE_BOUND)")
     g.add_argument("--combine-w-rl", type=float, default=None,
@@ -299,9 +315,13 @@ def _add_algorithm_flags(g):
     g.add_argument("--combine-w-opd", type=float, default=None,
                    help="Combine loss: weight of the OPD term (env OPENCLAW_COMBINE_W_OPD, default 1.0)")
     g.add_argument("--use-rollout-logprobs", action="store_true")
-    g.add_argument("--use-tis", action="store_true")
-    g.add_argument("--tis-clip", type=float, default=2.0)
-    g.add_argument("--tis-clip-low", type=float, default=0.0)
+    g.add_argument("--use-tis", action="store_true",
+                   help="truncated importance sampling: multiply each token's policy-gradient loss by the detached "
+                        "weight clamp(exp(old_log_probs - rollout_log_probs), --tis-clip-low, --tis-clip), correcting "
+                        "for the gap between the trainer's recomputed log-probs and the engine's; needs rollout "
+                        "log-probs on every sample (metrics tis, tis_weight, tis_clipfrac, tis_abs, ois)")
+    g.add_argument("--tis-clip", type=float, default=2.0, help="--use-tis: upper bound of the TIS weight")
+    g.add_argument("--tis-clip-low", type=float, default=0.0, help="--use-tis: lower bound of the TIS weight (>= 0)")
 
 
 def _add_optimizer_flags(g):
@@ -337,43 +357,22 @@ def _add_prm_flags(g):
     g.add_argument("--prm-num-gpus", type=int, default=0)
     g.add_argument("--prm-num-gpus-per-engine", type=int, default=1)
     g.add_argument("--prm-model-path", default=None, help="judge model (default: --hf-checkpoint)")
-    g.add_argument("--prm-m", type=int, default=1, help="judge votes per turn")
-    g.add_argument("--prm-temperature", type=float, default=1.0)
-    g.add_argument("--prm-max-new-tokens", type=int, default=1024)
     g.add_argument("--prm-step-coef", type=float, default=1.0)
     g.add_argument("--prm-router-ip", default=None, help="set by the rollout manager")
     g.add_argument("--prm-router-port", type=int, default=None, help="set by the rollout manager")
-    g.add_argument("--prm-type", default=None,
-                   help="conversation judge: llm | rules | embedding | rules+embedding | module.path:factory "
-                        "(default: llm with --prm-enable or --prm-engine-url, else rules+embedding)")
-    g.add_argument("--prm-engine-url", default=None, help="an already running judge engine for --prm-type llm")
-    g.add_argument("--prm-timeout", type=float, default=300.0, help="seconds for one turn's whole judgement")
-    g.add_argument("--prm-max-concurrency", type=int, default=4, help="turns judged at once")
 
 
 def _add_conversation_flags(g):
-    env = os.environ.get
-    g.add_argument("--proxy-host", default=env("HOST", "127.0.0.1"),
-                   help="conversation proxy bind address (env HOST); beyond loopback needs $OPENCLAW_PROXY_API_KEY")
-    g.add_argument("--proxy-port", type=int, default=int(env("PORT", "30000")), help="env PORT, default 30000")
+    """The proxy's settings (`slime.conversation.settings`, declared once there), plus what only the trainer
+    decides: whether it starts the proxy at all, and where the teacher runs."""
+    from slime.conversation.settings import add_trainer_flags
+
+    add_trainer_flags(g)
     g.add_argument("--proxy-url", default=None,
                    help="attach to a proxy started separately (then --conversation-store must name its store)")
-    g.add_argument("--conversation-store", default=None, help="SQLite store (default: <run dir>/conversations.db)")
-    g.add_argument("--session-idle-ttl", type=float, default=1800.0,
-                   help="seconds without a request after which a session ends and its state is freed")
-    g.add_argument("--conversation-method", choices=["rl", "opd", "combine"], default="rl",
-                   help="what judged turns become: rl (PRM score as reward), opd (hint + teacher log-probs), "
-                        "combine (both, one sample per turn)")
-    g.add_argument("--hint-judge-type", default="rules",
-                   help="opd/combine hint judge: rules | llm | rules+llm | module.path:factory")
-    g.add_argument("--hint-select", choices=["longest", "overlap"], default="longest",
-                   help="opd/combine with an LLM hint judge: pick the longest accepted hint (upstream) or the one whose "
-                        "teacher log-probs stay closest to the student's")
     g.add_argument("--self-distillation", action="store_true",
-                   help="opd/combine: the current policy is the teacher (default: the frozen judge engine, "
+                   help="methods with hints: the current policy is the teacher (default: the frozen judge engine, "
                         "--prm-enable / --prm-engine-url)")
-    g.add_argument("--served-model-name", default=env("SERVED_MODEL_NAME"),
-                   help="model name the proxy reports (env SERVED_MODEL_NAME)")
 
 
 def _add_logging_flags(g):
@@ -417,7 +416,7 @@ def _add_parallel_flags(g):
                    help="timeout of the trainer's process group collectives")
 
 
-def _add_megatron_model_flags(g):
+def add_megatron_model_flags(g):
     for flag in ("--num-layers", "--hidden-size", "--ffn-hidden-size", "--num-attention-heads", "--num-query-groups",
                  "--kv-channels", "--vocab-size"):
         g.add_argument(flag, type=int, default=None)
@@ -470,6 +469,7 @@ def validate_args(args: argparse.Namespace, mode: str = "sync", world_size: int 
     _check_backend(args, mode)
     _check_positive(args)
     _check_model_paths(args)
+    _apply_method(args)
     _derive_batch_sizes(args, world_size)
     _check_data(args)
     _check_engines(args)
@@ -667,23 +667,14 @@ def _check_engines(args):
     from slime.engine.vllm_server import RESERVED_VLLM_FLAGS, VLLM_SCORING_TEMPERATURE
 
     args.prm_engine = args.prm_engine or args.rollout_engine
-    distills = getattr(args, "conversation_method", "rl") in ("opd", "combine")
+    distills = args.conversation_uses_hints
     teacher_engine = args.rollout_engine if getattr(args, "self_distillation", False) else args.prm_engine
     if distills and teacher_engine == "vllm" and (args.rollout_temperature or 1.0) != 1.0:
         _fail(f"{VLLM_SCORING_TEMPERATURE} (the teacher scores at --rollout-temperature {args.rollout_temperature}); "
               "serve the teacher with SGLang or the embedded engine, or use --rollout-temperature 1")
-    demonstrations = getattr(args, "teacher_demonstrations", 0) or 0
-    if demonstrations < 0:
-        _fail(f"--teacher-demonstrations must be >= 0, got {demonstrations}")
-    candidates = getattr(args, "teacher_demonstration_candidates", None)
-    if candidates is not None and candidates < max(1, demonstrations):
-        _fail(f"--teacher-demonstration-candidates {candidates} is fewer than the --teacher-demonstrations kept "
-              f"({demonstrations}, at least 1)")
-    opening = getattr(args, "teacher_demonstration_tokens", None)
-    if opening is not None and opening < 1:
-        _fail(f"--teacher-demonstration-tokens must be >= 1, got {opening}")
-    if demonstrations and not distills:
-        _fail("--teacher-demonstrations needs a hinted teacher: --conversation-method opd or combine")
+    if args.teacher_demonstrations and not distills:
+        _fail(f"--teacher-demonstrations needs a method that uses hints (--conversation-method "
+              f"{args.conversation_method} does not)")
     gpu_engine = args.rollout_engine != "embedded"
     if gpu_engine and not args.rollout_external_engine_addrs and not args.rollout_num_gpus:
         _fail(f"--rollout-engine {args.rollout_engine} starts its servers on GPUs: set --rollout-num-gpus "
@@ -717,6 +708,49 @@ def _check_engines(args):
         if args.use_lora:
             _fail("--update-weight-transport distributed does not handle LoRA: use the disk transport, which "
                   "publishes the merged weights to SGLang")
+
+
+def _apply_method(args):
+    """Resolve `--conversation-method` through the method registry (a plugin loads from --extra-python-path)
+    and fill the algorithm flags the user left unset with what the method needs, then the global defaults.
+    Sets `conversation_uses_hints` / `conversation_uses_reward_judge`."""
+    method = None
+    if args.conversation_method is None and args.data_source_path == CONVERSATION_DATA_SOURCE:
+        from slime.conversation.methods import DEFAULT_METHOD
+
+        args.conversation_method = DEFAULT_METHOD
+    if args.conversation_method is not None:
+        from slime.conversation.methods import canonical_method_name, load_method
+        from slime.utils.hooks import add_method_dirs_to_path
+
+        add_method_dirs_to_path(args.extra_python_path)
+        try:
+            args.conversation_method = canonical_method_name(args.conversation_method)
+            method = load_method(args.conversation_method, **args.conversation_method_options)
+        except ValueError as exc:
+            _fail(f"--conversation-method: {exc}")
+    elif args.conversation_method_options:
+        _fail("--conversation-method-options needs --conversation-method (a plugin method's factory takes them)")
+    args.conversation_uses_hints = bool(method is not None and method.uses_hints)
+    args.conversation_uses_reward_judge = bool(method is not None and method.uses_reward_judge)
+    training = dict(getattr(method, "training", {}) or {})
+    unknown = sorted(k for k in training if not hasattr(args, k))
+    if unknown:
+        _fail(f"--conversation-method {args.conversation_method} asks for trainer settings that do not exist: "
+              f"{unknown}")
+    explicit = getattr(args, "explicit_flags", None)  # None: a namespace built without our parser
+    for dest, value in training.items():
+        if (dest not in explicit) if explicit is not None else getattr(args, dest) is None:
+            setattr(args, dest, value)
+    for dest, default in ALGORITHM_DEFAULTS.items():
+        if getattr(args, dest) is None:
+            setattr(args, dest, default)
+    from slime.conversation.settings import ConversationSettings
+
+    try:
+        ConversationSettings.from_trainer_args(args).check_values()
+    except ValueError as exc:
+        _fail(str(exc))
 
 
 def _check_algorithm(args):
@@ -756,6 +790,13 @@ def _check_algorithm(args):
               "rollout and recomputed log-probs)")
     if args.use_tis and not args.tis_clip_low < args.tis_clip:
         _fail(f"--tis-clip-low {args.tis_clip_low} must be below --tis-clip {args.tis_clip}")
+    if args.use_tis and args.tis_clip_low < 0:
+        _fail(f"--tis-clip-low must be >= 0 (a negative weight flips the gradient), got {args.tis_clip_low}")
+    if args.use_tis and args.loss_type == "sft_loss":
+        _fail("--use-tis reweights the policy-gradient loss; --loss-type sft_loss has none")
+    if args.use_tis and not args.compute_advantages_and_returns:
+        _fail("--use-tis weighs by exp(old_log_probs - rollout_log_probs) and the PPO loss it reweights needs the "
+              "recomputed old log-probs: not with --disable-compute-advantages-and-returns")
     if args.n_samples_per_prompt == 1:
         args.grpo_std_normalization = False
         if args.rewards_normalization and args.advantage_estimator in (

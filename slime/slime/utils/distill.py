@@ -149,8 +149,7 @@ def opd_advantages(
     if the filler value there is not finite.
     """
     keep = _opd_mask(old_log_probs, mask, teacher_mask)
-    adv = ppo_utils.on_policy_distillation_advantages(teacher_log_probs, old_log_probs, torch.ones_like(keep), bound)
-    return torch.where(keep > 0, adv, torch.zeros_like(adv))
+    return ppo_utils.on_policy_distillation_advantages(teacher_log_probs, old_log_probs, keep, bound)
 
 
 def combine_advantages(

@@ -1,7 +1,7 @@
 """Extension points given as dotted import paths (`--rollout-function-path pkg.module.fn`, ...).
 
 `load_hooks(args)` imports every configured hook once at start-up and checks that it can be called the
-way the framework will call it (slime_spec §4), so that a typo or a wrong signature fails before any
+way the framework will call it (the call patterns in `HOOKS`), so that a typo or a wrong signature fails before any
 engine starts instead of in the middle of the first rollout. Every failure raises `HookError`, whose
 message names the flag, the dotted path and what is wrong.
 

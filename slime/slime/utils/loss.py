@@ -26,7 +26,12 @@ def response_log_probs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tens
 
 
 def policy_loss_function(args, batch: dict, logits: torch.Tensor, reduce) -> tuple[torch.Tensor, dict]:
-    """PPO clipped surrogate (asymmetric and dual clip; GSPO's sequence ratio), entropy bonus, KL loss."""
+    """PPO clipped surrogate (asymmetric and dual clip; GSPO's sequence ratio), entropy bonus, KL loss.
+
+    `--use-tis`: every token's policy-gradient loss is multiplied by the (detached) truncated importance
+    weight `clamp(exp(old_log_probs - rollout_log_probs), --tis-clip-low, --tis-clip)`, so the batch must
+    carry `rollout_log_probs` on every trained token.
+    """
     # one log-softmax serves both the sampled-token log-probs and the entropy
     all_log_probs = torch.log_softmax(logits.float(), dim=-1)
     log_probs = all_log_probs.gather(-1, batch["tokens"].unsqueeze(-1)).squeeze(-1)
@@ -37,6 +42,29 @@ def policy_loss_function(args, batch: dict, logits: torch.Tensor, reduce) -> tup
     pg, clipfrac, *rest = ppo_utils.compute_policy_loss(
         ppo_kl, batch["advantages"], args.eps_clip, args.eps_clip_high, getattr(args, "eps_clip_c", None)
     )
+    tis_metrics = {}
+    if getattr(args, "use_tis", False):
+        rollout = batch.get("rollout_log_probs")
+        present = batch.get("rollout_log_probs_mask")
+        if rollout is None or (present is not None and bool(((mask != 0) & (present == 0)).any())):
+            raise ValueError("--use-tis needs rollout_log_probs (the engine's log-probs of the sampled tokens) on "
+                             "every trained sample; "
+                             + ("the batch has none" if rollout is None else "some samples of the batch lack them")
+                             + ": have the rollout record them, or drop --use-tis")
+        weights, ratio = ppo_utils.truncated_importance_weights(
+            batch["old_log_probs"], rollout, getattr(args, "tis_clip_low", 0.0), getattr(args, "tis_clip", 2.0))
+        # tokens that are not trained keep a weight of 1: a filler log-prob there cannot make the product NaN
+        trained = mask != 0
+        ratio = torch.where(trained, ratio, torch.ones_like(ratio))
+        weights = torch.where(trained, weights, torch.ones_like(weights))
+        clipped = (weights != ratio).to(pg.dtype)  # compared before any dtype cast
+        weights = weights.to(pg.dtype)
+        pg = pg * weights
+        tis_metrics = {"tis": reduce(ratio).detach(),
+                       "tis_weight": reduce(weights).detach(),
+                       "tis_clipfrac": reduce(clipped).detach(),
+                       "tis_abs": reduce((ratio - 1).abs()).detach(),
+                       "ois": reduce(torch.exp(-ppo_kl)).detach()}
     pg_loss = reduce(pg)
     # without an entropy bonus the entropy is only reported: keep it out of the autograd graph
     with torch.set_grad_enabled(bool(args.entropy_coef) and torch.is_grad_enabled()):
@@ -48,6 +76,7 @@ def policy_loss_function(args, batch: dict, logits: torch.Tensor, reduce) -> tup
         "pg_clipfrac": reduce(clipfrac).detach(),
         "ppo_kl": reduce(ppo_kl).detach(),
         "entropy_loss": entropy_loss.detach(),
+        **tis_metrics,
     }
     if rest and isinstance(rest[0], torch.Tensor):
         metrics["pg_dualclipfrac"] = reduce(rest[0].float()).detach()
@@ -57,17 +86,19 @@ def policy_loss_function(args, batch: dict, logits: torch.Tensor, reduce) -> tup
         kl = distill.topk_reverse_kl_from_log_probs(all_log_probs, batch["ref_topk_log_probs"],
                                                     batch["ref_topk_indices"])
     elif batch.get("ref_log_probs") is not None:
-        kl = ppo_utils.compute_approx_kl(log_probs, batch["ref_log_probs"], args.kl_loss_type)
-        if getattr(args, "use_unbiased_kl", False):
-            kl = kl * torch.exp(log_probs - batch["old_log_probs"])
+        # --use-unbiased-kl: the importance ratio multiplies the estimate before low_var_kl's clamp
+        ratio = torch.exp(log_probs - batch["old_log_probs"]) if getattr(args, "use_unbiased_kl", False) else None
+        kl = ppo_utils.compute_approx_kl(log_probs, batch["ref_log_probs"], args.kl_loss_type, importance_ratio=ratio)
     if kl is not None:
         kl_loss = reduce(kl)
         if args.use_kl_loss and args.kl_loss_coef:
             loss = loss + args.kl_loss_coef * kl_loss
         metrics["kl_loss"] = kl_loss.detach()
     if batch.get("rollout_log_probs") is not None:
-        metrics["train_rollout_logprob_abs_diff"] = reduce(
-            (batch["old_log_probs"] - batch["rollout_log_probs"]).abs()).detach()
+        diff = (batch["old_log_probs"] - batch["rollout_log_probs"]).abs()
+        if batch.get("rollout_log_probs_mask") is not None:  # samples without rollout log-probs: not a gap of 0 - old
+            diff = diff * batch["rollout_log_probs_mask"]
+        metrics["train_rollout_logprob_abs_diff"] = reduce(diff).detach()
     metrics["loss"] = loss.detach()
     return loss, metrics
 

@@ -24,20 +24,55 @@ def _as_float_mask(mask: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
 # -------------------------------------------------------------------------------------------------- KL
 
 
-def compute_approx_kl(log_probs: torch.Tensor, ref_log_probs: torch.Tensor, kl_type: str = "k1") -> torch.Tensor:
-    """Per-token estimate of KL(actor || ref) from sampled-token log-probs (Schulman's k1/k2/k3)."""
+def compute_approx_kl(
+    log_probs: torch.Tensor,
+    ref_log_probs: torch.Tensor,
+    kl_type: str = "k1",
+    importance_ratio: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Per-token estimate of KL(actor || ref) from sampled-token log-probs (Schulman's k1/k2/k3).
+
+    `importance_ratio` (`--use-unbiased-kl`: `exp(logp_new - logp_old)`) multiplies the estimate; for
+    `low_var_kl` the clamp to [-10, 10] comes after that product, as upstream, so the clamp bounds what
+    enters the loss rather than a value that is then scaled past it.
+    """
     d = log_probs - ref_log_probs
     if kl_type == "k1":
-        return d
-    if kl_type == "k2":
-        return d.square() / 2
-    if kl_type in ("k3", "low_var_kl"):
+        kl = d
+    elif kl_type == "k2":
+        kl = d.square() / 2
+    elif kl_type in ("k3", "low_var_kl"):
         kl = torch.exp(-d) - 1 + d
-        if kl_type == "low_var_kl":
-            # exp(-d) explodes when the actor has drifted far from the reference on one token.
-            kl = kl.clamp(min=-10.0, max=10.0)
-        return kl
-    raise ValueError(f"unknown kl_type {kl_type!r}; expected one of {KL_TYPES}")
+    else:
+        raise ValueError(f"unknown kl_type {kl_type!r}; expected one of {KL_TYPES}")
+    if importance_ratio is not None:
+        kl = importance_ratio * kl
+    if kl_type == "low_var_kl":
+        # exp(-d) explodes when the actor has drifted far from the reference on one token.
+        kl = kl.clamp(min=-10.0, max=10.0)
+    return kl
+
+
+# ------------------------------------------------------------------------------------------------- TIS
+
+
+def truncated_importance_weights(
+    old_log_probs: torch.Tensor,
+    rollout_log_probs: torch.Tensor,
+    clip_low: float = 0.0,
+    clip_high: float = 2.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """TIS (`--use-tis`): per-token weights `clamp(exp(old - rollout), clip_low, clip_high)`, detached.
+
+    `old_log_probs` are the trainer's recomputed log-probs of the sampled tokens, `rollout_log_probs` the
+    engine's; the weight corrects the policy gradient for the gap between the two (different kernels,
+    precision, or a stale engine). Returns `(weights, ratio)`: `ratio` is the unclamped `exp(old - rollout)`,
+    so `weights != ratio` marks the clipped tokens.
+    """
+    if not 0 <= clip_low < clip_high:
+        raise ValueError(f"TIS needs 0 <= clip_low < clip_high, got [{clip_low}, {clip_high}]")
+    ratio = torch.exp(old_log_probs.detach() - rollout_log_probs.detach())
+    return ratio.clamp(min=clip_low, max=clip_high), ratio
 
 
 # ----------------------------------------------------------------------------------------- policy loss
@@ -279,10 +314,15 @@ def on_policy_distillation_advantages(
     mask: torch.Tensor,
     bound: float | None = None,
 ) -> torch.Tensor:
-    """OPD: `A_t = teacher_logp_t - student_logp_t` on trained tokens, optionally clamped to [-bound, bound]."""
+    """OPD: `A_t = teacher_logp_t - student_logp_t` on trained tokens, optionally clamped to [-bound, bound].
+
+    Exactly 0 where `mask` is 0, even when the teacher value there is not finite (a `torch.where`, not a
+    product: NaN * 0 is NaN and would turn the whole loss into NaN).
+    """
     adv = teacher_log_probs - old_log_probs
     if bound is not None:
         if not bound > 0:
             raise ValueError(f"bound must be > 0, got {bound}")
         adv = adv.clamp(-bound, bound)
-    return adv * _as_float_mask(mask, adv)
+    m = _as_float_mask(mask, adv)
+    return torch.where(m != 0, adv * m, torch.zeros_like(adv))

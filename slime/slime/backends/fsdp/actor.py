@@ -12,63 +12,17 @@ dp ranks only. Ranks of one tp group train on the same rows; batches are split o
 from __future__ import annotations
 
 import logging
-import math
-import os
 import time
 from pathlib import Path
 
 import torch
 
+from slime.backends.common import link_tree, load_loss_function, lr_lambda
 from slime.backends.fsdp import batching, gradients
 from slime.backends.fsdp.parallel import DistInfo, all_reduce_max, all_reduce_sum, data_parallel_size
 from slime.utils import ppo_utils
-from slime.utils.loss import BUILT_IN_LOSSES
 
 log = logging.getLogger(__name__)
-
-
-def lr_lambda(args, total_steps: int):
-    """Warm-up then constant / linear / cosine decay to min_lr, as a multiplier of --lr."""
-    warmup = args.lr_warmup_iters or int((args.lr_warmup_fraction or 0.0) * total_steps)
-    decay_steps = max(1, (args.lr_decay_iters or total_steps) - warmup)
-    floor = (args.min_lr / args.lr) if args.lr else 0.0
-
-    def factor(step: int) -> float:
-        if warmup and step < warmup:
-            return (step + 1) / warmup
-        if args.lr_decay_style == "constant":
-            return 1.0
-        progress = min(1.0, (step - warmup) / decay_steps)
-        if args.lr_decay_style == "linear":
-            return floor + (1 - floor) * (1 - progress)
-        return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress))
-
-    return factor
-
-
-def _link_tree(source: Path, target: Path) -> None:
-    """Hard-link every file of `source` into `target` (copy where linking is impossible): the published
-    version folder may be pruned later, the checkpoint keeps its own links."""
-    import shutil
-
-    def link(src, dst):
-        try:
-            os.link(src, dst)
-        except OSError:
-            shutil.copy2(src, dst)
-
-    shutil.copytree(source, target, copy_function=link, dirs_exist_ok=True)
-
-
-def _loss_function(args):
-    if args.loss_type != "custom_loss":
-        return BUILT_IN_LOSSES[args.loss_type]
-    loaded = getattr(args, "hooks", {}).get("custom_loss_function_path")
-    if loaded is None:  # an actor built outside the training loop loads its plugin itself
-        from slime.utils.hooks import load_function
-
-        loaded = load_function(args.custom_loss_function_path, "--custom-loss-function-path")
-    return loaded
 
 
 def _names(value) -> list[str]:
@@ -104,7 +58,7 @@ class FSDPActor:
                                            eps=args.adam_eps, weight_decay=args.weight_decay)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_lambda(args, max(1, args.train_iters)))
         self.global_step = 0
-        self.loss_fn = _loss_function(args)
+        self.loss_fn = load_loss_function(args)
         self.num_trainable = sum(p.numel() for p in trainable)
 
     # --- construction -------------------------------------------------------------------
@@ -376,7 +330,7 @@ class FSDPActor:
         if exported is None:
             self.export_hf(ckpt_dir / "model")
         elif self.dist.is_main:
-            _link_tree(exported, ckpt_dir / "model")
+            link_tree(exported, ckpt_dir / "model")
         osd = get_optimizer_state_dict(self.model, self.optimizer,
                                        options=StateDictOptions(full_state_dict=True, cpu_offload=True))
         if self.dist.is_main:

@@ -86,6 +86,9 @@ def collate(rows: list[dict], indices: list[int], pad_token_id: int) -> MicroBat
             # Combine mixes samples with a teacher (a hint was accepted) and without: the mask tells the
             # loss which zeros are fillers, so their OPD term is exactly 0 instead of 0 - log p_old
             fields["teacher_mask"] = torch.tensor(present, dtype=torch.float32)[:, None] * response_mask
+        if name == "rollout_log_probs" and not all(present):
+            # zeros here are fillers, not log-probs: --use-tis refuses such a batch instead of weighting by exp(old)
+            fields["rollout_log_probs_mask"] = torch.tensor(present, dtype=torch.float32)[:, None] * response_mask
     for name in TOPK_FIELDS:
         sized = [row[name] for row in chosen if row.get(name)]
         if not sized:

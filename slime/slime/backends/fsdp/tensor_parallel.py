@@ -18,7 +18,7 @@ the norm runs on a head-sharded DTensor with a replicated weight, and DTensor's 
 The HF config keeps the global sizes (it is what exports and checkpoints write). transformers >= 5
 reshapes q/k/v with `-1` heads and uses only the (tp-invariant) heads-per-KV-group ratio, so the
 attention modules need no local head counts; modules that do carry `num_heads`-style attributes get
-their per-rank values (see `_localise_head_counts`).
+their per-rank values (see `localise_head_counts`).
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ def _local_output(module, output, mesh):
     return output.to_local()
 
 
-def _localise_head_counts(attention: torch.nn.Module, tp_size: int) -> None:
+def localise_head_counts(attention: torch.nn.Module, tp_size: int) -> None:
     """Attention implementations that size their reshapes from module attributes must see per-rank values."""
     for name in ("num_heads", "num_key_value_heads"):
         value = getattr(attention, name, None)
@@ -130,7 +130,7 @@ def apply_tensor_parallel(model: torch.nn.Module, tp_mesh: DeviceMesh, plan: Fam
         for norm_name in plan.head_norms:
             distribute_module(getattr(layer.self_attn, norm_name), tp_mesh, input_fn=_head_sharded_input,
                               output_fn=_local_output)
-        _localise_head_counts(layer.self_attn, tp_size)
+        localise_head_counts(layer.self_attn, tp_size)
     parallelize_module(model, tp_mesh, {
         "model.embed_tokens": RowwiseParallel(input_layouts=Replicate(), output_layouts=Replicate()),
         # gathered logits: the losses are plain functions of [b, R, V] (no loss_parallel needed)

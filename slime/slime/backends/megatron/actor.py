@@ -22,8 +22,8 @@ from pathlib import Path
 import torch
 import torch.distributed as torch_dist
 
+from slime.backends.common import link_tree, load_loss_function, lr_lambda
 from slime.backends.fsdp import batching
-from slime.backends.fsdp.actor import _link_tree, _loss_function, lr_lambda
 from slime.backends.fsdp.parallel import DistInfo, all_reduce_sum
 from slime.backends.megatron import model as mmodel
 from slime.utils import ppo_utils
@@ -86,7 +86,7 @@ class MegatronActor:
         self._optimizer = None  # built at the first step: megatron-core's optimizers are CUDA-only
         self.lr_factor = lr_lambda(args, max(1, args.train_iters or 1))
         self.global_step = 0
-        self.loss_fn = _loss_function(args)
+        self.loss_fn = load_loss_function(args)
         self.num_trainable = sum(p.numel() for p in self.module.parameters() if p.requires_grad)
 
     @property
@@ -343,7 +343,7 @@ class MegatronActor:
         if exported is None:
             self.export_hf(ckpt_dir / "model")
         elif self.dist.is_main:
-            _link_tree(exported, ckpt_dir / "model")
+            link_tree(exported, ckpt_dir / "model")
         folder = ckpt_dir / "megatron_optimizer"
         folder.mkdir(parents=True, exist_ok=True)
         torch.save({"optimizer": self.optimizer.state_dict(), "global_step": self.global_step},

@@ -20,12 +20,25 @@ shard of rank r simply rows [r/tp, (r+1)/tp) (each rank owns whole groups). The 
 Engine) keeps the two norms as separate modules; `to_local_spec_names` renames them.
 
 Conversion only moves and concatenates tensors, so HF -> Megatron -> HF returns the same bits.
+
+Files (the last section; used by the CLIs in Megatron-LM/tools/): `read_hf_weights` reads an HF folder's
+safetensors; `save_megatron_checkpoint` / `load_megatron_checkpoint` write and read per-TP-rank state dicts
+in Megatron-LM's legacy `torch` checkpoint layout plus a metadata JSON:
+
+    SAVE/latest_checkpointed_iteration.txt          "release"
+    SAVE/release/mp_rank_{tp_rank:02d}/model_optim_rng.pt
+        {"model": {name: this rank's shard}, "checkpoint_version": 3.0, "iteration": 0,
+         "tensor_model_parallel_rank": r, "tensor_model_parallel_size": tp}
+    SAVE/slime_megatron_checkpoint.json            format, TP size, layer-spec names, dtype, ModelLayout, padded vocab
 """
 
 from __future__ import annotations
 
+import json
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import torch
 
@@ -303,3 +316,155 @@ def unshard_state_dicts(shards: list[dict[str, torch.Tensor]]) -> dict[str, torc
             raise ConversionError(f"TP rank {rank} holds different tensors than rank 0: "
                                   f"{sorted(set(shard) ^ set(names))[:8]}")
     return {name: unshard_tensor(name, [shard[name] for shard in shards]) for name in names}
+
+
+# --------------------------------------------------------------------------------------------------- files
+
+CHECKPOINT_FORMAT = "slime-megatron-torch"
+CHECKPOINT_FORMAT_VERSION = 1
+CHECKPOINT_METADATA = "slime_megatron_checkpoint.json"
+TRACKER_FILE = "latest_checkpointed_iteration.txt"  # Megatron-LM's name; holds "release" for converted weights
+RELEASE = "release"
+RANK_FILE = "model_optim_rng.pt"
+LAYER_SPECS = ("transformer_engine", "local")
+
+Progress = Callable[[str], None]
+
+
+def _say(progress: Progress | None, message: str) -> None:
+    if progress is not None:
+        progress(message)
+
+
+def rank_file(tp_rank: int) -> str:
+    """Path of TP rank `tp_rank`'s state dict inside a checkpoint folder (pipeline size 1)."""
+    return f"{RELEASE}/mp_rank_{tp_rank:02d}/{RANK_FILE}"
+
+
+def read_hf_weights(folder: str | Path, progress: Progress | None = None) -> dict[str, torch.Tensor]:
+    """Every tensor of an HF folder's `*.safetensors` files (one file or sharded), dtypes as stored."""
+    from safetensors.torch import load_file
+
+    files = sorted(Path(folder).glob("*.safetensors"))
+    if not files:
+        raise ConversionError(f"{folder} holds no *.safetensors weights (only safetensors are read: re-save a "
+                              ".bin checkpoint with transformers' save_pretrained)")
+    weights: dict[str, torch.Tensor] = {}
+    for index, file in enumerate(files, start=1):
+        _say(progress, f"reading {file.name} ({index}/{len(files)})")
+        part = load_file(str(file))
+        clash = weights.keys() & part.keys()
+        if clash:
+            raise ConversionError(f"{file.name} repeats tensors of an earlier file: {sorted(clash)[:4]}")
+        weights.update(part)
+    return weights
+
+
+def _own_storage(tensor: torch.Tensor) -> torch.Tensor:
+    """torch.save writes a view's whole storage: give slices a storage of their own."""
+    if tensor.untyped_storage().nbytes() == tensor.numel() * tensor.element_size() and tensor.is_contiguous():
+        return tensor
+    return tensor.contiguous().clone()
+
+
+def with_own_storage(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Copy the tensors that are views of a larger or shared storage (`megatron_to_hf` returns the embedding
+    without its padding rows and gate/up as halves of fc1 that way). safetensors' `save_file` writes views
+    as they are; huggingface_hub's sharded `save_torch_state_dict` refuses them."""
+    return {name: _own_storage(tensor) for name, tensor in sd.items()}
+
+
+def save_megatron_checkpoint(folder: str | Path, mc: dict[str, torch.Tensor], layout: ModelLayout, tp_size: int, *,
+                             vocab_divisor: int = DEFAULT_VOCAB_DIVISOR, layer_spec: str = "transformer_engine",
+                             source: str | None = None, progress: Progress | None = None) -> dict:
+    """Write a full megatron-core state dict (`hf_to_megatron`'s output, TE-spec or local-spec names) as the
+    per-TP-rank files of the layout in the module docstring; returns the metadata written.
+
+    `layer_spec`: the names the files use, "transformer_engine" (megatron-core's default and what GPU runs
+    build) or "local" (`get_gpt_layer_local_spec`, no Transformer Engine). The embedding's rows must already
+    be padded to `padded_vocab_size(vocab, tp_size, vocab_divisor)`.
+    """
+    if layer_spec not in LAYER_SPECS:
+        raise ConversionError(f"layer_spec must be one of {LAYER_SPECS}, got {layer_spec!r}")
+    padded = padded_vocab_size(layout.vocab_size, tp_size, vocab_divisor)
+    check_tp_size(layout, tp_size, padded)
+    full = to_te_spec_names(mc) if layer_spec == "transformer_engine" else to_local_spec_names(mc)
+    rows = full["embedding.word_embeddings.weight"].shape[0]
+    if rows != padded:
+        raise ConversionError(f"the embedding has {rows} rows; TP {tp_size} with vocab divisor {vocab_divisor} "
+                              f"needs {padded} (hf_to_megatron(..., padded_vocab={padded}))")
+    dtypes = sorted({str(t.dtype).removeprefix("torch.") for t in full.values()})
+    folder = Path(folder)
+    files = []
+    for rank in range(tp_size):
+        path = folder / rank_file(rank)
+        _say(progress, f"writing TP rank {rank + 1}/{tp_size}: {path.relative_to(folder)}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        shard = {name: _own_storage(shard_tensor(name, tensor, tp_size, rank)) for name, tensor in full.items()}
+        torch.save({"model": shard, "checkpoint_version": 3.0, "iteration": 0, "tensor_model_parallel_rank": rank,
+                    "tensor_model_parallel_size": tp_size}, path)
+        files.append(rank_file(rank))
+        del shard
+    (folder / TRACKER_FILE).write_text(RELEASE)
+    metadata = {"format": CHECKPOINT_FORMAT, "format_version": CHECKPOINT_FORMAT_VERSION,
+                "tensor_model_parallel_size": tp_size, "pipeline_model_parallel_size": 1,
+                "layer_spec": layer_spec, "dtype": dtypes[0] if len(dtypes) == 1 else dtypes,
+                "make_vocab_size_divisible_by": vocab_divisor, "padded_vocab_size": padded,
+                "model": asdict(layout), "num_tensors": len(full), "files": files, "source": source}
+    (folder / CHECKPOINT_METADATA).write_text(json.dumps(metadata, indent=2) + "\n")
+    return metadata
+
+
+def read_checkpoint_metadata(folder: str | Path) -> dict:
+    """The metadata JSON of a checkpoint written by `save_megatron_checkpoint` (ConversionError otherwise)."""
+    folder = Path(folder)
+    path = folder / CHECKPOINT_METADATA
+    if not path.exists():
+        hint = ""
+        if (folder / ".metadata").exists() or (folder / "metadata.json").exists() or any(folder.glob("iter_*")):
+            hint = (" It looks like a Megatron-LM training checkpoint (torch_dist / iter_* folders): only the "
+                    "layout save_megatron_checkpoint writes is supported.")
+        raise ConversionError(f"{folder} holds no {CHECKPOINT_METADATA}: not a checkpoint written by "
+                              f"convert_hf_to_megatron.py.{hint}")
+    try:
+        metadata = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ConversionError(f"{path} is not valid JSON: {exc}") from None
+    if metadata.get("format") != CHECKPOINT_FORMAT or metadata.get("format_version") != CHECKPOINT_FORMAT_VERSION:
+        raise ConversionError(f"{path}: format {metadata.get('format')!r} version {metadata.get('format_version')!r},"
+                              f" expected {CHECKPOINT_FORMAT!r} version {CHECKPOINT_FORMAT_VERSION}")
+    return metadata
+
+
+def check_checkpoint_layout(metadata: dict, layout: ModelLayout) -> None:
+    """Raise if the checkpoint was converted from a model other than the one `layout` describes."""
+    stored = metadata.get("model", {})
+    problems = [f"{key} {stored.get(key)!r} (HF config: {value!r})" for key, value in asdict(layout).items()
+                if stored.get(key) != value]
+    if problems:
+        raise ConversionError("the checkpoint does not match the HF config: " + "; ".join(problems))
+
+
+def load_megatron_checkpoint(folder: str | Path, progress: Progress | None = None
+                             ) -> tuple[dict[str, torch.Tensor], dict]:
+    """Read every TP rank's file of a `save_megatron_checkpoint` folder and reassemble the full state dict
+    (TE-spec names, vocab still padded: `megatron_to_hf` drops the padding). Returns (state dict, metadata)."""
+    folder = Path(folder)
+    metadata = read_checkpoint_metadata(folder)
+    tp_size = metadata["tensor_model_parallel_size"]
+    shards = []
+    for rank in range(tp_size):
+        path = folder / rank_file(rank)
+        if not path.exists():
+            raise ConversionError(f"{path} is missing (the metadata says tensor_model_parallel_size {tp_size})")
+        _say(progress, f"reading TP rank {rank + 1}/{tp_size}: {rank_file(rank)}")
+        saved = torch.load(path, map_location="cpu", weights_only=True)
+        if saved.get("tensor_model_parallel_rank", rank) != rank:
+            raise ConversionError(f"{path} holds TP rank {saved['tensor_model_parallel_rank']}, expected {rank}")
+        shards.append(saved["model"])
+    _say(progress, f"merging {tp_size} TP shard(s)")
+    full = to_te_spec_names(unshard_state_dicts(shards))
+    expected = metadata.get("num_tensors")
+    if expected is not None and len(full) != expected:
+        raise ConversionError(f"{folder}: {len(full)} tensors, the metadata says {expected}")
+    return full, metadata

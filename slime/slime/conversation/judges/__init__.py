@@ -1,5 +1,6 @@
-"""Next-state judges: score one assistant turn from what followed it (spec 5.1-5.3, with B7/B20 fixed),
-and hint judges: extract a hindsight hint from it for on-policy distillation (spec 5.4).
+"""Next-state judges: score one assistant turn from what followed it (every vote has a deadline; the judge
+sees every next-state message and the user's request), and hint judges: extract a hindsight hint from it
+for on-policy distillation.
 
 `build_judge(kind, **options)` makes one from configuration; every judge speaks the `Judge` protocol
 of `base`; `build_hint_judge(kind, **options)` makes a hint judge (the `HintJudge` protocol of
@@ -27,14 +28,8 @@ from slime.conversation.judges.llm import LLMJudge
 from slime.conversation.judges.prompts import PRM_SYSTEM_PROMPT, build_prm_messages, last_user_request
 from slime.conversation.judges.registry import BUILTIN_KINDS, HINT_KINDS, build_hint_judge, build_judge
 from slime.conversation.judges.rules import RulesJudge, classify_tool_result, classify_user_text, rules_verdict
-from slime.conversation.judges.voting import (
-    clean_user_text,
-    is_internal_context,
-    majority_vote,
-    message_text,
-    parse_boxed_score,
-    render_message_for_judge,
-)
+from slime.conversation.judges.voting import majority_vote, parse_boxed_score, render_message_for_judge
+from slime.conversation.openclaw_conventions import clean_user_text, is_internal_context, message_text
 
 __all__ = [
     "BUILTIN_KINDS",

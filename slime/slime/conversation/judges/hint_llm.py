@@ -1,8 +1,8 @@
 """The LLM hint judge: m sampled votes, each `\\boxed{1|-1}` plus an optional `[HINT_START]...[HINT_END]`.
 
 Voting machinery (per-vote deadline, one concurrency bound shared by every turn, counted failures,
-never raising) is `LLMJudge`'s; only the prompt, the allowed scores and the selection differ. Selection
-(spec 5.4): candidates are positive votes whose hint is longer than `min_hint_chars`; the longest hint
+never raising) is `LLMJudge`'s; only the prompt, the allowed scores and the selection differ. Selection:
+candidates are positive votes whose hint is longer than `min_hint_chars`; the longest hint
 wins (first on ties), or, with `select="overlap"`, the one a teacher-overlap scorer rates highest.
 """
 

@@ -1,8 +1,8 @@
 """The hint-judge prompt: does what came next reveal something that would have improved the response?
 
-Same semantics as the upstream hindsight-hint prompt (spec 5.4), in our own words, with the PRM prompt's
-fix for B20: the judge sees the user's last request and EVERY next-state message, each under its own
-role header (parallel tool results, a tool result followed by the user's reply).
+Same semantics as the upstream hindsight-hint prompt, in our own words. Like the PRM prompt, it shows the
+judge the user's last request and EVERY next-state message, each under its own role header (parallel tool
+results, a tool result followed by the user's reply).
 """
 
 from __future__ import annotations

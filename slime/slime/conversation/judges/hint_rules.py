@@ -21,14 +21,14 @@ from slime.conversation.judges.base import TurnForJudge, Vote
 from slime.conversation.judges.hints import HintResult
 from slime.conversation.judges.prompts import last_user_request
 from slime.conversation.judges.rules import (  # the vocabulary of complaints is shared with the PRM rules
-    _AI_WORDS,
-    _REPLY_IS,
+    AI_WORDS,
+    REPLY_IS,
     classify_tool_result,
     classify_user_text,
     last_user_text,
     repeated_request,
 )
-from slime.conversation.judges.voting import clean_user_text, is_internal_context, message_text
+from slime.conversation.openclaw_conventions import clean_user_text, is_internal_context, message_text
 
 __all__ = ["HintMatch", "RulesHintJudge", "error_line", "rules_hint", "tool_error_hint", "user_feedback_hint"]
 
@@ -506,7 +506,7 @@ def _judged(m: re.Match) -> str | None:
     guard = _NOT_ABOUT_REPLY_TOO if too else _NOT_ABOUT_REPLY
     if guard.match(m.string, m.end()):
         return None
-    if re.match(rf"(?:{_AI_WORDS})\b", lower):
+    if re.match(rf"(?:{AI_WORDS})\b", lower):
         return _AI_TEXT
     if too:
         if lower in _NOT_JUDGED_TOO:
@@ -586,12 +586,12 @@ _RULES: list[tuple[str, str, re.Pattern, Rewrite]] = [
     ("ai", "ai_style", re.compile(
         r"\b(?:looks?|sounds?|reads?|feels?|seems?)\s+(?:(?:way|so|very|too|really|obviously|clearly|pretty|super"
         r"|totally|completely|kinda|kind of|a bit|a little)\s+)*(?:like\s+)?(?:(?:it was|it's)\s+)?"
-        rf"(?:(?:written|generated|made)\s+by\s+)?(?:an?\s+)?(?:{_AI_WORDS}|bot|robot)"
+        rf"(?:(?:written|generated|made)\s+by\s+)?(?:an?\s+)?(?:{AI_WORDS}|bot|robot)"
         r"(?:[- ](?:written|generated|made|ish|like|y|sounding))?\b(?!\s+(?:is|are|was|will|can|could|would|might"
         r"|has|have)\b)"
         r"|\b(?:know|tell|see|obvious|clear|notice|guess|spot)\w*\s+(?:that\s+)?(?:this|it)(?:'s|\s+is|\s+was)\s+"
-        rf"(?:(?:written|generated|made)\s+by\s+)?(?:an?\s+)?(?:{_AI_WORDS}|bot|robot)\b"
-        rf"|\b(?:too|so|very|obviously|clearly|totally|super)\s+(?:{_AI_WORDS}|robotic|bot-?like|machine-?like)"
+        rf"(?:(?:written|generated|made)\s+by\s+)?(?:an?\s+)?(?:{AI_WORDS}|bot|robot)\b"
+        rf"|\b(?:too|so|very|obviously|clearly|totally|super)\s+(?:{AI_WORDS}|robotic|bot-?like|machine-?like)"
         r"(?:[- ](?:written|generated|made|ish|like|y|sounding))?\b", _R), _ai_style),
     ("greet", "greeting", re.compile(
         r"\bno\s+(?:hello|hi|hey|greeting|greetings|good morning|salutation)\b"
@@ -705,7 +705,7 @@ _RULES: list[tuple[str, str, re.Pattern, Rewrite]] = [
     ("judged", "too_adj", re.compile(
         r"(?<!\bme )(?<!\byou )(?<!\bnot )(?<!\bnone )(?<!\bi'm )(?<!\bi am )"
         rf"\b(?:(?P<subject>that's|that was|you're|you are|you were|how|sounds|seems|feels|comes across as"
-        rf"|came across as|{_REPLY_IS})\s+(?:being\s+)?(?:(?P<pre>{_INTENSIFIERS})\s+){{0,3}}"
+        rf"|came across as|{REPLY_IS})\s+(?:being\s+)?(?:(?P<pre>{_INTENSIFIERS})\s+){{0,3}}"
         rf"|(?:(?P<pre2>{_INTENSIFIERS})\s+){{1,3}})"
         r"(?P<adj>[a-z]+(?:-[a-z]+)*)\b", _R), _judged),
     ("amount", "too_much_of", re.compile(

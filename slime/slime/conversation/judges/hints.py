@@ -1,4 +1,4 @@
-"""The hint-judge interface (OPD / Combine, spec 5.4, 7.1): a judged turn in, a hindsight hint (or none) out.
+"""The hint-judge interface (OPD / Combine): a judged turn in, a hindsight hint (or none) out.
 
 A hint judge reads what followed an assistant response (the next state) and decides whether it reveals
 something that would have made the response better ("shorter please", "no, I meant Paris, Texas", a
@@ -71,7 +71,7 @@ class HintJudge(Protocol):
 
 
 # ---------------------------------------------------------------------------------------------------
-# Parsing and selection (spec 5.4)
+# Parsing and selection
 # ---------------------------------------------------------------------------------------------------
 
 

@@ -1,7 +1,7 @@
 """The LLM (PRM) judge: m sampled votes from a judge model behind our engine protocol, majority wins.
 
-Unlike upstream (spec B7) every vote has a deadline, and engine load is bounded by one semaphore that
-all turns share, so a hung or overloaded judge engine costs a neutral score, never a stuck turn.
+Every vote has a deadline, and engine load is bounded by one semaphore that all turns share, so a hung or
+overloaded judge engine costs a neutral score, never a stuck turn.
 """
 
 from __future__ import annotations

@@ -1,22 +1,17 @@
 """The PRM evaluation prompt: does this assistant step serve the user, judged from what came next?
 
-Same decision rules as the upstream PRM judge (spec 5.2), in our own words, with two deliberate
-differences (spec B20): the judge sees EVERY next-state message (parallel tool results, a tool result
-followed by the user's reply), each under its own role header, and it sees the user's last request,
-so that "the user repeated the request" and "the tool output answers the request" can be judged.
+Same decision rules as the upstream PRM judge, in our own words. The judge sees EVERY next-state message
+(parallel tool results, a tool result followed by the user's reply), each under its own role header, and
+it sees the user's last request, so that "the user repeated the request" and "the tool output answers the
+request" can be judged.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from slime.conversation.judges.voting import (
-    clean_user_text,
-    is_internal_context,
-    message_text,
-    render_message_for_judge,
-    truncate_middle,
-)
+from slime.conversation.judges.voting import render_message_for_judge, truncate_middle
+from slime.conversation.openclaw_conventions import clean_user_text, is_internal_context, message_text
 
 __all__ = ["PRM_SYSTEM_PROMPT", "build_prm_messages", "last_user_request", "render_next_state"]
 

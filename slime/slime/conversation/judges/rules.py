@@ -15,9 +15,11 @@ from dataclasses import dataclass
 
 from slime.conversation.judges.base import Judgement, TurnForJudge, Vote
 from slime.conversation.judges.prompts import last_user_request
-from slime.conversation.judges.voting import clean_user_text, is_internal_context, message_text
+from slime.conversation.openclaw_conventions import clean_user_text, is_internal_context, message_text
 
 __all__ = [
+    "AI_WORDS",
+    "REPLY_IS",
     "RuleMatch",
     "RulesJudge",
     "classify_tool_result",
@@ -122,12 +124,12 @@ _QUESTION_AHEAD = (r"(?![^.!?,\n]{0,60}\?)"
                    r"(?!\s+(?:today|tonight|outside|out there|in here|lately|this (?:morning|week)))")
 # ... and "too shy to speak in class, any tips?" is about the user's world, not about the reply
 _QUESTION_AHEAD_TOO = _QUESTION_AHEAD + r"(?![^.!?\n]{0,80}\?)(?!\s+to\s)"
-_AI_WORDS = r"(?:ai|a\.i\.|chat ?gpt|gpt|llm)"
+AI_WORDS = r"(?:ai|a\.i\.|chat ?gpt|gpt|llm)"
 # what a judgement is about: "this reply is so generic", "the tone was kind of cold"
 _REPLY_NOUN = (r"(?:answer|reply|response|email|text|message|code|feedback|comments?|tone|explanation|summary|letter"
                r"|essay|recipe|story|poem|wording|review|note|post|intro)")
-_REPLY_IS = (rf"(?:(?:this|that)(?:\s+{_REPLY_NOUN})?|(?:the|your)\s+{_REPLY_NOUN})\s+(?:is|was|feels|sounds|reads"
-             r"|seems|looks)")
+REPLY_IS = (rf"(?:(?:this|that)(?:\s+{_REPLY_NOUN})?|(?:the|your)\s+{_REPLY_NOUN})\s+(?:is|was|feels|sounds|reads"
+            r"|seems|looks)")
 # things a reply can be told to leave out: "no bold", "no bullet points", "no final answer label"
 _STYLE_NOUNS = (r"(?:bold|bolding|bullets?|bullet ?points?|lists?|headings?|headers?|titles?|emojis?|emoticons"
                 r"|markdown|tables?|code ?blocks?|intro|introduction|preamble|fluff|filler|caveats?|disclaimers?"
@@ -186,16 +188,16 @@ _NEGATIVE = _alternatives(
     ("sounds_ai",  # "looks way too AI-written", "sounds like a robot", "my teacher will know this is AI"
      r"\b(?:looks?|sounds?|reads?|feels?|seems?)\s+(?:(?:way|so|very|too|really|obviously|clearly|pretty|super"
      r"|totally|completely|kinda|kind of|a bit|a little)\s+)*(?:like\s+)?(?:(?:it was|it's)\s+)?"
-     rf"(?:(?:written|generated|made)\s+by\s+)?(?:an?\s+)?(?:{_AI_WORDS}|bot|robot)"
+     rf"(?:(?:written|generated|made)\s+by\s+)?(?:an?\s+)?(?:{AI_WORDS}|bot|robot)"
      r"(?:[- ](?:written|generated|made|ish|like|y|sounding))?\b(?!\s+(?:is|are|was|will|can|could|would|might|has"
      r"|have)\b)",
      r"\b(?:know|tell|see|obvious|clear|notice|guess|spot)\w*\s+(?:that\s+)?(?:this|it)(?:'s|\s+is|\s+was)\s+"
-     rf"(?:(?:written|generated|made)\s+by\s+)?(?:an?\s+)?(?:{_AI_WORDS}|bot|robot)\b",
-     rf"\b(?:too|so|very|obviously|clearly|totally|super)\s+(?:{_AI_WORDS}|robotic|bot-?like|machine-?like)\b"),
+     rf"(?:(?:written|generated|made)\s+by\s+)?(?:an?\s+)?(?:{AI_WORDS}|bot|robot)\b",
+     rf"\b(?:too|so|very|obviously|clearly|totally|super)\s+(?:{AI_WORDS}|robotic|bot-?like|machine-?like)\b"),
     ("tone_complaint",  # "a bit rude", "too cold", "that's not very encouraging", "could be friendlier"
      r"\b(?:a bit|a little|a tad|kind of|kinda|sort of|pretty|overly|bit|that's|that was|you're|you are|you were"
      rf"|how|sounds|seems|feels|comes across as|came across as)\s+{_BAD_QUALITIES}\b{_QUESTION_AHEAD}",
-     rf"\b{_REPLY_IS}\s+(?:so|very|really|super|quite|rather|way too|too|pretty|a bit|kind of|kinda)?\s*"
+     rf"\b{REPLY_IS}\s+(?:so|very|really|super|quite|rather|way too|too|pretty|a bit|kind of|kinda)?\s*"
      rf"{_BAD_QUALITIES}\b{_QUESTION_AHEAD}",
      rf"\b(?:really|so|very|super|quite|rather)\s+{_HARSH_QUALITIES}\b{_QUESTION_AHEAD}",
      rf"(?<!\bme )(?<!\byou )(?<!\bnot )(?<!\bnone )(?<!\bi'm )(?<!\bi am )\btoo\s+(?!{_NOT_JUDGED_TOO}\b)"

@@ -25,7 +25,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-_HERE = Path(__file__).parent
+LISTS_DIR = Path(__file__).parent  # where the committed <package>-<version>.txt lists live
 
 
 @dataclass(frozen=True)
@@ -53,9 +53,9 @@ SOURCES = {
 def list_path(package: str) -> Path:
     # the version must start with a digit, so that "sglang" does not match sglang-router-0.3.2.txt
     pattern = rf"{re.escape(package)}-\d[^-]*\.txt"
-    matches = sorted(p for p in _HERE.glob(f"{package}-*.txt") if re.fullmatch(pattern, p.name))
+    matches = sorted(p for p in LISTS_DIR.glob(f"{package}-*.txt") if re.fullmatch(pattern, p.name))
     if len(matches) != 1:
-        raise FileNotFoundError(f"expected one committed flag list {package}-<version>.txt in {_HERE}, "
+        raise FileNotFoundError(f"expected one committed flag list {package}-<version>.txt in {LISTS_DIR}, "
                                 f"found {[m.name for m in matches]}")
     return matches[0]
 

@@ -11,7 +11,7 @@ import importlib.metadata
 import re
 from pathlib import Path
 
-from slime.engine.known_flags import _HERE, SOURCES, extract_flags, render_list
+from slime.engine.known_flags import LISTS_DIR, SOURCES, extract_flags, render_list
 
 
 def main() -> None:
@@ -29,10 +29,10 @@ def main() -> None:
     flags = extract_flags(args.package, args.path)
     if not flags:
         raise SystemExit(f"no flags found for {args.package} in {args.path or 'the installed package'}")
-    for old in _HERE.glob(f"{args.package}-*.txt"):
+    for old in LISTS_DIR.glob(f"{args.package}-*.txt"):
         if re.fullmatch(rf"{re.escape(args.package)}-[0-9][^-]*\.txt", old.name):
             old.unlink()
-    out = _HERE / f"{args.package}-{version}.txt"
+    out = LISTS_DIR / f"{args.package}-{version}.txt"
     origin = Path(args.path).name if args.path else f"the installed {SOURCES[args.package].distribution}"
     out.write_text(render_list(args.package, version, flags, origin))
     print(f"{out}: {len(flags)} flags")
