@@ -5,7 +5,7 @@
 # --dry-run (or DRY_RUN=1) prints the resolved GPU layout and the full command and starts nothing. Layout and
 # multi-node variables (NUM_GPUS, ACTOR_GPUS, ROLLOUT_GPUS, PRM_GPUS, ROLLOUT_TP, PRM_TP, TRAIN_TP, NNODES,
 # NODE_RANK, MASTER_ADDR, MASTER_PORT): scripts/README.md, "GPU layout".
-# Status: engines are SGLang servers (--rollout-engine sglang, issue 7), each pinned to its own GPUs; the trainer
+# Status: engines are SGLang servers (--rollout-engine sglang), each pinned to its own GPUs; the trainer
 # is the fsdp backend. The layout, the command and its flags are verified on CPU (tests/unit/test_launch_scripts.py);
 # not yet run on a GPU machine.
 # shellcheck source=scripts/conversation_gpu_common.sh

@@ -16,29 +16,17 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
-try:
-    import slime  # noqa: F401
-except ImportError:  # not installed: use the source tree next to this folder
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "slime"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the tools' shared module, however this file is loaded
+from conversion_cli import progress as _progress  # noqa: E402
+from conversion_cli import read_hf_config  # noqa: E402
 
 PROG = Path(__file__).name
-STARTED = time.perf_counter()
 
 
 def progress(message: str) -> None:
-    print(f"[{PROG} {time.perf_counter() - STARTED:6.1f}s] {message}", file=sys.stderr, flush=True)
-
-
-def read_hf_config(parser: argparse.ArgumentParser, hf_dir: Path):
-    from transformers import AutoConfig
-
-    try:
-        return AutoConfig.from_pretrained(hf_dir)
-    except (OSError, ValueError) as exc:  # unreadable JSON, unknown model_type, inconsistent values
-        parser.error(f"--hf-checkpoint {hf_dir}: cannot read its config.json: {exc}")
+    _progress(PROG, message)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -17,32 +17,20 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
-import time
 from pathlib import Path
 
-try:
-    import slime  # noqa: F401
-except ImportError:  # not installed: use the source tree next to this folder
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "slime"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the tools' shared module, however this file is loaded
+from conversion_cli import progress as _progress  # noqa: E402
+from conversion_cli import read_hf_config  # noqa: E402
 
 PROG = Path(__file__).name
-STARTED = time.perf_counter()
 # files of the HF folder that hold weights (rewritten here), everything else is copied as is
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".h5", ".msgpack")
 WEIGHT_INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
 
 
 def progress(message: str) -> None:
-    print(f"[{PROG} {time.perf_counter() - STARTED:6.1f}s] {message}", file=sys.stderr, flush=True)
-
-
-def read_hf_config(parser: argparse.ArgumentParser, hf_dir: Path):
-    from transformers import AutoConfig
-
-    try:
-        return AutoConfig.from_pretrained(hf_dir)
-    except (OSError, ValueError) as exc:  # unreadable JSON, unknown model_type, inconsistent values
-        parser.error(f"--hf-checkpoint {hf_dir}: cannot read its config.json: {exc}")
+    _progress(PROG, message)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -17,6 +17,7 @@ collectives, the optimizer, the distributed optimizer's buffers) runs unpatched 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import torch
@@ -65,3 +66,22 @@ def init_gloo_single_process() -> None:
     if dist.is_initialized():
         return
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+
+
+@contextlib.contextmanager
+def single_process_model_parallel(tensor_model_parallel_size: int = 1):
+    """torch.distributed (gloo, one rank) + megatron parallel_state + the CPU shim, all undone after."""
+    import torch.distributed as dist
+    from megatron.core import parallel_state
+
+    was_initialized = dist.is_initialized()
+    init_gloo_single_process()
+    parallel_state.initialize_model_parallel(tensor_model_parallel_size=tensor_model_parallel_size)
+    install()
+    try:
+        yield
+    finally:
+        uninstall()
+        parallel_state.destroy_model_parallel()
+        if not was_initialized:
+            dist.destroy_process_group()

@@ -46,20 +46,10 @@ def _torchrun(procs: int, *argv: str) -> None:
 
 @pytest.fixture()
 def megatron_single_process():
-    """torch.distributed (gloo, one rank) + megatron parallel_state at TP=1 + the CPU shim, all undone after."""
-    import torch.distributed as dist
-    from helpers import megatron_cpu
-    from megatron.core import parallel_state
+    from helpers.megatron_cpu import single_process_model_parallel
 
-    was_initialized = dist.is_initialized()
-    megatron_cpu.init_gloo_single_process()
-    parallel_state.initialize_model_parallel(tensor_model_parallel_size=1)
-    megatron_cpu.install()
-    yield
-    megatron_cpu.uninstall()
-    parallel_state.destroy_model_parallel()
-    if not was_initialized:
-        dist.destroy_process_group()
+    with single_process_model_parallel():
+        yield
 
 
 @pytest.mark.parametrize("family", ["qwen3", "llama"])

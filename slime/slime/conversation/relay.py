@@ -2,7 +2,7 @@
 
 The proxy always asks the engine for per-token log-probs and the exact token ids (prompt and output),
 so a training sample is built from what the model produced, not from a re-rendering of the parsed
-message (upstream bug B11). The client gets the OpenAI response it asked for: those extra fields are
+message (upstream re-rendered it, so the trained ids were not the sampled ones). The client gets the OpenAI response it asked for: those extra fields are
 removed again unless it requested them, and every response (and stream chunk) carries the session id.
 """
 
@@ -60,7 +60,7 @@ def build_forward_body(body: dict, policy: ForwardPolicy) -> tuple[dict, ClientW
             forward["max_completion_tokens"] = policy.max_response_tokens
     if policy.temperature is not None:
         # The trainer scores old log-probs at its rollout temperature; sampling at another temperature
-        # (or with truncation) would make the behaviour policy differ from the one trained (bug B10).
+        # (or with truncation) would make the behaviour policy differ from the one trained.
         forward["temperature"] = policy.temperature
         forward.pop("top_p", None)
         forward.pop("top_k", None)

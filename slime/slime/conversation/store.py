@@ -1,7 +1,7 @@
 """The durable store: sessions, turns, judgements, training samples and feedback in one SQLite file.
 
 Everything the proxy collects lands here before anything else happens to it, so a crash or a restart
-loses nothing (upstream kept all of it in memory and truncated its JSONL logs at every pause, bug B6).
+loses nothing (upstream kept all of it in memory and truncated its JSONL logs at every pause).
 JSONL is an export (`export_jsonl`), not the source of truth.
 
 Concurrency: the proxy process writes turns, judgements and samples while the trainer process claims
@@ -11,7 +11,7 @@ processes and never fails half-way with SQLITE_BUSY on a lock upgrade. Inside on
 one connection guarded by a lock.
 
 Samples leave the queue only by being claimed: `claim_samples` takes exactly the n oldest pending samples
-and leaves the rest pending for the next batch (upstream drained the queue and dropped the surplus, B2).
+and leaves the rest pending for the next batch (upstream drained the queue and dropped the surplus).
 A trainer that dies mid-batch hands its claims back with `release_untrained`.
 """
 

@@ -1,4 +1,4 @@
-"""Teacher scoring for On-Policy Distillation (spec 7.1 steps 4-7, with B9, B10, B15 and B28 fixed).
+"""Teacher scoring for On-Policy Distillation: the hinted teacher's log-probs of the student's exact response.
 
 A frozen teacher scores exactly the response tokens the student sampled, under the student's prompt with
 a hindsight hint appended to the user's last real message:
@@ -13,13 +13,12 @@ a hindsight hint appended to the user's last real message:
    the engine that served the turn (`TeacherPromptBuilder.matches_turn`).
 3. The teacher input is `teacher_prompt_ids + response_ids`, concatenated as ids. The student's sampled
    ids are never decoded and re-tokenized, so no merge across the prompt/response boundary can shift the
-   alignment (B15).
+   alignment.
 4. `score_with_hint` makes ONE engine call (`AsyncEngineClient.score`) that returns exactly one teacher
-   log-prob per response token, the first one included (B9), and the top-K rows in the same call when
-   asked (B28), at the temperature the trainer uses for the student's log-probs (`--rollout-temperature`,
-   B10).
+   log-prob per response token, the first one included, and the top-K rows in the same call when
+   asked, at the temperature the trainer uses for the student's log-probs (`--rollout-temperature`).
 
-Temperature (B10). Our engine computes input log-probs as log_softmax(logits / T) with the request's
+Temperature. Our engine computes input log-probs as log_softmax(logits / T) with the request's
 temperature (T=0, greedy, reports T=1; we refuse T<=0 here so that cannot happen silently). Stock SGLang
 does not: its LogitsProcessor normalizes input log-probs "w/o temperature, top-p" unless the request's
 batch sets `temp_scaled_logprobs`, which `LogitsMetadata.from_forward_batch` never does, so a real
@@ -289,7 +288,8 @@ async def score_with_hint(client: AsyncEngineClient, tokenizer, messages: Sequen
 async def engine_applies_score_temperature(client: AsyncEngineClient, prompt_ids: Sequence[int],
                                            response_ids: Sequence[int], temperature: float,
                                            tolerance: float = 1e-4) -> bool:
-    """Whether the engine's input (prompt) log-probs follow the request's temperature (B10).
+    """Whether the engine's input (prompt) log-probs follow the request's temperature (the teacher must score at
+    the trainer's temperature).
 
     Scores the same ids at T=1 and at `temperature`; an engine that ignores the temperature (stock
     SGLang) returns the same numbers twice. Meaningless at temperature 1; use a response of a few tokens

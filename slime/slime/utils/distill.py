@@ -3,10 +3,10 @@
 Same conventions as `ppo_utils`: per-token tensors are response-aligned `[b, R]` (top-K tensors
 `[b, R, K]`), masks are 1 on trained tokens, and nothing here knows about models or ranks.
 
-Top-K distillation (spec §7.4) compares the student and the teacher on K + 1 bins per position: the
+Top-K distillation compares the student and the teacher on K + 1 bins per position: the
 teacher's own top-K tokens plus one "tail" bin holding the rest of the probability mass. The student's
 K log-probs come from a single log-softmax over the vocabulary and a single gather (upstream ran one
-full-vocabulary cross-entropy per k, cloning the logits K times: bug B27).
+full-vocabulary cross-entropy per k, cloning the logits K times).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ TAIL_MASS_CLAMP = -1e-7
 # may report -inf, and upstream fills missing values with 0.0 which we also have to survive).
 TEACHER_LOG_PROB_FLOOR = -1e4
 # A real distribution has sum_k e^{q_k} <= 1; engines round, so allow a little over. Padding rows
-# (K log-probs of 0.0, bug B9) have logsumexp = log K and are rejected.
+# (K log-probs of 0.0) have logsumexp = log K and are rejected.
 VALID_ROW_LOGSUMEXP_SLACK = 0.05
 
 
@@ -143,7 +143,7 @@ def opd_advantages(
     bound: float | None = None,
     teacher_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Token-level OPD advantage `teacher - old` (clamped to +-bound when given, bug B13).
+    """Token-level OPD advantage `teacher - old` (clamped to +-bound when given).
 
     Exactly 0 wherever `mask` or `teacher_mask` is 0 (positions without a real teacher log-prob), even
     if the filler value there is not finite.
@@ -162,10 +162,10 @@ def combine_advantages(
     mask: torch.Tensor | None = None,
     teacher_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Combine (spec §8.2): `w_rl * r + w_opd * (teacher - old)`.
+    """Combine: `w_rl * r + w_opd * (teacher - old)`.
 
     A sample without teacher log-probs (no field at all, or `teacher_mask` 0) has an OPD term of
-    exactly 0 -- not `rollout - recomputed` as upstream's "teacher := rollout" trick gave (bug B11).
+    exactly 0 -- not `rollout - recomputed` as upstream's "teacher := rollout" trick gave.
     A zero weight switches its term off entirely, so `w_opd = 0` is Binary RL and `w_rl = 0` is OPD,
     bit for bit.
     """

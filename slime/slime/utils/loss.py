@@ -113,7 +113,7 @@ def _topk_kl(args, batch: dict, logits: torch.Tensor, reduce) -> tuple[torch.Ten
     """(reduced KL between the student and the teacher over the teacher's top-K tokens + a tail bin, the
     student's K+1 bins, the per-token validity of the teacher rows). The direction is `--distill-divergence`:
     "reverse" KL(student || teacher), upstream's, or "forward" KL(teacher || student). Rows that are not a
-    distribution (padding of samples without a teacher, bug B9) are invalid and contribute exactly 0."""
+    distribution (padding of samples without a teacher) are invalid and contribute exactly 0."""
     if batch.get("teacher_topk_log_probs") is None or batch.get("teacher_topk_indices") is None:
         raise ValueError("this loss needs teacher_topk_log_probs/teacher_topk_indices on its samples "
                          "(score the teacher with --distill-topk K)")
@@ -126,12 +126,12 @@ def _topk_kl(args, batch: dict, logits: torch.Tensor, reduce) -> tuple[torch.Ten
 
 
 def topk_distillation_loss_function(args, batch: dict, logits: torch.Tensor, reduce) -> tuple[torch.Tensor, dict]:
-    """Top-K reverse KL to the teacher (spec §7.4): K teacher tokens + a tail bin, no PPO ratio
+    """Top-K reverse KL to the teacher: K teacher tokens + a tail bin, no PPO ratio
     (`--distill-divergence forward`: KL(teacher || student) instead).
 
     A plain on-policy gradient of the truncated KL(student || teacher); `logits` are already divided by
-    the rollout temperature, the same temperature the teacher must have been scored at (bug B10).
-    Teacher rows that are not a distribution (padding, bug B9) contribute 0.
+    the rollout temperature, the same temperature the teacher must have been scored at.
+    Teacher rows that are not a distribution (padding) contribute 0.
     """
     kl_loss, student, valid = _topk_kl(args, batch, logits, reduce)
     # without an entropy bonus the (K+1-bin) entropy is only reported: keep it out of the autograd graph
@@ -161,19 +161,19 @@ def combine_weights(args) -> tuple[float, float]:
 
 
 def opd_advantage_bound(args) -> float | None:
-    """Optional +-bound on the per-token OPD advantage (bug B13): `--opd-advantage-bound` or
+    """Optional +-bound on the per-token OPD advantage (one far-off token cannot dominate a sample): `--opd-advantage-bound` or
     OPENCLAW_OPD_ADVANTAGE_BOUND; unset or 0 means unbounded, as upstream."""
     bound = float(_flag_or_env(args, "opd_advantage_bound", "OPENCLAW_OPD_ADVANTAGE_BOUND", 0.0))
     return bound if bound > 0 else None
 
 
 def combine_loss_function(args, batch: dict, logits: torch.Tensor, reduce) -> tuple[torch.Tensor, dict]:
-    """Combine (spec §8.2): the PPO policy loss with advantage `w_rl * r + w_opd * (teacher - old)`.
+    """Combine: the PPO policy loss with advantage `w_rl * r + w_opd * (teacher - old)`.
 
     Run with `--advantage-estimator grpo --disable-rewards-normalization`, so `batch["advantages"]` is
     the raw reward broadcast over the response. `old` is `old_log_probs` (recomputed, or the rollout's
     with --use-rollout-logprobs). A `teacher_mask` field (1 where a real teacher log-prob exists) makes
-    RL-only samples' OPD term exactly 0 (bug B11); without one every sample of a batch that carries
+    RL-only samples' OPD term exactly 0; without one every sample of a batch that carries
     `teacher_log_probs` is taken to have a teacher.
     """
     if batch.get("advantages") is None or batch.get("old_log_probs") is None:

@@ -25,6 +25,7 @@ import torch.distributed as torch_dist
 from slime.backends.common import link_tree, load_loss_function, lr_lambda
 from slime.backends.fsdp import batching
 from slime.backends.fsdp.parallel import DistInfo, all_reduce_sum
+from slime.backends.megatron import convert
 from slime.backends.megatron import model as mmodel
 from slime.utils import ppo_utils
 
@@ -81,7 +82,7 @@ class MegatronActor:
         self.model = self._build_model()
         self.module = self.model.module  # the GPTModel inside megatron's DDP
         weights_from = resume_dir / "model" if resume_dir else self.model_path
-        mmodel.load_hf_state_dict(self.module, _read_hf_weights(weights_from), self.hf_config)
+        mmodel.load_hf_state_dict(self.module, convert.read_hf_weights(weights_from), self.hf_config)
         self.ref_state = self._load_ref() if args.ref_model_needed else None
         self._optimizer = None  # built at the first step: megatron-core's optimizers are CUDA-only
         self.lr_factor = lr_lambda(args, max(1, args.train_iters or 1))
@@ -136,7 +137,7 @@ class MegatronActor:
         """The reference weights as a CPU stash of this rank's shard (swapped in for the ref log-prob pass,
         as upstream's TensorBackuper does: one model object, two weight sets)."""
         current = self._stash()
-        mmodel.load_hf_state_dict(self.module, _read_hf_weights(Path(self.args.ref_load)), self.hf_config)
+        mmodel.load_hf_state_dict(self.module, convert.read_hf_weights(self.args.ref_load), self.hf_config)
         ref = self._stash()
         self._restore(current)
         return ref
@@ -359,16 +360,3 @@ class MegatronActor:
         if self.args.use_distributed_optimizer:
             self.optimizer.load_parameter_state(str(folder / "param_state.pt"))
         self.global_step = state["global_step"]
-
-
-def _read_hf_weights(folder: Path) -> dict[str, torch.Tensor]:
-    """All tensors of an HF folder's safetensors files (one or sharded)."""
-    from safetensors.torch import load_file
-
-    files = sorted(Path(folder).glob("*.safetensors"))
-    if not files:
-        raise FileNotFoundError(f"{folder} holds no *.safetensors weights")
-    weights: dict[str, torch.Tensor] = {}
-    for file in files:
-        weights.update(load_file(str(file)))
-    return weights

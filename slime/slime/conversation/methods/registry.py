@@ -9,9 +9,8 @@ accept whatever this registry resolves.
 
 from __future__ import annotations
 
-import importlib
-
 from slime.conversation.methods.base import check_method
+from slime.utils.plugins import import_factory
 from slime.conversation.methods.builtin import BinaryRL, Combine, CombineTopK, OnPolicyDistillation, \
     OnPolicyDistillationTopK
 
@@ -50,17 +49,7 @@ def load_method(ref: str, **options):
         if options:
             raise ValueError(f"built-in method {name!r} takes no options (got {sorted(options)})")
         return BUILT_IN_METHODS[name]()
-    module_name, _, attribute = name.partition(":")
-    if not module_name or not attribute:
-        raise ValueError(f"plugin method {ref!r} must look like 'module.path:factory'")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ValueError(f"plugin method {ref!r}: cannot import module {module_name!r} ({exc}); is its folder on "
-                         "--extra-python-path?") from exc
-    factory = getattr(module, attribute, None)
-    if not callable(factory):
-        raise ValueError(f"plugin method {ref!r}: {module_name} has no callable {attribute!r}")
+    factory = import_factory(name, "method", "is its folder on --extra-python-path?")
     try:
         method = factory(**options)
     except TypeError as exc:
