@@ -44,10 +44,11 @@ if [ "$DRY_RUN" = 1 ]; then
     # validate the flags with the trainer's own parser, print the CPU layout and the command, start nothing
     python - "${COMMON_ARGS[@]}" "$@" <<'PY'
 import shlex, sys
-from slime.utils.arguments import parse_args
+from slime.utils.arguments import method_summary, parse_args
 args = parse_args(sys.argv[1:], mode="async", world_size=1)
 print("layout: CPU, 1 trainer process (rank 0, no torchrun), the embedded engine as its child process, "
       f"the conversation proxy on {args.proxy_host}:{args.proxy_port}; OMP_NUM_THREADS=1 per process")
+print(method_summary(args))
 print("python slime/train_async.py " + shlex.join(sys.argv[1:]))
 PY
     exit 0

@@ -217,7 +217,7 @@ def test_cpu_dry_run(method):
     folder = Path(ENTRIES[method]).parent
     assert f"no GPU visible (nvidia-smi not found): running the CPU script {folder}/run_cpu_smollm2_openclaw_{method}.sh" \
         in done.stderr
-    assert done.stdout.strip().splitlines()[-2].startswith("layout: CPU, 1 trainer process")
+    assert done.stdout.strip().splitlines()[-3].startswith("layout: CPU, 1 trainer process")
     args = _cpu_args(done)
     assert args.conversation_method == method and args.hf_checkpoint == "smollm2" and not args.use_lora
 

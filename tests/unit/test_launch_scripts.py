@@ -92,6 +92,7 @@ def test_dry_run_prints_layout_and_a_command_the_trainer_accepts(script):
     assert Path(args.save).name == name.removeprefix("run_").removesuffix(".sh").replace("_", "-")
     method, loss, estimator = METHODS[_method(script)]
     assert args.conversation_method == method and args.advantage_estimator == estimator
+    assert f"method: {method} (loss {'custom_loss ' + loss if loss else 'policy_loss'}, advantages {estimator}" in out
     if loss is None:
         assert args.loss_type == "policy_loss"
     else:
@@ -159,12 +160,13 @@ CPU_SCRIPTS = sorted(str(p.relative_to(REPO)) for folder in METHOD_FOLDERS for p
 def test_cpu_scripts_dry_run_print_their_layout_and_a_valid_command(script):
     done = _run(script, "--dry-run", "--lr", "2e-5")
     assert done.returncode == 0, done.stderr
-    layout, command = done.stdout.strip().splitlines()[-2:]
+    layout, method, command = done.stdout.strip().splitlines()[-3:]
     assert layout.startswith("layout: CPU, 1 trainer process")
     words = shlex.split(command)
     assert words[:2] == ["python", "slime/train_async.py"] and "--dry-run" not in words
     args = parse_args(words[2:], mode="async", world_size=1)
     assert args.lr == 2e-5  # extra flags after --dry-run still reach the trainer (and win over the defaults)
+    assert method.startswith(f"method: {args.conversation_method} (loss {args.loss_type}")
 
 
 def test_cpu_dry_run_rejects_bad_flags_before_starting_anything():

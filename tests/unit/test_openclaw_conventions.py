@@ -187,10 +187,11 @@ def test_the_parts_join_as_the_engine_joins_them():
 
 
 def test_sessions_and_judges_use_these_definitions():
-    from slime.conversation import sessions
+    from slime.conversation import sessions, teacher
     from slime.conversation.judges import hint_rules, prompts, rules, voting
 
     assert sessions.message_text is oc.message_text and sessions.is_internal_context is oc.is_internal_context
     for module in (rules, hint_rules, prompts):
         assert module.clean_user_text is oc.clean_user_text and module.is_internal_context is oc.is_internal_context
-    assert voting.content_text is oc.content_text and voting.message_text is oc.message_text
+    assert voting.message_text is oc.message_text
+    assert teacher.content_text is oc.content_text and teacher.is_internal_context is oc.is_internal_context

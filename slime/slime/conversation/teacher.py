@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
-from slime.conversation.judges.voting import content_text
+from slime.conversation.openclaw_conventions import INTERNAL_CONTEXT_MARKER, content_text, is_internal_context
 from slime.engine.chat_parsing import TEXT_PART_SEPARATOR, ChatInputError, normalize_messages
 from slime.engine.client import AsyncEngineClient
 from slime.engine.engine import Engine
@@ -67,10 +67,6 @@ __all__ = [
 
 HINT_MARKER = "\n\n[user's hint / instruction]\n"
 
-# OpenClaw appends a fresh user message starting with this marker to every request (scratch state such as
-# active exec sessions, not something the user said); see ../shared/reference/openclaw_client.md.
-INTERNAL_CONTEXT_MARKER = "<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>"
-
 
 class TeacherPromptError(ValueError):
     """The teacher prompt cannot be built (blank hint, messages the chat template rejects, ...)."""
@@ -88,12 +84,6 @@ def flatten_content(content: Any) -> str:
     return content_text(content, TEXT_PART_SEPARATOR)
 
 
-def is_internal_context(message: Any) -> bool:
-    """Whether `message` is OpenClaw's injected internal-context user message."""
-    return isinstance(message, dict) and flatten_content(message.get("content")).lstrip().startswith(
-        INTERNAL_CONTEXT_MARKER)
-
-
 def hint_target_index(messages: Sequence[dict]) -> int | None:
     """Index of the message the hint is appended to; None for an empty list.
 
@@ -104,7 +94,7 @@ def hint_target_index(messages: Sequence[dict]) -> int | None:
     and unchanged; the hint goes where the user's own instruction is. In an agent loop that message can
     be several tool steps before the scored response.
 
-    Fallbacks (spec 7.1 step 4 says "last message"): no real user message -> the last message that is not
+    Fallbacks (upstream appends to the last message): no real user message -> the last message that is not
     internal context; only internal-context messages -> the last message.
     """
     if not messages:
@@ -122,7 +112,7 @@ def hinted_messages(messages: Sequence[dict], hint: str) -> list[dict]:
     """A deep copy of `messages` with `HINT_MARKER + hint.strip()` appended to the hint target's text.
 
     The target's content is flattened to text first (list content becomes one string) and the result is
-    stripped as a whole (spec 7.1 step 4). An empty list becomes one user message holding the marker and
+    stripped as a whole, as upstream does. An empty list becomes one user message holding the marker and
     hint. Roles are left as they are (developer->system happens at rendering, as in the engine). A blank
     hint raises: without an accepted hint there is no OPD sample, and "marker + nothing" is not the
     un-hinted prompt.

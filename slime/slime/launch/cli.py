@@ -104,6 +104,8 @@ def check_gpus_present(layout: Layout, parent_visible: str | None) -> str | None
 
 
 def plan_text(layout: Layout, args, command: list[str], parent_visible: str | None) -> str:
+    from slime.utils.arguments import method_summary
+
     flags = (f"--actor-num-nodes {args.actor_num_nodes} --actor-num-gpus-per-node {args.actor_num_gpus_per_node} "
              f"--num-gpus-per-node {args.num_gpus_per_node} --rollout-num-gpus {args.rollout_num_gpus} "
              f"--rollout-num-gpus-per-engine {args.rollout_num_gpus_per_engine} --prm-num-gpus {args.prm_num_gpus} "
@@ -113,6 +115,7 @@ def plan_text(layout: Layout, args, command: list[str], parent_visible: str | No
     return "\n".join([
         layout.describe(parent_visible),
         f"layout flags: {flags}",
+        method_summary(args),
         f"process (node {layout.node_rank}): CUDA_VISIBLE_DEVICES={layout.trainer_visible_devices(parent_visible)} "
         f"torchrun with {len(layout.trainer_gpus)} rank(s); the same command runs on every node with its NODE_RANK",
         shlex.join(command),

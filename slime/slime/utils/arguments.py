@@ -753,6 +753,17 @@ def _apply_method(args):
         _fail(str(exc))
 
 
+def method_summary(args) -> str:
+    """One line for dry runs: the conversation method, the loss and advantages it chose, its judges."""
+    if args.conversation_method is None:
+        return f"no conversation method (loss {args.loss_type}, advantages {args.advantage_estimator})"
+    loss = args.loss_type + (f" {args.custom_loss_function_path}" if args.custom_loss_function_path else "")
+    return (f"method: {args.conversation_method} (loss {loss}, advantages {args.advantage_estimator}, reward "
+            f"normalisation {'on' if args.rewards_normalization else 'off'}; reward judge "
+            f"{args.prm_type if args.conversation_uses_reward_judge else '-'}, hint judge "
+            f"{args.hint_judge_type if args.conversation_uses_hints else '-'})")
+
+
 def _check_algorithm(args):
     if args.eps_clip_high is None:
         args.eps_clip_high = args.eps_clip

@@ -8,9 +8,10 @@
 
 from __future__ import annotations
 
-import importlib
 import inspect
+
 from slime.conversation.judges.base import Judge
+from slime.utils.plugins import import_factory
 
 __all__ = ["BUILTIN_KINDS", "HINT_KINDS", "build_hint_judge", "build_judge"]
 
@@ -84,17 +85,7 @@ def _build_plugin(spec: str, options: dict, *, method: str = "judge", what: str 
                   kinds_help=None) -> Judge:
     """`module:factory(**options)`, checked to have async `method`(turn) and aclose() and a name string."""
     kinds_help = kinds_help or _kinds_help
-    module_name, _, attribute = spec.partition(":") if ":" in spec else spec.rpartition(".")
-    if not module_name or not attribute:
-        raise ValueError(f"plugin {what} {spec!r} must look like 'module.path:factory' or 'module.path.factory'")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ValueError(f"plugin {what} {spec!r}: cannot import module {module_name!r} ({exc}); "
-                         f"built-in kinds are {kinds_help()}") from exc
-    factory = getattr(module, attribute, None)
-    if not callable(factory):
-        raise ValueError(f"plugin {what} {spec!r}: {module_name} has no callable {attribute!r}")
+    factory = import_factory(spec, what, f"built-in kinds are {kinds_help()}")
     judge = factory(**options)
     missing = [name for name in (method, "aclose") if not callable(getattr(judge, name, None))]
     if missing:

@@ -9,11 +9,9 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-# content_text is re-exported for slime.conversation.teacher, which still imports it from here.
-from slime.conversation.openclaw_conventions import content_text, message_text
+from slime.conversation.openclaw_conventions import message_text
 
 __all__ = [
-    "content_text",
     "majority_vote",
     "parse_boxed_score",
     "render_message_for_judge",
