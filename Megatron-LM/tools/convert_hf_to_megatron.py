@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the tools' shared module, however this file is loaded
 from conversion_cli import progress as _progress  # noqa: E402
-from conversion_cli import read_hf_config  # noqa: E402
+from conversion_cli import check_save_folder, read_hf_config, resolve_hf_checkpoint  # noqa: E402
 
 PROG = Path(__file__).name
 
@@ -62,19 +62,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.make_vocab_size_divisible_by < 1:
         parser.error(f"--make-vocab-size-divisible-by must be >= 1, got {args.make_vocab_size_divisible_by}")
     save = Path(args.save)
-    if save.exists() and (not save.is_dir() or (any(save.iterdir()) and not args.force)):
-        parser.error(f"--save {save}: {'not a folder' if not save.is_dir() else 'not empty (use --force)'}")
+    check_save_folder(parser, save, args.force)
 
     from slime.backends.megatron import convert
     from slime.backends.megatron.model import check_model_args, rope_theta
-    from slime.models import resolve_model_path
 
-    try:
-        hf_dir = resolve_model_path(args.hf_checkpoint)
-    except FileNotFoundError as exc:
-        missing = not Path(args.hf_checkpoint).expanduser().exists()
-        parser.error(f"--hf-checkpoint {args.hf_checkpoint}: "
-                     + ("no such folder, and not a built-in model name (tiny, smollm2)" if missing else str(exc)))
+    hf_dir = resolve_hf_checkpoint(parser, args.hf_checkpoint)
     tp = args.tensor_model_parallel_size
     config = read_hf_config(parser, hf_dir)
     try:
