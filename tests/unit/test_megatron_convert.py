@@ -167,6 +167,23 @@ def test_checkpoint_files_round_trip(tmp_path, tp, spec):
     assert back.keys() == hf.keys() and all(torch.equal(back[k], hf[k]) for k in hf)
 
 
+def test_backend_reads_hf_folders_and_converted_checkpoints_alike(tmp_path):
+    """`read_weights_as_hf` (what the megatron actor loads --ref-load and its weights through) gives the same HF
+    state dict from an HF folder and from the converted checkpoint of it."""
+    from safetensors.torch import save_file
+
+    hf, config = _random_hf("llama", False, vocab=301)
+    (tmp_path / "hf").mkdir()
+    save_file(hf, str(tmp_path / "hf" / "model.safetensors"))
+    layout = convert.ModelLayout.from_hf_config(config)
+    padded = convert.padded_vocab_size(layout.vocab_size, 2, 64)
+    convert.save_megatron_checkpoint(tmp_path / "mc", convert.hf_to_megatron(hf, layout, padded_vocab=padded), layout,
+                                     2, vocab_divisor=64, layer_spec="transformer_engine")
+    for folder in (tmp_path / "hf", tmp_path / "mc"):
+        read = convert.read_weights_as_hf(folder, config)
+        assert read.keys() == hf.keys() and all(torch.equal(read[k], hf[k]) for k in hf), folder
+
+
 def test_checkpoint_files_bad_inputs(tmp_path):
     hf, config = _random_hf("qwen3", True)
     layout = convert.ModelLayout.from_hf_config(config)

@@ -82,7 +82,8 @@ class MegatronActor:
         self.model = self._build_model()
         self.module = self.model.module  # the GPTModel inside megatron's DDP
         weights_from = resume_dir / "model" if resume_dir else self.model_path
-        mmodel.load_hf_state_dict(self.module, convert.read_hf_weights(weights_from), self.hf_config)
+        weights = convert.read_weights_as_hf(weights_from, self.hf_config)  # an HF folder or a converted checkpoint
+        mmodel.load_hf_state_dict(self.module, weights, self.hf_config)
         self.ref_state = self._load_ref() if args.ref_model_needed else None
         self._optimizer = None  # built at the first step: megatron-core's optimizers are CUDA-only
         self.lr_factor = lr_lambda(args, max(1, args.train_iters or 1))
@@ -137,7 +138,8 @@ class MegatronActor:
         """The reference weights as a CPU stash of this rank's shard (swapped in for the ref log-prob pass,
         as upstream's TensorBackuper does: one model object, two weight sets)."""
         current = self._stash()
-        mmodel.load_hf_state_dict(self.module, convert.read_hf_weights(self.args.ref_load), self.hf_config)
+        mmodel.load_hf_state_dict(self.module, convert.read_weights_as_hf(self.args.ref_load, self.hf_config),
+                                  self.hf_config)
         ref = self._stash()
         self._restore(current)
         return ref

@@ -445,6 +445,15 @@ def check_checkpoint_layout(metadata: dict, layout: ModelLayout) -> None:
         raise ConversionError("the checkpoint does not match the HF config: " + "; ".join(problems))
 
 
+def read_weights_as_hf(folder: str | Path, hf_config, progress: Progress | None = None) -> dict[str, torch.Tensor]:
+    """HF-named weights of `folder`: an HF folder's safetensors, or a checkpoint of `save_megatron_checkpoint`
+    (`Megatron-LM/tools/convert_hf_to_megatron.py`) converted back for `hf_config`'s architecture."""
+    if not (Path(folder) / CHECKPOINT_METADATA).exists():
+        return read_hf_weights(folder, progress)
+    full, _ = load_megatron_checkpoint(folder, progress)
+    return megatron_to_hf(full, ModelLayout.from_hf_config(hf_config))
+
+
 def load_megatron_checkpoint(folder: str | Path, progress: Progress | None = None
                              ) -> tuple[dict[str, torch.Tensor], dict]:
     """Read every TP rank's file of a `save_megatron_checkpoint` folder and reassemble the full state dict
