@@ -11,18 +11,12 @@
 # ROLLOUT_TP / PRM_TP GPUs per engine, TRAIN_TP trainer tensor parallel. The layout is resolved and validated
 # by `python -m slime.launch` (slime/slime/launch/) before anything starts.
 #
-# `--dry-run` as the first argument of a run_*.sh (or DRY_RUN=1) prints the resolved layout and the full
+# `--dry-run` anywhere among a run_*.sh's arguments (or DRY_RUN=1) prints the resolved layout and the full
 # command and starts nothing. Launch scripts never kill processes by name: the launcher execs torchrun.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"  # the calling method folder
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SCRIPT_NAME="$(basename "$0" .sh)"
-
-# Sourced without arguments, this file shares the calling script's arguments: take a leading --dry-run.
-if [ "${1:-}" = --dry-run ]; then
-    DRY_RUN=1
-    shift
-fi
 
 if [ -z "${VIRTUAL_ENV:-}" ] && [ -f "$ROOT/.venv/bin/activate" ]; then
     # shellcheck disable=SC1091
@@ -64,8 +58,12 @@ check_layout_numbers() {
 # Everything but the method: run_conversation_trainer <full|lora> <method> [extra trainer flags]
 # Defaults of the layout variables are set by the calling script before this runs.
 run_conversation_trainer() {
-    local variant=$1 method=$2 tokens interval name
+    local variant=$1 method=$2 tokens interval name arg passed=()
     shift 2
+    for arg in "$@"; do  # --dry-run may come anywhere: take it out of the trainer flags
+        if [ "$arg" = --dry-run ]; then DRY_RUN=1; else passed+=("$arg"); fi
+    done
+    set -- "${passed[@]}"
     HF_CKPT=${HF_CKPT:?set HF_CKPT to a Qwen3-4B checkpoint folder}
     PRM_MODEL_PATH=${PRM_MODEL_PATH:-$HF_CKPT}
     NNODES=${NNODES:-1} NODE_RANK=${NODE_RANK:-0} MASTER_ADDR=${MASTER_ADDR:-127.0.0.1}

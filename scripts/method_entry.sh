@@ -73,7 +73,7 @@ is_override() {
 run_method_entry() {
     local method=$1
     shift
-    local lora=0 lora_reason="" config="" dry_run=0 overrides=() passed=()
+    local lora=0 lora_reason="" config="" overrides=() passed=()
     case "${USE_LORA:-}" in
         "" | 0 | false | no | off) ;;
         1 | true | yes | on) lora=1 lora_reason="USE_LORA=$USE_LORA" ;;
@@ -82,7 +82,6 @@ run_method_entry() {
     while [ $# -gt 0 ]; do
         case "$1" in
             --lora) lora=1 lora_reason="--lora" ;;
-            --dry-run) dry_run=1 ;;
             -h | --help) entry_usage; exit 0 ;;
             --config | --config=*)
                 if [ "$1" = --config ]; then
@@ -164,9 +163,5 @@ run_method_entry() {
     fi
     echo "$ENTRY_NAME: $DEVICE_REASON: running the $kind script ${ENTRY_DIR#"$ENTRY_ROOT"/}/$script$how" >&2
 
-    local args=()
-    if [ "$dry_run" = 1 ]; then
-        args+=(--dry-run)  # first: the GPU scripts take it only there
-    fi
-    exec bash "$ENTRY_DIR/$script" "${args[@]}" "${config_flags[@]}" "${lora_flags[@]}" "${passed[@]}"
+    exec bash "$ENTRY_DIR/$script" "${config_flags[@]}" "${lora_flags[@]}" "${passed[@]}"
 }

@@ -95,8 +95,8 @@ def test_a_visible_gpu_runs_the_gpu_script(stub_repo, fake_bin, method):
     rc, out, err = _stub(stub_repo, method, "--rollout-batch-size", "4", "--dry-run", gpu_bin=fake_bin())
     assert rc == 0, err
     assert f"1 GPU(s) visible (nvidia-smi -L): running the GPU script " in err
-    # --dry-run first: the GPU scripts take it only there
-    assert out == [f"run_qwen3_4b_openclaw_{method}.sh", "HF_CKPT=", "--dry-run", "--rollout-batch-size", "4"]
+    # arguments pass through in their order (the GPU scripts take --dry-run anywhere)
+    assert out == [f"run_qwen3_4b_openclaw_{method}.sh", "HF_CKPT=", "--rollout-batch-size", "4", "--dry-run"]
 
 
 @pytest.mark.parametrize("how", [("--lora",), ("USE_LORA", "1"), ("USE_LORA", "true")])
@@ -169,9 +169,9 @@ def test_config_flags_go_between_the_script_defaults_and_the_command_line(stub_r
                          LORA_RANK="8")
     assert rc == 0, err
     # the config's top-K method and LoRA choose the script; its model becomes HF_CKPT (the GPU scripts read it)
-    assert out == ["run_qwen3_4b_openclaw_combine_topk_lora.sh", f"HF_CKPT={ckpt}", "--dry-run",
+    assert out == ["run_qwen3_4b_openclaw_combine_topk_lora.sh", f"HF_CKPT={ckpt}",
                    "--hf-checkpoint", str(ckpt), "--lr", "2e-06", "--distill-topk", "20", "--use-lora",
-                   "--lora-rank", "8", "--lr", "3e-6"]
+                   "--lora-rank", "8", "--lr", "3e-6", "--dry-run"]
     assert f"the config's model {ckpt} replaces HF_CKPT=/elsewhere" in err
     assert f"(LoRA: training.lora.enabled in {config}), trainer flags from {config} appended" in err
 

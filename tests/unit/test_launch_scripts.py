@@ -110,6 +110,9 @@ def test_dry_run_prints_layout_and_a_command_the_trainer_accepts(script):
 def test_dry_run_env_var_is_the_same_as_the_flag():
     script = "openclaw-rl/run_qwen3_4b_openclaw_rl.sh"
     assert _run(script, DRY_RUN="1").stdout == _run(script, "--dry-run").stdout
+    # anywhere among the arguments, and never passed on to the trainer
+    _, argv = _torchrun(_run(script, "--lr", "3e-6", "--dry-run"))
+    assert "--dry-run" not in argv and argv[-2:] == ["--lr", "3e-6"]
 
 
 def test_two_nodes_of_eight():

@@ -148,6 +148,8 @@ class ConversationSettings:
         for name in ("prm_timeout", "prm_vote_timeout", "session_idle_ttl", "max_body_mb", "upstream_timeout"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{flag_of(name)} must be > 0, got {getattr(self, name)}")
+        if self.distill_topk is not None and self.distill_topk < 1:
+            raise ValueError(f"--distill-topk must be >= 1, got {self.distill_topk}")
         if self.teacher_demonstrations < 0:
             raise ValueError(f"--teacher-demonstrations must be >= 0, got {self.teacher_demonstrations}")
         if (self.teacher_demonstration_candidates is not None

@@ -18,6 +18,7 @@ import argparse
 import json
 import logging
 import os
+import sys
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -27,10 +28,6 @@ logger = logging.getLogger(__name__)
 DEFAULT_ROLLOUT_FUNCTION = "slime.rollout.default_rollout.generate_rollout"
 DEFAULT_DATA_SOURCE = "slime.rollout.data_source.RolloutDataSource"
 CONVERSATION_DATA_SOURCE = "slime.conversation.rollout.ConversationDataSource"
-# defaults of the flags a conversation method may choose (its loss and advantage inputs); a flag given
-# explicitly always wins over the method
-ALGORITHM_DEFAULTS = {"advantage_estimator": "grpo", "loss_type": "policy_loss", "rewards_normalization": True,
-                      "compute_advantages_and_returns": True}
 DEFAULT_LORA_TARGETS = "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"
 BUILTIN_MODEL_NAMES = ("tiny", "smollm2")  # see slime.models.registry.resolve_model_path
 MEGATRON_UNAVAILABLE = ("--train-backend megatron needs megatron-core, which is not installed: "
@@ -106,8 +103,6 @@ class TrainerArgumentParser(argparse.ArgumentParser):
     fill only what the user left unset."""
 
     def parse_known_args(self, args=None, namespace=None):
-        import sys
-
         argv = list(sys.argv[1:] if args is None else args)
         namespace, rest = super().parse_known_args(argv, namespace)
         given = set()
@@ -280,9 +275,9 @@ def _add_eval_flags(g):
 
 
 def _add_algorithm_flags(g):
-    g.add_argument("--advantage-estimator", default=None, help="default: the conversation method's, else grpo", choices=[
+    g.add_argument("--advantage-estimator", default="grpo", help="default: the conversation method's, else grpo", choices=[
         "grpo", "gspo", "reinforce_plus_plus", "reinforce_plus_plus_baseline", "on_policy_distillation"])
-    g.add_argument("--disable-rewards-normalization", dest="rewards_normalization", action="store_false", default=None)
+    g.add_argument("--disable-rewards-normalization", dest="rewards_normalization", action="store_false")
     g.add_argument("--disable-grpo-std-normalization", dest="grpo_std_normalization", action="store_false")
     g.add_argument("--normalize-advantages", action="store_true")
     g.add_argument("--gamma", type=float, default=1.0)
@@ -299,12 +294,12 @@ def _add_algorithm_flags(g):
     g.add_argument("--eps-clip", type=float, default=0.2)
     g.add_argument("--eps-clip-high", type=float, default=None, help="default: --eps-clip")
     g.add_argument("--eps-clip-c", type=float, default=None, help="dual-clip constant (> 1)")
-    g.add_argument("--loss-type", choices=["policy_loss", "custom_loss", "sft_loss"], default=None,
+    g.add_argument("--loss-type", choices=["policy_loss", "custom_loss", "sft_loss"], default="policy_loss",
                    help="default: the conversation method's, else policy_loss")
     g.add_argument("--custom-loss-function-path", default=None)
     g.add_argument("--calculate-per-token-loss", action="store_true")
     g.add_argument("--disable-compute-advantages-and-returns", dest="compute_advantages_and_returns",
-                   action="store_false", default=None)
+                   action="store_false")
     g.add_argument("--distill-divergence", choices=["reverse", "forward"], default="reverse",
                    help="top-K distillation losses: reverse KL(student || teacher) (upstream, mode-seeking) or "
                         "forward KL(teacher || student) (mass-covering: pulls up tokens the policy rarely samples)")
@@ -531,8 +526,8 @@ _POSITIVE = ("actor_num_nodes", "actor_num_gpus_per_node", "rollout_num_gpus_per
              "rollout_max_context_len", "rollout_max_prompt_len", "over_sampling_batch_size",
              "update_weights_interval", "eval_interval", "n_samples_per_eval_prompt", "eval_max_response_len",
              "eval_max_context_len", "save_interval", "engine_threads", "keep_weight_versions", "log_interval",
-             "num_epoch", "distill_topk", "prm_num_gpus_per_engine", "prm_m", "prm_max_new_tokens",
-             "prm_max_concurrency", "prm_timeout", "session_idle_ttl", "distributed_timeout_minutes")
+             "num_epoch", "prm_num_gpus_per_engine", "distributed_timeout_minutes")
+# the conversation settings (--prm-m, --session-idle-ttl, ...) are range-checked by ConversationSettings.check_values
 _NON_NEGATIVE = ("num_rollout", "rollout_num_gpus", "prm_num_gpus", "lr_warmup_iters", "lr_decay_iters",
                  "lr", "min_lr", "weight_decay", "clip_grad", "kl_loss_coef", "entropy_coef", "eps_clip",
                  "eps_clip_high", "rollout_temperature", "adam_eps")
@@ -712,7 +707,7 @@ def _check_engines(args):
 
 def _apply_method(args):
     """Resolve `--conversation-method` through the method registry (a plugin loads from --extra-python-path)
-    and fill the algorithm flags the user left unset with what the method needs, then the global defaults.
+    and set the trainer settings the method needs (its `training`), except those given on the command line.
     Sets `conversation_uses_hints` / `conversation_uses_reward_judge`."""
     method = None
     if args.conversation_method is None and args.data_source_path == CONVERSATION_DATA_SOURCE:
@@ -738,13 +733,10 @@ def _apply_method(args):
     if unknown:
         _fail(f"--conversation-method {args.conversation_method} asks for trainer settings that do not exist: "
               f"{unknown}")
-    explicit = getattr(args, "explicit_flags", None)  # None: a namespace built without our parser
+    given = getattr(args, "explicit_flags", set())  # recorded by TrainerArgumentParser
     for dest, value in training.items():
-        if (dest not in explicit) if explicit is not None else getattr(args, dest) is None:
+        if dest not in given:
             setattr(args, dest, value)
-    for dest, default in ALGORITHM_DEFAULTS.items():
-        if getattr(args, dest) is None:
-            setattr(args, dest, default)
     from slime.conversation.settings import ConversationSettings
 
     try:
