@@ -5,6 +5,8 @@ cd "$(dirname "$0")/.."
 bash scripts/setup_env.sh
 # the real OpenClaw client (Node 24 + npm openclaw) for tests/e2e/test_openclaw_client.py; skipped when done
 bash scripts/setup_openclaw.sh
+# PostgreSQL's server binaries for the store's PostgreSQL tests (Debian's postgresql, only when missing)
+bash scripts/setup_postgres.sh
 # shellcheck disable=SC1091
 . .venv/bin/activate
 # One intra-op thread per process: on a loaded 2-core machine two threads are many times slower.

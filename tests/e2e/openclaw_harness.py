@@ -148,7 +148,8 @@ class OpenClawClient:
     """An isolated OpenClaw installation state (HOME, workspace, logs, tmp) talking to one server.
 
     base_url is the server root (`http://127.0.0.1:PORT`; a trailing `/v1` is accepted too). The provider
-    is declared with `api: "openai-completions"` under id `slime`, so the model ref is `slime/<model_id>`.
+    is declared with `api: "openai-completions"` under id `slime`, so the model ref is `slime/<model_id>`; the
+    config is the one `python -m slime.conversation openclaw-config` writes for users.
     max_tokens becomes the `max_completion_tokens` of every request: keep it small for random-weight
     models, which otherwise babble until the cap.
     """
@@ -159,6 +160,7 @@ class OpenClawClient:
     workdir: Path
     context_window: int = 65536
     max_tokens: int = 64
+    lean: bool | None = False  # True: the small-context profile of openclaw_config; None: by context_window
     timeout: float = 300.0
     extra_env: dict = field(default_factory=dict)
     cli: Path | None = None
@@ -191,36 +193,15 @@ class OpenClawClient:
         return f"{PROVIDER_ID}/{self.model_id}"
 
     def config(self) -> dict:
-        return {
-            "agents": {
-                "defaults": {
-                    "model": {"primary": self.model_ref},
-                    "workspace": str(self.workspace),
-                    "heartbeat": {"every": "0m"},  # no unprompted heartbeat turns
-                }
-            },
-            "models": {
-                "mode": "merge",
-                "providers": {
-                    PROVIDER_ID: {
-                        "baseUrl": self.provider_base_url,
-                        # openclaw wants some key for a custom provider; the engine ignores it without --api-key
-                        "apiKey": self.api_key or "sk-no-key",
-                        "api": "openai-completions",
-                        "models": [{
-                            "id": self.model_id,
-                            "name": f"slime {self.model_id}",
-                            "reasoning": False,
-                            "input": ["text"],
-                            "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
-                            "contextWindow": self.context_window,
-                            "maxTokens": self.max_tokens,
-                        }],
-                    }
-                },
-            },
-            "logging": {"file": str(self.log_file)},
-        }
+        """The users' openclaw.json (`slime.conversation.openclaw_config`) plus this harness's isolation."""
+        from slime.conversation.openclaw_config import openclaw_config
+
+        config = openclaw_config(self.provider_base_url, self.model_id, api_key=self.api_key or "sk-no-key",
+                                 context_window=self.context_window, max_tokens=self.max_tokens, lean=self.lean,
+                                 workspace=str(self.workspace), provider_id=PROVIDER_ID)
+        config["agents"]["defaults"]["heartbeat"] = {"every": "0m"}  # no unprompted heartbeat turns
+        config["logging"] = {"file": str(self.log_file)}
+        return config
 
     def write_config(self) -> Path:
         self.config_path.parent.mkdir(parents=True, exist_ok=True)

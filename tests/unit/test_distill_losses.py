@@ -592,6 +592,53 @@ def test_tis_rows_are_refused_on_rank_zero_when_a_sample_has_no_rollout_log_prob
     assert to_rows(SimpleNamespace(use_tis=False), [sample(None)], [1.0], [1.0])[0]["rollout_log_probs"] is None
 
 
+def test_off_policy_rows_are_left_at_weight_one_by_tis_and_on_policy_rows_are_still_weighted():
+    """Traces another model wrote (POST /v1/traces) have no behaviour log-probs: TIS cannot correct them and
+    leaves them at weight 1, while the on-policy rows of the same batch keep their TIS weights."""
+    from slime.backends.fsdp import batching
+
+    rows = [{"tokens": [5, 6, 7, 8], "response_length": 2, "loss_mask": [1, 1], "advantages": [1.0, 1.0],
+             "old_log_probs": [-1.0, -2.0], "rollout_log_probs": [-1.5, -1.0]},
+            {"tokens": [5, 6, 9], "response_length": 1, "loss_mask": [1], "advantages": [-1.0],
+             "old_log_probs": [-0.5], "rollout_log_probs": None, "off_policy": True}]
+    logits = torch.randn(2, 2, V, dtype=torch.float64)
+    batch = batching.loss_batch(batching.collate(rows, [0, 1], pad_token_id=0), torch.device("cpu"))
+    assert batch["off_policy_mask"].tolist() == [[0.0], [1.0]]
+    reduce = sample_mean_reduce(batch["loss_mask"])
+    loss, metrics = policy_loss_function(args_for(**TIS_ARGS), batch, logits, reduce)
+    plain, _ = policy_loss_function(args_for(), batch, logits, reduce)
+    weights = torch.tensor([[1.25, 0.8], [1.0, 1.0]])  # exp(0.5) and exp(-1) clipped; the trace row at 1
+    log_probs = torch.log_softmax(logits.float(), -1).gather(-1, batch["tokens"].unsqueeze(-1)).squeeze(-1)
+    pg, _, _ = ppo_utils.compute_policy_loss(batch["old_log_probs"] - log_probs, batch["advantages"], 0.2, 0.28)
+    torch.testing.assert_close(loss, reduce(pg * weights.to(pg.dtype)))
+    assert not torch.equal(loss, plain)
+    # a batch of traces only: no rollout log-probs at all, every weight 1, the loss is the plain one
+    only = batching.loss_batch(batching.collate([rows[1]], [0], pad_token_id=0), torch.device("cpu"))
+    assert "rollout_log_probs" not in only
+    alone, metrics = policy_loss_function(args_for(**TIS_ARGS), only, logits[1:], sample_mean_reduce(only["loss_mask"]))
+    expected, _ = policy_loss_function(args_for(), only, logits[1:], sample_mean_reduce(only["loss_mask"]))
+    torch.testing.assert_close(alone, expected)
+    assert metrics["tis_weight"] == 1.0
+
+
+def test_off_policy_samples_pass_tis_on_rank_zero_and_scale_their_advantages():
+    from slime.training.advantages import attach_advantages
+    from slime.training.train_data import to_rows
+    from slime.utils.types import Sample
+
+    trace = Sample(index=9, tokens=[1, 2, 3], response_length=2, loss_mask=[1, 1], rollout_log_probs=None,
+                   metadata={"off_policy": True})
+    rows = to_rows(SimpleNamespace(use_tis=True), [trace], [1.0], [1.0])
+    assert rows[0]["off_policy"] is True and rows[0]["rollout_log_probs"] is None
+    with pytest.raises(ValueError, match="--use-rollout-logprobs.*an off-policy trace"):
+        to_rows(SimpleNamespace(use_rollout_logprobs=True), [trace], [1.0], [1.0])
+    on_policy = {**rows[0], "off_policy": False}
+    rows = [dict(rows[0], old_log_probs=[-1.0, -1.0]), dict(on_policy, old_log_probs=[-1.0, -1.0])]
+    args = SimpleNamespace(advantage_estimator="grpo", normalize_advantages=False, off_policy_weight=0.25)
+    attach_advantages(args, rows, torch.device("cpu"))
+    assert rows[0]["advantages"] == [0.25, 0.25] and rows[1]["advantages"] == [1.0, 1.0]
+
+
 def test_combine_losses_apply_tis(no_combine_env):
     batch, logits = tis_batch()
     tis = args_for(**TIS_ARGS)

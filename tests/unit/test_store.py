@@ -283,7 +283,7 @@ def test_release_and_mark_trained(store):
     assert store.mark_trained(2) == 0  # released samples are no longer part of batch 2
     # released samples keep their age: they are claimed first, in order
     assert [s["sample_id"] for s in store.claim_samples(4, 4)] == ids[2:]
-    assert store.stats()["samples"] == {"pending": 0, "in_batch": 4, "trained": 2}
+    assert store.stats()["samples"] == {"pending": 0, "in_batch": 4, "trained": 2, "exported": 0}
 
 
 # --- feedback, stats, export ---------------------------------------------------------------------------
@@ -308,23 +308,25 @@ def test_stats_numbers(store):
         "turns": {"main": 5, "side": 1, "demonstration": 0, "by_status": {"sampled": 3, "excluded": 2, "side": 1}},
         "judged": 3,
         "judge_failures": 1,
-        "samples": {"pending": 2, "in_batch": 1, "trained": 0},
+        "samples": {"pending": 2, "in_batch": 1, "trained": 0, "exported": 0},
         "trained_batches": 0,
         "excluded": {"neutral": 2},
         "rewards": {"-1": 1, "0": 1, "1": 1, "mean": 0.0},
         "feedback": 2,
+        "traces": {"total": 0, "pending": 0, "awaiting_feedback": 0, "judging": 0, "positive": 0, "negative": 0,
+                   "neutral": 0, "excluded": 0, "trained": 0},
     }
     store.mark_trained(1)
     store.claim_samples(2, 1)
     store.mark_trained(2)
-    assert store.stats()["samples"] == {"pending": 1, "in_batch": 0, "trained": 2}
+    assert store.stats()["samples"] == {"pending": 1, "in_batch": 0, "trained": 2, "exported": 0}
     assert store.stats()["trained_batches"] == 2
 
 
 def test_stats_of_empty_store(store):
     stats = store.stats()
     assert stats["rewards"] == {"-1": 0, "0": 0, "1": 0, "mean": None}
-    assert stats["samples"] == {"pending": 0, "in_batch": 0, "trained": 0}
+    assert stats["samples"] == {"pending": 0, "in_batch": 0, "trained": 0, "exported": 0}
     json.dumps(stats)  # served as JSON by the proxy
 
 
@@ -354,8 +356,9 @@ def test_export_round_trip(store, tmp_path):
     assert [json.loads(line) for line in judg.read_text(encoding="utf-8").splitlines()] == [
         {"session_id": "s1", "turn": 1, "score": 1.0, "votes": votes, "rationale": "gut", "judge": "llm",
          "failed": False}]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["conversations.jsonl", "judgements.jsonl",
-                                                           "store.db", "store.db-shm", "store.db-wal"]
+    # written beside their targets and renamed into place: no temporary file is left
+    assert {"conversations.jsonl", "judgements.jsonl"} <= {p.name for p in tmp_path.iterdir()}
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
 
 # --- concurrency ---------------------------------------------------------------------------------------
@@ -513,36 +516,15 @@ def test_cli_errors_are_messages_not_tracebacks(tmp_path, capsys):
 
 
 def test_cli_stats_from_url(tmp_path, capsys):
-    from http.server import BaseHTTPRequestHandler, HTTPServer
-
+    from helpers.fake_http import fake_json_server
     from slime.conversation.__main__ import main
 
     path = tmp_path / "store.db"
     _filled_store(path)
     with ConversationStore(path) as s:
-        body = json.dumps({**s.stats(), "proxy": {"judging_now": 3}}).encode()
-    seen = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):
-            seen.append((self.path, self.headers.get("Authorization")))
-            self.send_response(200 if self.path == "/v1/stats" else 404)
-            self.send_header("Content-Type", "application/json")
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = HTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        url = f"http://127.0.0.1:{server.server_port}/"
-        assert main(["stats", "--url", url, "--api-key", "k"]) == 0
-    finally:
-        server.shutdown()
-        server.server_close()
+        body = {**s.stats(), "proxy": {"judging_now": 3}}
+    with fake_json_server(lambda p: (200 if p == "/v1/stats" else 404, body)) as (url, seen):
+        assert main(["stats", "--url", url + "/", "--api-key", "k"]) == 0
     assert seen == [("/v1/stats", "Bearer k")]
     table = capsys.readouterr().out
     assert "1 pending" in table and "judging_now" in table
@@ -560,3 +542,29 @@ def test_cli_serve_forwards_argv(monkeypatch):
     monkeypatch.setitem(sys.modules, "slime.conversation.proxy", fake)
     assert main(["serve", "--port", "1234", "--store", "x.db"]) == 0
     assert calls == [["--port", "1234", "--store", "x.db"]]
+
+
+def test_one_trainer_holds_the_lease_and_a_second_is_refused_until_it_expires(store):
+    from slime.conversation.store import LeaseLost
+
+    assert store.acquire_trainer_lease("A", "host1", 11, ttl=60, now=T0) is None
+    holder = store.acquire_trainer_lease("B", "host2", 22, ttl=60, now=T0 + 30)
+    assert holder["owner"] == "A" and holder["host"] == "host1" and holder["pid"] == 11
+    assert store.acquire_trainer_lease("A", "host1", 11, ttl=60, now=T0 + 31) is None  # its own lease: kept
+    ids = add_pending(store, 4)
+    assert len(store.claim_samples(0, 2, owner="A")) == 2
+    with pytest.raises(LeaseLost, match="B no longer holds"):
+        store.claim_samples(1, 2, owner="B")
+    # A's process is gone (same host, says the caller's check): B may take over at once
+    assert store.acquire_trainer_lease("B", "host1", 22, ttl=60, holder_is_gone=lambda h: h["pid"] == 11,
+                                       now=T0 + 40) is None
+    with pytest.raises(LeaseLost, match="A no longer holds.*held by B"):
+        store.mark_trained(0, owner="A")  # the old trainer can no longer mark what it claimed
+    assert store.renew_trainer_lease("A") is False and store.renew_trainer_lease("B", now=T0 + 50) is True
+    # B stops renewing: after the TTL, C takes over; B's claims fail from then on
+    assert store.acquire_trainer_lease("C", "host3", 33, ttl=60, now=T0 + 100)["owner"] == "B"
+    assert store.acquire_trainer_lease("C", "host3", 33, ttl=60, now=T0 + 111) is None
+    assert store.release_untrained(0) == 2  # the new trainer hands the dead one's batch back ...
+    assert sorted(s["sample_id"] for s in store.claim_samples(5, 4, owner="C")) == sorted(ids)  # ... once
+    store.release_trainer_lease("C")
+    assert store.acquire_trainer_lease("D", "host4", 44, ttl=60, now=T0 + 112) is None

@@ -4,8 +4,11 @@
 
 Routes: `POST /v1/chat/completions` (streamed token by token, or whole), `GET /v1/models`, `GET /healthz`
 (200 only while the engine answers), `POST /v1/feedback` (a rating and/or comment on a turn),
-`GET /v1/stats`. A bearer key (`--api-key`, `$OPENCLAW_PROXY_API_KEY`) is required whenever the proxy
-binds beyond loopback; it is the proxy's own key, never the engine's.
+`GET /v1/stats`, `GET /v1/sessions?limit=&offset=&active=1` (a page of per-session counts, most recent first)
+and `GET /v1/sessions/{id}` (one session with a row per turn). A bearer key (`--api-key`,
+`$OPENCLAW_PROXY_API_KEY`) is required whenever the proxy binds beyond loopback; it is the proxy's own key,
+never the engine's. `OPENCLAW_DEBUG=1` or `ROLLOUT_LOG_LEVEL=DEBUG|INFO|...` override `--log-level`: at DEBUG the
+proxy logs how each request was classified and what each judged turn became.
 """
 
 from __future__ import annotations
@@ -25,35 +28,26 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.requests import ClientDisconnect
 
 from slime.conversation import sessions
+from slime.conversation import traces as traces_mod
 from slime.conversation.relay import (ForwardPolicy, SampledTurn, build_forward_body, client_chunk,
                                       client_response)
 from slime.conversation.service import ConversationService, FeedbackError
 from slime.conversation.settings import ConversationSettings, from_cli
-from slime.conversation.store import ConversationStore
+from slime.conversation import rollout_dir
+from slime.conversation.store import ConversationStore, LeaseLost
+from slime.engine.chat_validation import validate_chat_request
 from slime.engine.protocol import APIError
 from slime.engine.server import BearerAuth, install_error_handlers
 
 log = logging.getLogger("slime.conversation")
 
-VALID_ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
 OPEN_PATHS = frozenset({"/healthz"})
 
 
 def validate_chat_body(body) -> list[dict]:
-    """The checks the proxy needs before bookkeeping; the engine validates the rest."""
-    if not isinstance(body, dict):
-        raise APIError(400, "the JSON body must be an object")
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise APIError(400, "messages: a non-empty list of messages is required", param="messages")
-    for i, msg in enumerate(messages):
-        if not isinstance(msg, dict):
-            raise APIError(400, f"messages.{i}: each message must be an object", param=f"messages.{i}")
-        role = msg.get("role")
-        if role not in VALID_ROLES:
-            raise APIError(400, f"messages.{i}.role: {role!r} is not one of {sorted(VALID_ROLES)}",
-                           param=f"messages.{i}.role")
-    return messages
+    """The body checked as OpenAI checks it (`slime.engine.chat_validation`), before any bookkeeping: a request
+    OpenAI would refuse gets its 400 here and never opens a turn. Returns the messages."""
+    return validate_chat_request(body)
 
 
 def create_app(config: ConversationSettings, method) -> FastAPI:
@@ -245,6 +239,112 @@ def create_app(config: ConversationSettings, method) -> FastAPI:
         except FeedbackError as exc:
             raise APIError(exc.status, str(exc)) from None
 
+    async def trace_tokenizer():
+        """The policy's tokenizer and context length, loaded on the first trace (serving chat needs neither)."""
+        async with state.setdefault("tokenizer_lock", asyncio.Lock()):
+            if "tokenizer" not in state:
+                try:
+                    state["tokenizer"] = await asyncio.to_thread(_policy_tokenizer, config)
+                    async with state["http"].get("v1/models") as upstream:
+                        entry = (await upstream.json())["data"][0]
+                    state["context_length"] = entry.get("max_model_len") or entry.get("context_length")
+                except Exception as exc:  # noqa: BLE001 - the engine is away or answers nonsense
+                    raise APIError(503, f"cannot load the policy's tokenizer for traces: {exc}",
+                                   type="server_error") from None
+        return state["tokenizer"], state["context_length"]
+
+    @app.post("/v1/traces")
+    async def ingest_traces(request: Request):
+        body = await read_json(request)
+        parsed, is_batch = traces_mod.parse_traces(body)
+        tokenizer, context = await trace_tokenizer()
+        service: ConversationService = state["service"]
+        # one worker-thread hop for the whole batch: rendering is the CPU-heavy part
+        items = await asyncio.to_thread(traces_mod.tokenize_all, tokenizer, parsed, context, is_batch)
+        results = await service.ingest_traces(items)
+        if not is_batch:
+            return results[0]
+        duplicates = sum(r["duplicate"] for r in results)
+        return {"accepted": len(results) - duplicates, "duplicates": duplicates, "results": results}
+
+    @app.get("/v1/traces/{trace_id}")
+    async def trace_status(trace_id: str):
+        await state["service"].settle_writes()
+        turn = await asyncio.to_thread(state["store"].trace_turn, trace_id)
+        if turn is None:
+            raise APIError(404, f"no trace with id {trace_id!r}", param="trace_id")
+        return {"trace_id": trace_id, "session_id": turn.session_id, "turn": turn.turn_num, "status": turn.status,
+                "score": (turn.judgement or {}).get("score"), "exclusion_reason": turn.exclusion_reason,
+                "sample": await asyncio.to_thread(state["store"].sample_state, turn.id)}
+
+    @app.post("/v1/traces/{trace_id}/feedback")
+    async def trace_feedback(trace_id: str, request: Request):
+        body = await read_json(request)
+        if not isinstance(body, dict):
+            raise APIError(400, "the JSON body must be an object")
+        unknown = sorted(set(body) - {"feedback", "polarity"})
+        if unknown:
+            raise APIError(400, f"unknown field(s) {unknown}; give feedback (text) and/or polarity", param=unknown[0])
+        text = body.get("feedback")
+        if text is not None and not isinstance(text, str):
+            raise APIError(400, "feedback must be a string", param="feedback")
+        polarity = traces_mod.parse_polarity(body.get("polarity"))
+        if polarity is None and not (text and text.strip()):
+            raise APIError(400, "give feedback (non-empty text) and/or a polarity", param="feedback")
+        try:
+            return await state["service"].trace_feedback(trace_id, polarity, text)
+        except FeedbackError as exc:
+            raise APIError(exc.status, str(exc)) from None
+
+    def _collector(body) -> str:
+        if not isinstance(body, dict):
+            raise APIError(400, "the JSON body must be an object")
+        collector = body.get("collector")
+        if not isinstance(collector, str) or not 0 < len(collector) <= 200:
+            raise APIError(400, "collector: a string naming this collector (1-200 characters)", param="collector")
+        return collector
+
+    @app.post("/v1/rollouts/claim")
+    async def rollouts_claim(request: Request):
+        """`collect --api-endpoint`: take (or renew) the store's lease for the collector and claim pending samples
+        for a rollout file; they stay claimed until /ack says the file is written."""
+        body = await read_json(request)
+        collector = _collector(body)
+        limit, ttl = body.get("limit"), body.get("lease_ttl", 60.0)
+        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
+            raise APIError(400, "limit: a positive integer or null", param="limit")
+        if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 0 < ttl <= 3600:
+            raise APIError(400, "lease_ttl: seconds in (0, 3600]", param="lease_ttl")
+        store: ConversationStore = state["store"]
+        await state["service"].settle_writes()
+        host = request.client.host if request.client else "?"
+        holder = await asyncio.to_thread(store.acquire_trainer_lease, collector, host, 0, float(ttl))
+        if holder is not None:
+            raise APIError(409, f"another trainer (or collector) holds the store: {holder['owner']}, last seen "
+                                f"{time.time() - holder['heartbeat']:.0f} s ago")
+        batch_id = rollout_dir.export_batch_id()
+        rows = await asyncio.to_thread(store.claim_for_export, batch_id, collector, limit,
+                                       bool(body.get("session_aware")))
+        return {"batch_id": batch_id, "rows": rows}
+
+    @app.post("/v1/rollouts/ack")
+    async def rollouts_ack(request: Request):
+        body = await read_json(request)
+        collector = _collector(body)
+        batch_id = body.get("batch_id")
+        if not isinstance(batch_id, int) or isinstance(batch_id, bool):
+            raise APIError(400, "batch_id: the id /v1/rollouts/claim returned", param="batch_id")
+        try:
+            return {"exported": await asyncio.to_thread(state["store"].mark_exported, batch_id, collector)}
+        except LeaseLost as exc:
+            raise APIError(409, str(exc)) from None
+
+    @app.post("/v1/rollouts/release")
+    async def rollouts_release(request: Request):
+        collector = _collector(await read_json(request))
+        await asyncio.to_thread(state["store"].release_trainer_lease, collector)
+        return {"released": True}
+
     @app.get("/v1/stats")
     async def stats():
         await state["service"].settle_writes()  # count the turns answered just before this request too
@@ -252,7 +352,41 @@ def create_app(config: ConversationSettings, method) -> FastAPI:
         data["proxy"] = state["service"].snapshot()
         return data
 
+    @app.get("/v1/sessions")
+    async def list_sessions(request: Request):
+        params = request.query_params
+        limit = _query_int(params, "limit", 50, 1, MAX_SESSIONS_PAGE)
+        offset = _query_int(params, "offset", 0, 0, None)
+        active = params.get("active", "").strip().lower() in ("1", "true", "yes", "on")
+        await state["service"].settle_writes()
+        return await asyncio.to_thread(state["store"].session_summaries, limit, offset, active)
+
+    @app.get("/v1/sessions/{session_id:path}")
+    async def session_detail(session_id: str):
+        await state["service"].settle_writes()
+        detail = await asyncio.to_thread(state["store"].session_detail, session_id)
+        if detail is None:
+            raise APIError(404, f"no session {session_id!r}", param="session_id")
+        return detail
+
     return app
+
+
+MAX_SESSIONS_PAGE = 1000
+
+
+def _query_int(params, name: str, default: int, minimum: int, maximum: int | None) -> int:
+    raw = params.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = None
+    if value is None or value < minimum or (maximum is not None and value > maximum):
+        bounds = f"{minimum}..{maximum}" if maximum is not None else f">= {minimum}"
+        raise APIError(400, f"{name}: an integer {bounds} is required, got {raw!r}", param=name)
+    return value
 
 
 def parse_rating(value) -> int | None:
@@ -343,6 +477,27 @@ def _policy_tokenizer(config: ConversationSettings):
     return AutoTokenizer.from_pretrained(path)
 
 
+_LOG_LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG")
+
+
+def resolve_log_level(configured: str, environ=None) -> tuple[int, str]:
+    """The proxy's log level and where it came from: `OPENCLAW_DEBUG` (truthy: DEBUG), else `ROLLOUT_LOG_LEVEL`,
+    else the `log_level` setting. The environment wins over the setting when it is set (not blank)."""
+    environ = os.environ if environ is None else environ
+    debug = (environ.get("OPENCLAW_DEBUG") or "").strip().lower()
+    if debug in ("1", "true", "yes", "on"):
+        return logging.DEBUG, "OPENCLAW_DEBUG"
+    for origin, value in (("ROLLOUT_LOG_LEVEL", environ.get("ROLLOUT_LOG_LEVEL")), ("log_level", configured)):
+        value = (value or "").strip().upper()
+        if not value:
+            continue
+        value = "WARNING" if value == "WARN" else value
+        if value not in _LOG_LEVELS:
+            raise ValueError(f"{origin}: {value!r} is not a log level ({', '.join(_LOG_LEVELS)})")
+        return getattr(logging, value), origin
+    return logging.INFO, "log_level"
+
+
 def main(argv: list[str] | None = None) -> int:
     """`serve [--settings FILE] [flags]`: the settings of `slime.conversation.settings`, flags over the file."""
     try:
@@ -352,8 +507,17 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=config.log_level.upper(), format="[%(asctime)s] %(name)s: %(message)s",
+    try:
+        level, origin = resolve_log_level(config.log_level)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    # the proxy's own loggers (slime.*) at that level; everything else (aiohttp, httpx, ...) no chattier than INFO
+    logging.basicConfig(level=max(level, logging.INFO), format="[%(asctime)s] %(name)s: %(message)s",
                         stream=sys.stdout)
+    logging.getLogger("slime").setLevel(level)
+    if origin != "log_level":
+        log.info("log level %s (from $%s)", logging.getLevelName(level), origin)
     from slime.utils.hooks import add_method_dirs_to_path
 
     add_method_dirs_to_path(config.python_path)  # plugins (methods, judges) from the trainer's method folders

@@ -12,7 +12,6 @@ between requests, so there is no 503 window (upstream paused submission during e
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
@@ -21,6 +20,9 @@ from pathlib import Path
 from slime.conversation.launch import ProxyProcess
 from slime.conversation.settings import SETTINGS_FILE, ConversationSettings
 from slime.conversation.store import ConversationStore
+from slime.conversation.store_backends import is_postgres
+from slime.conversation.lease import TrainerLease
+from slime.conversation.source_state import NextBatchState, sample_from_dict
 from slime.rollout import RolloutInterrupted
 from slime.utils.types import RolloutFnTrainOutput, Sample
 
@@ -30,14 +32,18 @@ POLL_SECONDS = 0.2
 PROGRESS_SECONDS = 30.0
 
 
-class ConversationDataSource:
+class ConversationDataSource(NextBatchState):
+    STATE_NAME = "conversation_state"
     live_traffic = True  # the trainer publishes after every step instead of waiting for the next batch
 
     def __init__(self, args):
         self.args = args
         run_dir = Path(args.run_dir)
-        self.store_path = Path(args.conversation_store or run_dir / "conversations.db")
+        store = args.conversation_store or str(run_dir / "conversations.db")
+        self.store_path = store if is_postgres(store) else Path(store)
         self.store = ConversationStore(self.store_path)
+        self.lease = TrainerLease(self.store, getattr(args, "trainer_lease_ttl", 60.0))
+        self.lease.acquire()  # before anything is released: a live trainer's batch is not ours to hand back
         released = self.store.release_untrained(0)  # in a batch but never marked trained: train them again
         if released:
             log.info("%d sample(s) from an interrupted batch are pending again", released)
@@ -125,6 +131,7 @@ class ConversationDataSource:
         return self.judge_engine.url
 
     def close(self):
+        self.lease.release()
         if self.proxy is not None:
             self.proxy.stop()
             self.proxy = None
@@ -139,10 +146,10 @@ class ConversationDataSource:
         start_count = self.store.count_pending_samples()
         stop = getattr(self.args, "stop_flag", None)
         while True:
-            claimed = self.store.claim_samples(rollout_id, n)
+            claimed = self.store.claim_samples(rollout_id, n, owner=self.lease.owner)
             if claimed is not None:
                 self.next_batch = rollout_id + 1
-                return [_sample(d) for d in claimed]
+                return [sample_from_dict(d) for d in claimed]
             if stop is not None and stop.requested:
                 raise RolloutInterrupted(f"stopped while waiting for conversation samples for rollout {rollout_id}")
             now = time.monotonic()
@@ -156,7 +163,7 @@ class ConversationDataSource:
             time.sleep(POLL_SECONDS)
 
     def mark_trained(self, rollout_id: int) -> None:
-        self.store.mark_trained(rollout_id)
+        self.store.mark_trained(rollout_id, owner=self.lease.owner)
 
     def metrics(self) -> dict:
         stats = self.store.stats()
@@ -177,42 +184,17 @@ class ConversationDataSource:
 
     # checkpoints: the store itself is durable; the state only says which batch comes next
     def state_dict(self) -> dict:
-        return {"next_batch": self.next_batch, "store": str(self.store_path)}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.next_batch = int(state.get("next_batch", 0))
-
-    def save(self, where) -> Path:
-        path = Path(where) if not isinstance(where, int) else \
-            Path(self.args.save or self.args.run_dir) / "rollout" / f"conversation_state_{where}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.state_dict()))
-        return path
-
-    def load(self, where=None) -> bool:
-        if where is None:
-            return False
-        path = Path(where) if not isinstance(where, int) else \
-            Path(self.args.load or self.args.run_dir) / "rollout" / f"conversation_state_{where}.json"
-        if not path.is_file():
-            return False
-        self.load_state_dict(json.loads(path.read_text()))
-        return True
-
-
-def _sample(data: dict) -> Sample:
-    data = dict(data)
-    data.pop("sample_id", None)
-    return Sample.from_dict(data)
+        return {**super().state_dict(), "store": str(self.store_path)}
 
 
 def generate_rollout(args, rollout_id: int, data_source: ConversationDataSource, evaluation: bool = False):
     """One batch of judged conversation turns; each sample is its own group (n_samples_per_prompt 1)."""
     if evaluation:
         raise NotImplementedError("conversation rollouts have no eval split; evaluate with openclaw-test/")
-    if not isinstance(data_source, ConversationDataSource):
+    if not hasattr(data_source, "claim"):
         raise TypeError("the conversation rollout needs --data-source-path "
-                        "slime.conversation.rollout.ConversationDataSource")
+                        "slime.conversation.rollout.ConversationDataSource (a store) or "
+                        "slime.conversation.rollout_dir.RolloutDirDataSource (a rollout directory)")
     samples = data_source.claim(rollout_id, args.rollout_batch_size)
     rewards = [float(s.reward["score"]) for s in samples]
     metrics = {"rollout/prm_eval_score": sum(rewards) / len(rewards), **data_source.metrics()}

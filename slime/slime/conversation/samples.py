@@ -3,6 +3,10 @@
 The sample is made of the exact ids the engine used: the prompt as the engine rendered it and the
 tokens it sampled (end-of-turn token included), with the log-probs it reported and the weight version
 that produced them.
+
+A trace another model wrote (`POST /v1/traces`) has ids rendered from its text and no log-probs: its sample
+says so (`metadata.off_policy`, `rollout_log_probs` None), and the trainer recomputes the old log-probs, leaves
+it at weight 1 under TIS and scales its advantages by `--off-policy-weight`.
 """
 
 from __future__ import annotations
@@ -14,7 +18,9 @@ def sample_from_turn(turn, reward: float, teacher=None, method: str | None = Non
     """`turn` is a `store.TurnRow` with a judgement; the sample's index is the turn's row id. `teacher`
     (`teacher.TeacherScores`, OPD/Combine) adds per-token teacher log-probs (and top-K rows)."""
     n = len(turn.response_ids)
-    logprobs = list(turn.response_logprobs[:n]) + [0.0] * max(0, n - len(turn.response_logprobs))
+    off_policy = n > 0 and not turn.response_logprobs
+    logprobs = None if off_policy else \
+        list(turn.response_logprobs[:n]) + [0.0] * max(0, n - len(turn.response_logprobs))
     status = {"stop": Sample.Status.COMPLETED, "tool_calls": Sample.Status.COMPLETED,
               "length": Sample.Status.TRUNCATED}.get(turn.finish_reason or "stop", Sample.Status.COMPLETED)
     return Sample(
@@ -31,7 +37,8 @@ def sample_from_turn(turn, reward: float, teacher=None, method: str | None = Non
         weight_version=turn.weight_version,
         weight_versions=[turn.weight_version] if turn.weight_version is not None else [],
         metadata={"session_id": turn.session_id, "turn": turn.turn_num, "turn_id": turn.id,
-                  "judge": (turn.judgement or {}).get("judge"), "method": method},
+                  "judge": (turn.judgement or {}).get("judge"), "method": method,
+                  **({"off_policy": True, "source": turn.turn_reason} if off_policy else {})},
         teacher_log_probs=list(teacher.log_probs) if teacher is not None else None,
         teacher_topk_log_probs=teacher.topk_log_probs if teacher is not None else None,
         teacher_topk_indices=teacher.topk_indices if teacher is not None else None,

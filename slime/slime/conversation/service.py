@@ -50,6 +50,7 @@ class ServiceStats:
     demonstrations: int = 0  # teacher-written samples (also counted in samples)
     excluded: int = 0
     unclassified_sessions: int = 0
+    traces: int = 0  # traces ingested through POST /v1/traces (duplicates not counted)
 
 
 class FeedbackError(Exception):
@@ -162,11 +163,21 @@ class ConversationService:
                     self._spawn(self._attach_and_judge(turn, next_state), write=True)
                     break
             remaining = [t for t in open_turns if t is not attached]
+            retried = []
             for turn in list(remaining):
                 if sessions.is_retry(turn.fingerprints[:-1], messages):
                     # the client asked the same thing again: that response will never be continued
                     remaining.remove(turn)
+                    retried.append(turn)
                     self._spawn(self._exclude(turn, "superseded_by_retry"), write=True)
+            if log.isEnabledFor(logging.DEBUG):
+                if attached is not None:
+                    matched = (f"continues {_turn_label(attached)}: its {len(next_state)} new message(s) are that "
+                               "turn's next state, to be judged")
+                else:
+                    matched = f"continues none of its {len(open_turns)} open turn(s) (a new turn)"
+                retries = "".join(f"; retry of {_turn_label(t)}: that one is excluded" for t in retried)
+                log.debug("session %s: main-line request %s%s", meta.session_id, matched, retries)
             self.open[meta.session_id] = remaining
             self.open.move_to_end(meta.session_id)
 
@@ -213,7 +224,7 @@ class ConversationService:
                 prompt_ids=sampled.prompt_ids, response_ids=sampled.response_ids,
                 response_logprobs=sampled.response_logprobs, weight_version=sampled.weight_version,
                 finish_reason=sampled.finish_reason, trace_id=meta.trace_id, fingerprints=fingerprints,
-                status=status)
+                status=status, session_source=meta.session_source)
         except BaseException as exc:
             turn.stored.set_exception(exc)
             raise
@@ -237,6 +248,16 @@ class ConversationService:
         await asyncio.to_thread(self.store.set_judgement, turn_id, turn.judgement)
         self.stats.judged += 1
         decision = outcome.decision
+        if log.isEnabledFor(logging.DEBUG):
+            j = outcome.judgement or {}
+            hint = (j.get("extras") or {}).get("hint")
+            log.debug("session %s turn %d (id %d): judge %s score %s%s votes %s%s; method %s: %s%s",
+                      turn.session_id, turn.turn_num, turn_id, j.get("judge"), j.get("score"),
+                      " (failed)" if j.get("failed") else "", _describe_votes(j),
+                      f", hint {str(hint)[:80]!r}" if hint else "", self.method.name,
+                      f"sample with reward {decision.reward:+g}" if decision.trainable
+                      else f"excluded ({decision.reason})",
+                      f", {len(outcome.demonstrations)} teacher demonstration(s)" if outcome.demonstrations else "")
         if decision.trainable:
             sample = sample_from_turn(turn, decision.reward, outcome.teacher, self.method.name)
             try:
@@ -293,6 +314,7 @@ class ConversationService:
         turn_id = await turn.turn_id() if isinstance(turn, OpenTurn) else turn
         await asyncio.to_thread(self.store.set_status, turn_id, "excluded", reason)
         self.stats.excluded += 1
+        log.debug("turn id %d excluded: %s", turn_id, reason)
 
     # --- sessions ----------------------------------------------------------------------------------
     async def finalize_session(self, session_id: str, reason: str) -> bool:
@@ -328,6 +350,81 @@ class ConversationService:
                     log.info("finalised %d idle session(s)", finished)
             except Exception:
                 log.exception("idle-session sweep failed; retrying in %.0f s", interval)
+
+    # --- traces another app's model wrote (POST /v1/traces) --------------------------------------------
+    async def ingest_traces(self, items: list[tuple]) -> list[dict]:
+        """Store traces (`traces.Trace`, prompt ids, response ids) as main-line turns, once per trace id.
+
+        A trace is judged at once when it says what followed or carries an explicit reward; otherwise it waits,
+        like a proxied turn, for a later trace of its session or for operator feedback. Traces of a session the
+        app named go through the session machinery one by one (one may be the next state of another); traces
+        in a session of their own (no `session_id`) are written in one transaction per batch."""
+        existing = await asyncio.to_thread(self.store.trace_turns, [t.trace_id for t, _, _ in items])
+        results: list[dict | None] = [None] * len(items)
+        solo = []
+        for i, (trace, prompt_ids, response_ids) in enumerate(items):
+            if trace.trace_id in existing:
+                results[i] = _trace_result(trace.trace_id, existing[trace.trace_id], duplicate=True)
+            elif trace.session_id == f"trace:{trace.trace_id}":
+                solo.append(i)
+            else:
+                results[i] = await self._ingest_in_session(trace, prompt_ids, response_ids)
+        if solo:
+            plans = [self._trace_plan(*items[i]) for i in solo]
+            rows = await asyncio.to_thread(self.store.add_traces, [item for item, _ in plans])
+            for i, (item, verdict), (row, created) in zip(solo, plans, rows):
+                results[i] = self._trace_stored(items[i][0], row, created, verdict, item["next_state"])
+        return results
+
+    def _trace_plan(self, trace, prompt_ids: list[int], response_ids: list[int]) -> tuple[dict, Judgement | None]:
+        """The store item of a trace, and the verdict its explicit reward gives (None: the judges decide)."""
+        verdict = None
+        if trace.reward is not None:  # the app's own verdict outranks any judge's reading
+            sign = (trace.reward > 0) - (trace.reward < 0)
+            verdict = Judgement(score=trace.reward, votes=[Vote(score=sign, rationale=trace.note or "", source="trace")],
+                                judge="trace", rationale=trace.note or "")
+        next_state = list(trace.next_messages)
+        if not next_state and trace.note:
+            next_state = [{"role": "user", "content": trace.note}]
+        if not next_state and verdict is not None:
+            next_state = [{"role": "user", "content": feedback_text(verdict.votes[0].score, None)}]
+        item = {"trace_id": trace.trace_id, "meta": trace.meta(), "session_id": trace.session_id,
+                "request": trace.request, "response_message": trace.response, "prompt_ids": prompt_ids,
+                "response_ids": response_ids, "fingerprints": sessions.turn_fingerprints(trace.messages, trace.response),
+                "status": "judging" if next_state else AWAITING, "next_state": next_state}
+        return item, verdict
+
+    def _trace_stored(self, trace, row, created: bool, verdict, next_state) -> dict:
+        if not created:  # the same trace id arrived twice at once: the first one stands
+            return _trace_result(trace.trace_id, row, duplicate=True)
+        self.stats.traces += 1
+        self.last_activity[trace.session_id] = time.time()
+        if next_state:
+            self._spawn(self._judge_turn(row.id, verdict))
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("trace %s -> session %s turn %d (%s)", trace.trace_id, trace.session_id, row.turn_num,
+                      "judging" if next_state else "waiting for what follows")
+        return _trace_result(trace.trace_id, row, duplicate=False)
+
+    async def _ingest_in_session(self, trace, prompt_ids: list[int], response_ids: list[int]) -> dict:
+        meta = sessions.RequestMeta(session_id=trace.session_id, session_source="trace", turn_type="main",
+                                    turn_reason="trace", explicit_turn_type=True, session_done=False, trace_id=None)
+        await self.before_forward(meta, trace.messages)  # it may be the next state of an earlier trace
+        item, verdict = self._trace_plan(trace, prompt_ids, response_ids)
+        async with self._lock(trace.session_id):
+            open_turns = await self._open_turns(trace.session_id)
+            [(row, created)] = await asyncio.to_thread(self.store.add_traces, [item])
+            if created and not item["next_state"]:
+                open_turns.append(OpenTurn(item["fingerprints"], row.id))
+        return self._trace_stored(trace, row, created, verdict, item["next_state"])
+
+    async def trace_feedback(self, trace_id: str, polarity: int | None, text: str | None) -> dict:
+        """An operator's verdict on a trace, in words and/or a polarity: the trace's next state, judged again."""
+        turn = await asyncio.to_thread(self.store.trace_turn, trace_id)
+        if turn is None:
+            raise FeedbackError(404, f"no trace with id {trace_id!r}")
+        result = await self.feedback(turn.session_id, turn.turn_num, polarity, text)
+        return {"trace_id": trace_id, **result}
 
     # --- explicit feedback ---------------------------------------------------------------------------
     async def feedback(self, session_id: str, turn_num: int | None, rating: int | None, text: str | None) -> dict:
@@ -370,7 +467,7 @@ class ConversationService:
         s = self.stats
         return {"judged": s.judged, "judge_failures": s.judge_failures, "judge_timeouts": s.judge_timeouts,
                 "judging_now": s.judging, "samples_emitted": s.samples, "demonstrations": s.demonstrations, "excluded": s.excluded,
-                "unclassified_sessions": s.unclassified_sessions, "cached_sessions": len(self.open),
+                "unclassified_sessions": s.unclassified_sessions, "traces_ingested": s.traces, "cached_sessions": len(self.open),
                 "background_tasks": len(self.tasks), "method": self.method.name,
                 "judge": getattr(getattr(self.method, "judge", None), "name", None),
                 "judge_stats": dict(getattr(getattr(self.method, "judge", None), "stats", {}) or {}),
@@ -379,10 +476,35 @@ class ConversationService:
                 "demonstration_stats": dict(getattr(getattr(self.method, "demonstrator", None), "stats", {}) or {})}
 
 
+def _trace_result(trace_id: str, turn, duplicate: bool) -> dict:
+    return {"trace_id": trace_id, "session_id": turn.session_id, "turn": turn.turn_num, "turn_id": turn.id,
+            "status": turn.status, "duplicate": duplicate}
+
+
 def feedback_text(rating: int | None, text: str | None) -> str:
     if text and text.strip():
         return text.strip()
     return {1: "👍 That was good.", -1: "👎 That was not what I wanted."}.get(rating or 0, "(no comment)")
+
+
+def _turn_label(turn: OpenTurn) -> str:
+    """"turn id N" once the store has written it (for the DEBUG log)."""
+    if turn.stored.done() and not turn.stored.cancelled() and turn.stored.exception() is None:
+        return f"turn id {turn.stored.result()}"
+    return "the turn still being written"
+
+
+def _describe_votes(judgement: dict) -> str:
+    """A judgement's votes in brief: "[llm +1, llm failed (timeout)]"."""
+    votes = []
+    for vote in judgement.get("votes") or []:
+        score = vote.get("score") if isinstance(vote, dict) else None
+        if score is None:
+            text = f"failed ({vote.get('error') if isinstance(vote, dict) else vote!r})"
+        else:
+            text = f"{score:+g}" if isinstance(score, (int, float)) else repr(score)
+        votes.append(f"{vote.get('source') if isinstance(vote, dict) else '?'} {text}")
+    return "[" + ", ".join(votes) + "]"
 
 
 def _log_failure(task: asyncio.Task) -> None:

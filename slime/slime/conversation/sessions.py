@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -51,6 +52,18 @@ OPENCLAW_DYNAMIC_MARKER = "<!-- openclaw:attempt:DYNAMIC -->"
 _THINK_BLOCK = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL)
 
 _TRUTHY = frozenset({"1", "true", "yes", "on"})
+
+log = logging.getLogger("slime.conversation")
+
+# words for the DEBUG log line of `resolve_meta`: where the session id came from, why main or side
+SESSION_SOURCE_WORDS = {"header": "X-Session-Id header", "body": "body session_id",
+                        "runtime": "OpenClaw Runtime line", "prefix": "hash of the opening (no session tag)"}
+TURN_REASON_WORDS = {"header": "X-Turn-Type header", "body": "body turn_type",
+                     "openclaw-main": "OpenClaw agent request (tools + agent prompt, or internal context)",
+                     "openclaw-compaction": "OpenClaw compaction summary",
+                     "openclaw-heartbeat": "OpenClaw heartbeat prompt",
+                     "title-like": "title/summary request of a chat front-end",
+                     "unclassified": "shape not recognised, trained as main"}
 
 # W3C trace context: version-traceid-parentid-flags, lower-case hex (we also accept upper case).
 _TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?", re.IGNORECASE)
@@ -388,7 +401,7 @@ def resolve_meta(headers: Mapping[str, str], body: dict) -> RequestMeta:
     history = strip_internal_context(messages)
     session_id, session_source = _resolve_session(lowered, body, history)
     turn_type, turn_reason, explicit_turn_type = _resolve_turn_type(lowered, body, messages, history)
-    return RequestMeta(
+    meta = RequestMeta(
         session_id=session_id,
         session_source=session_source,
         turn_type=turn_type,
@@ -397,3 +410,10 @@ def resolve_meta(headers: Mapping[str, str], body: dict) -> RequestMeta:
         session_done=_session_done(lowered, body),
         trace_id=_trace_id(lowered),
     )
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug("classified request: session %s from %s; %s turn: %s (%d message(s)%s%s)", meta.session_id,
+                  SESSION_SOURCE_WORDS.get(meta.session_source, meta.session_source), meta.turn_type,
+                  TURN_REASON_WORDS.get(meta.turn_reason, meta.turn_reason), len(messages),
+                  ", session done" if meta.session_done else "",
+                  f", trace {meta.trace_id}" if meta.trace_id else "")
+    return meta

@@ -106,7 +106,8 @@ class ConversationSettings:
     session_idle_ttl: float = option(1800.0, "seconds without a request after which a session ends")
     max_body_mb: float = option(32.0, "largest request body accepted", trainer=False)
     upstream_timeout: float = option(900.0, "seconds to wait for the engine's next bytes", trainer=False)
-    log_level: str = option("info", "proxy log level", trainer=False)
+    log_level: str = option("info", "proxy log level (env OPENCLAW_DEBUG=1 or ROLLOUT_LOG_LEVEL=... win over it)",
+                            trainer=False)
     # --- keys: from the environment only (see SECRETS) -----------------------------------------------
     api_key: str | None = option(None, "bearer key clients must send (env OPENCLAW_PROXY_API_KEY); required "
                                        "beyond loopback", trainer=False)

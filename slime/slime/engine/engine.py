@@ -12,7 +12,7 @@ from pathlib import Path
 from slime.engine.protocol import APIError
 from slime.engine.scheduler import QueueFullError, Scheduler, SchedulerConfig, Sequence
 from slime.engine.weights import load_model, load_update
-from slime.models.chat_template import CHATML_TOOLS_TEMPLATE, template_renders_tools
+from slime.models.chat_template import render_prompt_ids
 
 log = logging.getLogger(__name__)
 
@@ -76,19 +76,11 @@ class Engine:
         return self.tokenizer.encode(text)
 
     def render_chat(self, messages: list[dict], tools: list[dict] | None, template_kwargs: dict | None) -> list[int]:
-        kwargs = dict(template_kwargs or {})
-        if tools and not template_renders_tools(self.tokenizer.chat_template):
-            # the model's own template would drop the tools silently; ChatML models get ours instead
-            if "<|im_start|>" not in (self.tokenizer.chat_template or ""):
-                raise APIError(400, "this model's chat template cannot render tools", param="tools")
-            kwargs["chat_template"] = CHATML_TOOLS_TEMPLATE
         try:
-            text = self.tokenizer.apply_chat_template(
-                messages, tools=tools or None, add_generation_prompt=True, tokenize=False, **kwargs
-            )
-        except Exception as exc:  # jinja raises for conversations the template forbids
-            raise APIError(400, f"chat template rejected the messages: {exc}", param="messages") from None
-        return self.tokenizer.encode(text, add_special_tokens=False)
+            return render_prompt_ids(self.tokenizer, messages, tools, template_kwargs)
+        except ValueError as exc:
+            param = "tools" if "cannot render tools" in str(exc) else "messages"
+            raise APIError(400, str(exc), param=param) from None
 
     @functools.lru_cache(maxsize=65536)
     def token_text(self, token_id: int) -> str:

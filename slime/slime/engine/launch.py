@@ -149,8 +149,9 @@ class EngineProcess(ChildServer):
 
     def __init__(self, model_path: str | Path = "smollm2", *extra_args: str, port: int | None = None,
                  api_key: str | None = None, log_path: str | Path | None = None, ready_timeout: float = 300.0,
-                 threads: int = 1):
-        super().__init__(port=port, api_key=api_key, log_path=log_path, ready_timeout=ready_timeout, threads=threads)
+                 threads: int = 1, host: str = "127.0.0.1"):
+        super().__init__(port=port, api_key=api_key, log_path=log_path, ready_timeout=ready_timeout, threads=threads,
+                         host=host)
         self.model_path = str(model_path)
         self.extra_args = list(extra_args)
 

@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ValidationError
 
 from slime.engine import chat_api, generate_api
+from slime.engine.chat_validation import validate_chat_request
 from slime.engine.engine import Engine, raise_if_failed
 from slime.engine.protocol import APIError, ChatCompletionRequest, GenerateRequest, validation_error
 from slime.engine.scheduler import SamplingConfig, Sequence
@@ -26,7 +27,8 @@ log = logging.getLogger(__name__)
 _OPEN_PATHS = {"/health"}
 
 
-async def _parse(request: Request, model: type[BaseModel]):
+async def _parse(request: Request, model: type[BaseModel], check=None):
+    """The body as `model`; `check(data)`, when given, runs on the JSON object first and may raise APIError."""
     try:
         raw = await request.body()
     except ClientDisconnect:  # the caller gave up (e.g. a rollout cancelling surplus requests)
@@ -37,6 +39,8 @@ async def _parse(request: Request, model: type[BaseModel]):
         raise APIError(400, f"malformed JSON body: {exc}") from None
     if not isinstance(data, dict):
         raise APIError(400, "the JSON body must be an object")
+    if check is not None:
+        check(data)
     try:
         return model.model_validate(data)
     except ValidationError as exc:
@@ -156,7 +160,8 @@ def create_app(engine: Engine) -> FastAPI:
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):
-        req = await _parse(request, ChatCompletionRequest)
+        # OpenAI's validation first (OpenAI's messages); then the model adds what is specific to this engine
+        req = await _parse(request, ChatCompletionRequest, check=validate_chat_request)
         sequences = chat_api.build_sequences(engine, req)
         responder = chat_api.ChatResponder(engine, req, sequences)
         if req.stream:

@@ -57,3 +57,27 @@ CHATML_TOOLS_TEMPLATE = (
 def template_renders_tools(template: str | None) -> bool:
     """True when a chat template refers to the `tools` variable (so passing tools changes the prompt)."""
     return bool(template) and "tools" in template
+
+
+def render_prompt_ids(tokenizer, messages: list[dict], tools: list[dict] | None = None,
+                      template_kwargs: dict | None = None, add_generation_prompt: bool = True) -> list[int]:
+    """The token ids of a conversation as the engine renders it (template-ready messages: see
+    `slime.engine.chat_parsing.normalize_messages`). Models whose own template ignores `tools` get the ChatML
+    template above. Raises ValueError when the template cannot render the conversation."""
+    return tokenizer.encode(render_text(tokenizer, messages, tools, template_kwargs, add_generation_prompt),
+                            add_special_tokens=False)
+
+
+def render_text(tokenizer, messages: list[dict], tools: list[dict] | None = None, template_kwargs: dict | None = None,
+                add_generation_prompt: bool = True) -> str:
+    kwargs = dict(template_kwargs or {})
+    if tools and not template_renders_tools(tokenizer.chat_template):
+        # the model's own template would drop the tools silently; ChatML models get ours instead
+        if "<|im_start|>" not in (tokenizer.chat_template or ""):
+            raise ValueError("this model's chat template cannot render tools")
+        kwargs["chat_template"] = CHATML_TOOLS_TEMPLATE
+    try:
+        return tokenizer.apply_chat_template(messages, tools=tools or None, add_generation_prompt=add_generation_prompt,
+                                             tokenize=False, **kwargs)
+    except Exception as exc:  # jinja raises for conversations the template forbids
+        raise ValueError(f"chat template rejected the messages: {exc}") from None

@@ -36,6 +36,8 @@ def attach_advantages(args, rows: list[dict], device: torch.device) -> None:
             adv = ppo_utils.on_policy_distillation_advantages(teacher, old, mask, opd_advantage_bound(args))
         else:
             raise ValueError(f"unknown --advantage-estimator {estimator}")
+        if row.get("off_policy"):
+            adv = adv * getattr(args, "off_policy_weight", 1.0)
         row["advantages"] = adv[0].tolist()
     if args.normalize_advantages:
         _whiten_across_ranks(rows, device)

@@ -56,10 +56,17 @@ def to_rows(args, samples: list[Sample], rewards: list[float], raw: list[float])
     rows = []
     for sample, reward, raw_reward in zip(samples, rewards, raw):
         sample.validate()
-        if getattr(args, "use_tis", False) and sample.rollout_log_probs is None and not sample.remove_sample:
-            # refused here, on rank 0 before the rows are dealt out, rather than in one rank's loss
+        off_policy = bool((sample.metadata or {}).get("off_policy"))
+        missing = sample.rollout_log_probs is None and not sample.remove_sample
+        # refused here, on rank 0 before the rows are dealt out, rather than in one rank's loss. An off-policy
+        # sample (another model wrote it) has no behaviour log-probs to correct with: TIS leaves it at weight 1.
+        if getattr(args, "use_tis", False) and missing and not off_policy:
             raise ValueError(f"--use-tis needs rollout_log_probs on every sample; sample {sample.index} has none "
                              "(its rollout did not record the engine's log-probs): record them or drop --use-tis")
+        if getattr(args, "use_rollout_logprobs", False) and missing:
+            raise ValueError(f"--use-rollout-logprobs takes the old log-probs from the engine, and sample "
+                             f"{sample.index} has none" + (" (an off-policy trace)" if off_policy else "")
+                             + ": drop --use-rollout-logprobs so the trainer recomputes them")
         mask = list(sample.loss_mask) if sample.loss_mask is not None else [1] * sample.response_length
         if sample.remove_sample:
             mask = [0] * sample.response_length
@@ -77,6 +84,7 @@ def to_rows(args, samples: list[Sample], rewards: list[float], raw: list[float])
             "group_index": sample.group_index,
             "index": sample.index,
             "truncated": sample.status == Sample.Status.TRUNCATED,
+            "off_policy": off_policy,
         })
     return rows
 

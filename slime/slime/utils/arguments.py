@@ -317,6 +317,10 @@ def _add_algorithm_flags(g):
                         "log-probs on every sample (metrics tis, tis_weight, tis_clipfrac, tis_abs, ois)")
     g.add_argument("--tis-clip", type=float, default=2.0, help="--use-tis: upper bound of the TIS weight")
     g.add_argument("--tis-clip-low", type=float, default=0.0, help="--use-tis: lower bound of the TIS weight (>= 0)")
+    g.add_argument("--off-policy-weight", type=float, default=1.0,
+                   help="multiplies the advantages of off-policy samples (traces another model wrote, ingested "
+                        "through /v1/traces: no rollout log-probs, so old log-probs are recomputed and TIS leaves "
+                        "them at weight 1); 0 keeps them out of the policy-gradient term")
 
 
 def _add_optimizer_flags(g):
@@ -364,7 +368,15 @@ def _add_conversation_flags(g):
 
     add_trainer_flags(g)
     g.add_argument("--proxy-url", default=None,
-                   help="attach to a proxy started separately (then --conversation-store must name its store)")
+                   help="attach to a proxy started separately (then --conversation-store must name its store: a "
+                        "SQLite file on this host, or a postgresql:// URL shared by several hosts)")
+    g.add_argument("--rollout-dir", default=None,
+                   help="with --data-source-path slime.conversation.rollout_dir.RolloutDirDataSource: train from the "
+                        "rollout files `python -m slime.conversation collect` writes there (each sample once)")
+    g.add_argument("--trainer-lease-ttl", type=float, default=60.0,
+                   help="one trainer claims from a store at a time: it renews a lease every TTL/4 s; a second trainer "
+                        "is refused while the lease is live, and takes over once its holder stopped renewing for TTL "
+                        "s (at once when the holder's process on the same host is gone)")
     g.add_argument("--self-distillation", action="store_true",
                    help="methods with hints: the current policy is the teacher (default: the frozen judge engine, "
                         "--prm-enable / --prm-engine-url)")
@@ -791,6 +803,8 @@ def _check_algorithm(args):
     if args.use_rollout_logprobs and args.use_tis:
         _fail("--use-rollout-logprobs and --use-tis are mutually exclusive (TIS corrects the gap between "
               "rollout and recomputed log-probs)")
+    if args.off_policy_weight < 0:
+        _fail(f"--off-policy-weight must be >= 0 (a negative weight flips the gradient), got {args.off_policy_weight}")
     if args.use_tis and not args.tis_clip_low < args.tis_clip:
         _fail(f"--tis-clip-low {args.tis_clip_low} must be below --tis-clip {args.tis_clip}")
     if args.use_tis and args.tis_clip_low < 0:

@@ -46,15 +46,22 @@ def policy_loss_function(args, batch: dict, logits: torch.Tensor, reduce) -> tup
     if getattr(args, "use_tis", False):
         rollout = batch.get("rollout_log_probs")
         present = batch.get("rollout_log_probs_mask")
-        if rollout is None or (present is not None and bool(((mask != 0) & (present == 0)).any())):
+        off_policy = batch.get("off_policy_mask")
+        lacking = None if present is None else (mask != 0) & (present == 0)
+        if lacking is not None and off_policy is not None:
+            lacking = lacking & (off_policy == 0)  # off-policy samples have no behaviour log-probs by design
+        if rollout is None and off_policy is not None and bool((off_policy != 0).all()):
+            rollout = batch["old_log_probs"]  # only off-policy samples: every TIS weight is 1
+        if rollout is None or (lacking is not None and bool(lacking.any())):
             raise ValueError("--use-tis needs rollout_log_probs (the engine's log-probs of the sampled tokens) on "
                              "every trained sample; "
                              + ("the batch has none" if rollout is None else "some samples of the batch lack them")
                              + ": have the rollout record them, or drop --use-tis")
         weights, ratio = ppo_utils.truncated_importance_weights(
             batch["old_log_probs"], rollout, getattr(args, "tis_clip_low", 0.0), getattr(args, "tis_clip", 2.0))
-        # tokens that are not trained keep a weight of 1: a filler log-prob there cannot make the product NaN
-        trained = mask != 0
+        # tokens that are not trained keep a weight of 1: a filler log-prob there cannot make the product NaN,
+        # and neither can the fillers of samples without rollout log-probs (off-policy traces)
+        trained = (mask != 0) if present is None else (mask != 0) & (present != 0)
         ratio = torch.where(trained, ratio, torch.ones_like(ratio))
         weights = torch.where(trained, weights, torch.ones_like(weights))
         clipped = (weights != ratio).to(pg.dtype)  # compared before any dtype cast

@@ -89,6 +89,9 @@ def collate(rows: list[dict], indices: list[int], pad_token_id: int) -> MicroBat
         if name == "rollout_log_probs" and not all(present):
             # zeros here are fillers, not log-probs: --use-tis refuses such a batch instead of weighting by exp(old)
             fields["rollout_log_probs_mask"] = torch.tensor(present, dtype=torch.float32)[:, None] * response_mask
+    if any(row.get("off_policy") for row in chosen):
+        # samples another model wrote: TIS has no behaviour log-probs for them and leaves them at weight 1
+        fields["off_policy_mask"] = torch.tensor([float(bool(row.get("off_policy"))) for row in chosen])[:, None]
     for name in TOPK_FIELDS:
         sized = [row[name] for row in chosen if row.get(name)]
         if not sized:
