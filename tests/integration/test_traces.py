@@ -276,5 +276,7 @@ def test_collecting_over_the_api_needs_the_lease_and_names_bad_fields(proxy):
     assert _post(proxy, {"collector": "a", "batch_id": first.json()["batch_id"]},
                  "/v1/rollouts/ack").json() == {"exported": 1}
     assert _post(proxy, {"collector": "a"}, "/v1/rollouts/release").status_code == 200
-    assert _post(proxy, {"collector": "b", "limit": 1}, "/v1/rollouts/claim").status_code == 200
+    lost = _post(proxy, {"collector": "b", "limit": 1}, "/v1/rollouts/claim").json()  # never acknowledged
+    again = _post(proxy, {"collector": "b", "limit": 1}, "/v1/rollouts/claim").json()
+    assert again["rows"][0]["turn_id"] == lost["rows"][0]["turn_id"]  # handed back, and out again
     assert _post(proxy, {"collector": "b"}, "/v1/rollouts/release").status_code == 200

@@ -568,3 +568,8 @@ def test_one_trainer_holds_the_lease_and_a_second_is_refused_until_it_expires(st
     assert sorted(s["sample_id"] for s in store.claim_samples(5, 4, owner="C")) == sorted(ids)  # ... once
     store.release_trainer_lease("C")
     assert store.acquire_trainer_lease("D", "host4", 44, ttl=60, now=T0 + 112) is None
+    store.release_untrained(0)
+    exported = store.claim_for_export(-7, "D", limit=3)  # a collector's claim: a negative batch id
+    assert len(exported) == 3 and store.release_untrained(0) == 0  # not a trainer's batch ...
+    assert store.release_untrained() == 3  # ... but every claim goes back when asked for all
+    assert store.mark_exported(-7, "D") == 0

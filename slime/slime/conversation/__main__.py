@@ -357,6 +357,8 @@ def _cmd_collect(args) -> int:
             lease.acquire()
         except RuntimeError as exc:
             raise CliError(str(exc)) from None
+        # claimed by a consumer that died before finishing them (only the lease holder claims): hand them back
+        store.release_untrained()
         try:
             total = 0
             while True:

@@ -322,6 +322,9 @@ def create_app(config: ConversationSettings, method) -> FastAPI:
         if holder is not None:
             raise APIError(409, f"another trainer (or collector) holds the store: {holder['owner']}, last seen "
                                 f"{time.time() - holder['heartbeat']:.0f} s ago")
+        # the lease holder is the only one who claims: anything still claimed is a batch whose file was never
+        # acknowledged (a collector that died, or an /ack that failed), and goes back to the queue
+        await asyncio.to_thread(store.release_untrained)
         batch_id = rollout_dir.export_batch_id()
         rows = await asyncio.to_thread(store.claim_for_export, batch_id, collector, limit,
                                        bool(body.get("session_aware")))

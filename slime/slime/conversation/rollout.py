@@ -44,7 +44,8 @@ class ConversationDataSource(NextBatchState):
         self.store = ConversationStore(self.store_path)
         self.lease = TrainerLease(self.store, getattr(args, "trainer_lease_ttl", 60.0))
         self.lease.acquire()  # before anything is released: a live trainer's batch is not ours to hand back
-        released = self.store.release_untrained(0)  # in a batch but never marked trained: train them again
+        # in a batch but never marked trained (or a collector's export never finished): train them again
+        released = self.store.release_untrained()
         if released:
             log.info("%d sample(s) from an interrupted batch are pending again", released)
         self.judge_engine = None

@@ -629,10 +629,13 @@ class ConversationStore:
             return db.execute("UPDATE samples SET state = 'exported' WHERE state = 'in_batch' AND batch_id = ?",
                               (batch_id,)).rowcount
 
-    def release_untrained(self, from_batch_id: int = 0) -> int:
-        """Claimed but untrained samples of batches >= from_batch_id go back to the queue (they keep their
-        age, so they are the first to be claimed again)."""
+    def release_untrained(self, from_batch_id: int | None = None) -> int:
+        """Claimed but untrained samples (of batches >= from_batch_id; None: of every batch, exports to a rollout
+        directory included) go back to the queue. They keep their age, so they are the first to be claimed again."""
         with self._write() as db:
+            if from_batch_id is None:
+                return db.execute("UPDATE samples SET state = 'pending', batch_id = NULL WHERE state = 'in_batch'"
+                                  ).rowcount
             return db.execute(
                 "UPDATE samples SET state = 'pending', batch_id = NULL WHERE state = 'in_batch' AND batch_id >= ?",
                 (from_batch_id,),
