@@ -5,6 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# bubblewrap for the agentic sandbox (slime.agentic.sandbox): Debian's bubblewrap, installed only when missing
+bash scripts/setup_sandbox.sh || echo "setup_env: could not install bubblewrap; the sandbox tests will be skipped" >&2
+
 PYTHON=${PYTHON:-python3}
 if [ -z "${TORCH_SPEC:-}" ]; then
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then TORCH_SPEC="torch"; else TORCH_SPEC="torch==2.13.0"; fi

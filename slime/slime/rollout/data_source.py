@@ -97,19 +97,24 @@ def _read_rows(spec: str) -> list[dict]:
             raise ValueError(f"{path}: reading parquet needs pandas; convert it to JSONL") from None
         rows = pd.read_parquet(path).to_dict(orient="records")
     else:
-        rows = []
-        with open(path, encoding="utf-8") as f:
-            for lineno, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"{path}:{lineno}: not a JSON object: {exc}") from None
-                if not isinstance(row, dict):
-                    raise ValueError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
-                rows.append(row)
+        rows = [row for _, row in iter_jsonl_objects(path)]
     return rows[start:end]
+
+
+def iter_jsonl_objects(path):
+    """(line number, object) for each non-blank line of a JSONL file; a ValueError names `path:line` for a line
+    that is not JSON or not an object."""
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{lineno}: not valid JSON: {exc}") from None
+            if not isinstance(row, dict):
+                raise ValueError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
+            yield lineno, row
 
 
 def load_prompt_samples(

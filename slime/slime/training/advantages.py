@@ -23,7 +23,9 @@ def attach_advantages(args, rows: list[dict], device: torch.device) -> None:
         mask = torch.tensor(row["loss_mask"], dtype=torch.float64).unsqueeze(0)
         ref = torch.tensor(row["ref_log_probs"], dtype=torch.float64).unsqueeze(0) if row.get("ref_log_probs") else None
         reward = torch.tensor([row["reward"]], dtype=torch.float64)
-        if estimator in ("grpo", "gspo"):
+        if estimator == "step_wise":  # per-token values from the PRM path (train_data._step_wise)
+            adv = torch.tensor(row["token_advantages"], dtype=torch.float64).unsqueeze(0) * mask
+        elif estimator in ("grpo", "gspo"):
             adv = ppo_utils.grpo_advantages(reward, mask)
         elif estimator == "reinforce_plus_plus":
             adv = ppo_utils.reinforce_plus_plus_returns(reward, _kl(args, old, ref), mask, args.kl_coef, args.gamma)
@@ -39,7 +41,7 @@ def attach_advantages(args, rows: list[dict], device: torch.device) -> None:
         if row.get("off_policy"):
             adv = adv * getattr(args, "off_policy_weight", 1.0)
         row["advantages"] = adv[0].tolist()
-    if args.normalize_advantages:
+    if args.normalize_advantages and estimator != "step_wise":  # step_wise values are z-scores per bucket already
         _whiten_across_ranks(rows, device)
 
 

@@ -30,8 +30,8 @@ from slime.training import checkpoint
 from slime.training.advantages import attach_advantages
 from slime.training.engines import EnginesFailedOnSomeNode, RolloutEngines, start_node_engines
 from slime.training.tracking import Tracker, console_line
-from slime.training.train_data import (flatten, post_process_rewards, rollout_metrics, shard_for_ranks, to_rows,
-                                       trim_to_steps)
+from slime.training.train_data import (drop_constant, flatten, post_process_rewards, rollout_metrics, shard_for_ranks,
+                                       take_whole_steps, to_rows)
 from slime.training.weight_sync import make_publisher
 from slime.utils.ppo_utils import SingletonGroupTracker
 from slime.utils.types import RolloutFnTrainOutput
@@ -68,6 +68,7 @@ class RolloutProducer:
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rollout")
         self.pending: dict[int, Future] = {}
         self.state_before: dict[int, dict | None] = {}
+        self.carried: list[dict] = []  # rows beyond the last whole optimizer step, trained with the next rollout
 
     def _data_state(self):
         return self.data_source.state_dict() if hasattr(self.data_source, "state_dict") else None
@@ -80,11 +81,19 @@ class RolloutProducer:
         samples = flatten(output.samples)
         if self.args.save_debug_rollout_data:
             _dump_samples(self.args.save_debug_rollout_data.format(rollout_id=rollout_id), samples)
+        samples, dropped = drop_constant(self.args, samples)
         raw, rewards, metrics = post_process_rewards(self.args, samples, self.tracker)
-        rows = trim_to_steps(to_rows(self.args, samples, rewards, raw), self.args.global_batch_size)
+        metrics.update(dropped)
+        rows, self.carried = take_whole_steps(self.carried + to_rows(self.args, samples, rewards, raw),
+                                              self.args.global_batch_size)
+        if self.carried:
+            log.info("rollout %d: %d sample(s) beyond a whole number of steps (--global-batch-size %d) carry over to "
+                     "the next rollout", rollout_id, len(self.carried), self.args.global_batch_size)
+        metrics["rollout/carried_samples"] = len(self.carried)
         if not rows:
-            raise RuntimeError(f"rollout {rollout_id} produced {len(samples)} samples, fewer than "
-                               f"--global-batch-size {self.args.global_batch_size}: nothing to train on")
+            raise RuntimeError(f"rollout {rollout_id} produced {len(samples)} samples (plus {len(self.carried)} "
+                               f"carried), fewer than --global-batch-size {self.args.global_batch_size}: nothing to "
+                               "train on")
         metrics.update(rollout_metrics(rows, samples))
         metrics.update(output.metrics or {})
         metrics["perf/rollout_time"] = time.perf_counter() - started

@@ -11,6 +11,7 @@ import logging
 
 import torch
 
+from slime.agentic import rewards as agentic_rewards
 from slime.utils.ppo_utils import SingletonGroupTracker, grpo_normalize
 from slime.utils.types import Sample
 
@@ -29,14 +30,47 @@ def flatten(groups) -> list[Sample]:
     return out
 
 
-def post_process_rewards(args, samples: list[Sample], tracker: SingletonGroupTracker) -> tuple[list[float], list[float], dict]:
-    """(raw rewards, rewards the loss uses, metrics). A `--custom-reward-post-process-path` hook replaces this."""
+def drop_constant(args, samples: list[Sample]) -> tuple[list[Sample], dict]:
+    """`--constant-groups drop`: leave out groups whose raw rewards all agree (zero advantage under GRPO, but
+    they would still count in the loss's per-sample mean). An explicit choice, reported in the metrics."""
+    if getattr(args, "constant_groups", "keep") != "drop" or args.advantage_estimator not in GROUP_NORMALISED:
+        return samples, {}
+    keep, report = agentic_rewards.drop_constant_groups([s.get_reward_value(args) for s in samples],
+                                                        [s.group_index for s in samples])
+    if report["dropped_groups"]:
+        log.info("%s", report["message"])
+    kept = [s for s, k in zip(samples, keep) if k]
+    return kept, {"rollout/constant_groups": report["constant_groups"],
+                  "rollout/dropped_constant_groups": report["dropped_groups"],
+                  "rollout/dropped_constant_samples": report["dropped_samples"]}
+
+
+def post_process_rewards(args, samples: list[Sample], tracker: SingletonGroupTracker) -> tuple[list[float], list, dict]:
+    """(raw rewards, rewards the loss uses, metrics). A `--custom-reward-post-process-path` hook replaces this.
+
+    The rewards the loss uses are one number per sample, except for `--advantage-estimator step_wise`: one list
+    per sample of per-token advantages (each PRM-judged step's normalised target on its token span)."""
     raw = [s.get_reward_value(args) for s in samples]
     hook = getattr(args, "hooks", {}).get("custom_reward_post_process_path")
     if hook is not None:
         raw, rewards = hook(args, samples)
         return list(raw), list(rewards), {}
     metrics: dict = {}
+    if args.advantage_estimator == "step_wise":
+        return raw, *_step_wise(args, samples)
+    if args.advantage_estimator in GROUP_NORMALISED and not args.disable_rewards_normalization \
+            and getattr(args, "dynamic_history", False):
+        # one reward per trajectory (group_index, index), normalised over the group's trajectories, given to
+        # every step sample of that trajectory
+        advantages, report = agentic_rewards.outcome_advantages(
+            raw, [s.group_index for s in samples], [s.index for s in samples],
+            std="unbiased" if args.grpo_std_normalization else "none",
+            length_normalize=getattr(args, "trajectory_length_normalize", False))
+        tracker.record(report["singleton_groups"])
+        return raw, advantages, {"rollout/trajectories": report["num_trajectories"],
+                                 "rollout/singleton_groups": report["singleton_groups"],
+                                 "rollout/singleton_groups_total": tracker.total,
+                                 "rollout/zero_std_groups": report["constant_groups"]}
     if args.advantage_estimator in GROUP_NORMALISED and not args.disable_rewards_normalization:
         normalised, info = grpo_normalize(torch.tensor(raw, dtype=torch.float64), [s.group_index for s in samples],
                                           use_std=not args.disable_grpo_std_normalization)
@@ -52,7 +86,35 @@ def post_process_rewards(args, samples: list[Sample], tracker: SingletonGroupTra
     return raw, list(raw), metrics
 
 
-def to_rows(args, samples: list[Sample], rewards: list[float], raw: list[float]) -> list[dict]:
+def _step_wise(args, samples: list[Sample]) -> tuple[list[list[float]], dict]:
+    """The PRM estimator: every sample carries `metadata["step_wise"]` (its steps' scores, indices, spans)."""
+    steps = []
+    for s in samples:
+        info = (s.metadata or {}).get("step_wise")
+        if not info:
+            raise ValueError(f"--advantage-estimator step_wise: sample {s.index} has no metadata['step_wise'] "
+                             "(its generate function must record each step's score and token span)")
+        mask = list(s.loss_mask) if s.loss_mask is not None else [1] * s.response_length
+        steps.append(agentic_rewards.stepwise_sample_from_metadata(s.group_index, mask, info))
+    result = agentic_rewards.step_wise_advantages(
+        steps, singleton=getattr(args, "step_wise_singleton", "zero"),
+        constant="drop" if getattr(args, "constant_groups", "keep") == "drop" else "zero")
+    for sample, remove in zip(samples, result.remove):
+        if remove:
+            sample.remove_sample = True
+    report = result.report
+    return result.advantages, {f"rollout/step_wise/{k}": v for k, v in report.items() if isinstance(v, (int, float))}
+
+
+def take_whole_steps(rows: list[dict], global_batch_size: int) -> tuple[list[dict], list[dict]]:
+    """(rows to train now: a whole number of optimizer steps, the rest). The rest is carried to the front of the
+    next rollout's rows instead of being dropped (upstream dropped the tail, which biases against samples that
+    arrive last, e.g. the steps of long trajectories)."""
+    keep = len(rows) // global_batch_size * global_batch_size
+    return rows[:keep], rows[keep:]
+
+
+def to_rows(args, samples: list[Sample], rewards: list, raw: list[float]) -> list[dict]:
     rows = []
     for sample, reward, raw_reward in zip(samples, rewards, raw):
         sample.validate()
@@ -74,7 +136,9 @@ def to_rows(args, samples: list[Sample], rewards: list[float], raw: list[float])
             "tokens": list(sample.tokens),
             "response_length": sample.response_length,
             "loss_mask": mask,
-            "reward": float(reward),
+            # step_wise: per-token advantages (a list); otherwise one number per sample
+            "reward": float(sum(reward) / max(len(reward), 1)) if isinstance(reward, list) else float(reward),
+            "token_advantages": list(reward) if isinstance(reward, list) else None,
             "raw_reward": float(raw_reward),
             "rollout_log_probs": sample.rollout_log_probs,
             "teacher_log_probs": sample.teacher_log_probs,
@@ -87,15 +151,6 @@ def to_rows(args, samples: list[Sample], rewards: list[float], raw: list[float])
             "off_policy": off_policy,
         })
     return rows
-
-
-def trim_to_steps(rows: list[dict], global_batch_size: int) -> list[dict]:
-    """Keep a whole number of optimizer steps (the largest multiple of the global batch size)."""
-    keep = len(rows) // global_batch_size * global_batch_size
-    if keep < len(rows):
-        log.info("rollout gave %d samples; training on %d (a multiple of --global-batch-size %d)",
-                 len(rows), keep, global_batch_size)
-    return rows[:keep]
 
 
 def shard_for_ranks(rows: list[dict], global_batch_size: int, world_size: int) -> list[list[dict]]:

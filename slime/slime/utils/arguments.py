@@ -276,7 +276,20 @@ def _add_eval_flags(g):
 
 def _add_algorithm_flags(g):
     g.add_argument("--advantage-estimator", default="grpo", help="default: the conversation method's, else grpo", choices=[
-        "grpo", "gspo", "reinforce_plus_plus", "reinforce_plus_plus_baseline", "on_policy_distillation"])
+        "grpo", "gspo", "reinforce_plus_plus", "reinforce_plus_plus_baseline", "on_policy_distillation", "step_wise"])
+    g.add_argument("--dynamic-history", action="store_true",
+                   help="agent rollouts as one sample per step (a custom generate function returns a list): GRPO "
+                        "normalises one reward per trajectory (group_index, index) over the group's trajectories and "
+                        "gives it to each of the trajectory's step samples")
+    g.add_argument("--trajectory-length-normalize", action="store_true",
+                   help="--dynamic-history: divide a step sample's advantage by its trajectory's number of steps, so "
+                        "long trajectories do not weigh more")
+    g.add_argument("--constant-groups", choices=["keep", "drop"], default="keep",
+                   help="grpo/gspo/step_wise: drop groups (step_wise: buckets) whose rewards all agree (upstream does, "
+                        "silently); counted in the rollout metrics either way")
+    g.add_argument("--step-wise-singleton", choices=["zero", "raw"], default="zero",
+                   help="step_wise: a (group, step) bucket with one step has no baseline: 0 (default) or its raw "
+                        "target (upstream; mixes raw targets with z-scores)")
     g.add_argument("--disable-rewards-normalization", dest="rewards_normalization", action="store_false")
     g.add_argument("--disable-grpo-std-normalization", dest="grpo_std_normalization", action="store_false")
     g.add_argument("--normalize-advantages", action="store_true")

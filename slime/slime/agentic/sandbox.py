@@ -1,0 +1,1071 @@
+"""One sandbox for every agentic setting (terminal, SWE, GUI, tool calls): run a command or a Python program
+with no network, a read-only system, a private writable work directory, a clean environment, an unprivileged
+uid, rlimits, a wall-clock timeout that kills the whole process tree, and output truncated at the sandbox.
+
+How (``isolation="bwrap"``, the default; the recipe of ``../shared/reference/track2_machine_facts.md``):
+
+* bubblewrap as root **without** a user namespace: ``--unshare-net --unshare-pid --unshare-ipc --unshare-uts
+  --unshare-cgroup --die-with-parent --new-session``. The new root is an empty tmpfs with read-only binds of
+  ``/usr`` and ``/etc`` (plus the ``/bin``, ``/lib``, ``/lib64`` symlinks), the project's interpreter bound
+  read-only at its **original path** (``sys.base_prefix`` and the venv ``sys.prefix``; their parents created
+  0755 so an unprivileged uid can traverse them), the work directory bound read-write, a size-capped tmpfs
+  ``/tmp`` (mode 1777), a minimal ``/dev`` and the sandbox's own ``/proc``. Nothing else exists inside.
+* ``setpriv`` then drops to a uid/gid leased from a :class:`UidPool` (one uid per live sandbox, so
+  RLIMIT_NPROC, which the kernel counts per uid machine-wide, is a per-sandbox limit), clears supplementary
+  groups, empties every capability set and sets NoNewPrivs.
+* rlimits (:class:`SandboxLimits`: CPU, address space, processes, file size, open files, no core files) are set
+  before bwrap is exec'd, by util-linux ``prlimit`` as the first link of the exec chain (``prlimit -- bwrap --
+  setpriv -- cmd``), and inherited by everything inside. A Python ``preexec_fn`` would do the same but forces a
+  full ``fork()`` of the caller (91 ms per start with a 2 GiB rollout process, 1.8 ms through prlimit); it is
+  only the fallback where prlimit is missing.
+* The environment is exactly :func:`sandbox_env` (PATH, HOME=work dir, LANG, SHELL, thread caps, plus what the
+  caller passes explicitly). It is handed to bwrap as its whole environment (equivalent to ``--clearenv``
+  followed by ``--setenv``, without putting values on bwrap's command line, which every host user can read).
+* The process starts in a new session. The pid namespace ends with its init: when the command exits, the
+  kernel kills whatever it left behind (``sleep 1000 &``, ``setsid``, double forks), and ``run`` returns once the
+  last of them has finished exiting (a cheap /proc check of the uid). On a timeout (or a cancelled run) the sandbox's init and bwrap are SIGKILLed and every process of the sandbox uid
+  is swept until none is left, before :meth:`Sandbox.run` returns.
+* stdout and stderr are read concurrently in chunks; at most ``max_output_bytes`` of each are kept (the head
+  and the tail), the rest is counted and dropped, so a 100 MB print never sits in the caller's memory.
+
+``isolation="rlimits"`` is the weaker mode for hosts without bubblewrap or namespaces, only when the caller
+asks for it (logged as a WARNING on every start): rlimits, the clean environment, a private work directory
+(mode 0700), a new session killed as a group, and, when running as root, the same per-sandbox uid (whose
+leftover processes are swept after every run). It has **no** network isolation and the whole filesystem is
+visible (as far as that uid's permissions go; a project Python under ``/root`` (0700) cannot start there, so
+``run_python`` refuses with that reason unless given ``python=/usr/bin/python3``).
+
+API: ``async`` first (asyncio's subprocess transport and stream readers, as ``asyncio.create_subprocess_exec``
+uses, plus an exit future that does not wait for the pipes; the event loop is never blocked, many sandboxes run
+at once), with thin ``*_sync`` wrappers::
+
+    async with Sandbox() as box:                 # a persistent work dir for a multi-step episode
+        await box.run("echo hi > a.txt")         # a string runs as `bash -lc`
+        r = await box.run(["cat", "a.txt"])      # a list is an argv
+        r = await box.run_python("print(1 + 1)")
+    r = await run_python("import sympy; print(sympy.factorint(360))")   # one shot: fresh dir, removed after
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import fcntl
+import functools
+import logging
+import os
+import resource
+import shlex
+import shutil
+import signal as _signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import weakref
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Union
+
+logger = logging.getLogger(__name__)
+
+ISOLATIONS = ("bwrap", "rlimits")
+# Paths that are part of the read-only system view (bound or symlinked); nothing under them is bound again.
+SYSTEM_PATHS = ("/usr", "/etc", "/bin", "/lib", "/lib64", "/sbin")
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+DEFAULT_UID_RANGE = (20000, 1000)  # first uid, count: 20000-20999
+UID_RANGE_ENV = "SLIME_SANDBOX_UIDS"  # "20000-20999" overrides the default pool
+# Not secrets: they keep numeric libraries inside RLIMIT_NPROC (threads count as processes) and RLIMIT_AS on a
+# host with many cores. A caller's `env` overrides them.
+THREAD_CAPS = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "NUMEXPR_NUM_THREADS": "1"}
+_READ_CHUNK = 64 * 1024
+_DRAIN_GRACE_S = 2.0  # after the process is gone, how long its pipes may take to reach EOF
+_SWEEP_DEADLINE_S = 5.0
+
+Command = Union[str, Sequence[str]]
+Bind = Union[str, "tuple[str, str]"]
+
+
+class SandboxError(RuntimeError):
+    """The sandbox could not run the command (not: the command failed; see SandboxResult.exit_code)."""
+
+
+class SandboxUnavailable(SandboxError):
+    """The requested isolation cannot be provided on this host; the message names what is missing."""
+
+
+class SandboxBusy(SandboxError):
+    """Every uid of the pool is leased (too many live sandboxes for the configured range)."""
+
+
+# ------------------------------------------------------------------------------------------------ limits
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    """Per-run limits. Each process inside gets the rlimits; the wall-clock timeout and the output caps apply
+    to the whole run. Values above the caller's own hard limits are lowered to them (never raised)."""
+
+    timeout_s: float = 60.0  # wall clock; the whole process tree is killed when it passes
+    cpu_seconds: int = 60  # RLIMIT_CPU per process (SIGXCPU, then SIGKILL one second later)
+    memory_bytes: int = 2 << 30  # RLIMIT_AS per process (a Python MemoryError, or a failed allocation)
+    max_processes: int = 64  # RLIMIT_NPROC: processes + threads of the sandbox uid
+    file_size_bytes: int = 256 << 20  # RLIMIT_FSIZE: largest file a process may write
+    open_files: int = 256  # RLIMIT_NOFILE
+    tmp_size_bytes: int = 256 << 20  # size of the private tmpfs /tmp (bwrap mode)
+    max_output_bytes: int = 64 << 10  # per stream, head and tail kept (half each)
+
+    def __post_init__(self) -> None:
+        def positive(name: str, minimum: float = 1) -> None:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < minimum:
+                raise ValueError(f"SandboxLimits.{name} must be a number >= {minimum}, got {value!r}")
+
+        positive("timeout_s", 0.001)
+        for name, minimum in (
+            ("cpu_seconds", 1),
+            ("memory_bytes", 32 << 20),
+            ("max_processes", 1),
+            ("file_size_bytes", 1),
+            ("open_files", 16),
+            ("tmp_size_bytes", 1 << 20),
+            ("max_output_bytes", 2),
+        ):
+            positive(name, minimum)
+            if not isinstance(getattr(self, name), int):
+                raise ValueError(f"SandboxLimits.{name} must be an int, got {getattr(self, name)!r}")
+
+    def rlimits(self, hard_limits: Mapping[int, int] | None = None) -> dict[int, tuple[int, int]]:
+        """(soft, hard) per resource, lowered to `hard_limits` (default: this process's hard limits)."""
+        wanted = {
+            resource.RLIMIT_CPU: (self.cpu_seconds, self.cpu_seconds + 1),
+            resource.RLIMIT_AS: (self.memory_bytes, self.memory_bytes),
+            resource.RLIMIT_NPROC: (self.max_processes, self.max_processes),
+            resource.RLIMIT_FSIZE: (self.file_size_bytes, self.file_size_bytes),
+            resource.RLIMIT_NOFILE: (self.open_files, self.open_files),
+            resource.RLIMIT_CORE: (0, 0),
+        }
+        out = {}
+        for res, (soft, hard) in wanted.items():
+            cap = hard_limits[res] if hard_limits is not None else resource.getrlimit(res)[1]
+            if cap != resource.RLIM_INFINITY:
+                soft, hard = min(soft, cap), min(hard, cap)
+            out[res] = (soft, hard)
+        return out
+
+
+def _apply_rlimits(limits: Mapping[int, tuple[int, int]]) -> None:  # runs in the child between fork and exec
+    for res, value in limits.items():
+        resource.setrlimit(res, value)
+
+
+_PRLIMIT_NAMES = {
+    resource.RLIMIT_CPU: "cpu",
+    resource.RLIMIT_AS: "as",
+    resource.RLIMIT_NPROC: "nproc",
+    resource.RLIMIT_FSIZE: "fsize",
+    resource.RLIMIT_NOFILE: "nofile",
+    resource.RLIMIT_CORE: "core",
+}
+
+
+def prlimit_argv(limits: Mapping[int, tuple[int, int]], prlimit: str = "prlimit") -> list[str]:
+    """`prlimit --cpu=S:H ... --`: sets the rlimits on itself, then execs the rest of the argv (bwrap), which
+    inherits them. Same effect as a Python pre-exec hook, without one: a pre-exec hook forces a full fork() of
+    the caller (91 ms per start measured with a 2 GiB parent, against 1.8 ms through prlimit)."""
+
+    def fmt(v: int) -> str:
+        return "unlimited" if v == resource.RLIM_INFINITY else str(v)
+
+    return [prlimit, *(f"--{_PRLIMIT_NAMES[r]}={fmt(soft)}:{fmt(hard)}" for r, (soft, hard) in limits.items()), "--"]
+
+
+# ------------------------------------------------------------------------------------------------ output
+
+
+class OutputCapture:
+    """Keeps the first `limit - limit // 2` and the last `limit // 2` bytes of a stream and counts the rest.
+    Memory stays O(limit) whatever is fed."""
+
+    def __init__(self, limit: int):
+        if limit < 2:
+            raise ValueError("OutputCapture limit must be >= 2")
+        self.limit = limit
+        self.head_limit = limit - limit // 2
+        self.tail_limit = limit // 2
+        self.head = bytearray()
+        self._tail = bytearray()
+        self.total = 0
+
+    def feed(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self.head_limit - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self._tail += data
+            if len(self._tail) > 2 * self.tail_limit + _READ_CHUNK:  # trim in amortised steps
+                del self._tail[: len(self._tail) - self.tail_limit]
+
+    @property
+    def tail(self) -> bytes:
+        return bytes(self._tail[len(self._tail) - self.tail_limit :]) if self.tail_limit else b""
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > self.limit
+
+    @property
+    def omitted(self) -> int:
+        return max(0, self.total - self.limit)
+
+    def getvalue(self) -> bytes:
+        """All bytes when nothing was dropped, else head + tail (without a marker)."""
+        return bytes(self.head) + (self.tail if self.truncated else bytes(self._tail))
+
+    def text(self) -> str:
+        """Decoded (invalid UTF-8 replaced); a truncated stream gets a marker between head and tail."""
+        if not self.truncated:
+            return self.getvalue().decode("utf-8", "replace")
+        marker = f"\n[... {self.omitted} bytes truncated ({self.total} in all) ...]\n"
+        return self.head.decode("utf-8", "replace") + marker + self.tail.decode("utf-8", "replace")
+
+
+# ------------------------------------------------------------------------------------------------ result
+
+
+@dataclass
+class SandboxResult:
+    exit_code: int  # shell convention: 128+N when killed by signal N (bwrap reports its child that way)
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+    duration_s: float = 0.0
+    signal: int | None = None  # the signal that ended the command, if any (SIGKILL after a timeout)
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    stdout_bytes: int = 0  # total size produced, kept or not
+    stderr_bytes: int = 0
+    isolation: str = "bwrap"
+    uid: int | None = None
+
+    @property
+    def truncated(self) -> bool:
+        return self.stdout_truncated or self.stderr_truncated
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+    @property
+    def signal_name(self) -> str | None:
+        if self.signal is None:
+            return None
+        try:
+            return _signal.Signals(self.signal).name
+        except ValueError:
+            return str(self.signal)
+
+
+# ------------------------------------------------------------------------------------------------ uids
+
+
+class UidPool:
+    """Leases uids from [first, first + count) to live sandboxes, one uid each.
+
+    A lease is an exclusive ``flock`` on ``<lock_dir>/<uid>.lock``, so several processes on one host (rollout
+    workers, test runs) share the range safely, and a crashed process releases its uids with its file
+    descriptors. The cursor rotates, so a released uid is the last to be handed out again."""
+
+    def __init__(self, first: int = DEFAULT_UID_RANGE[0], count: int = DEFAULT_UID_RANGE[1], lock_dir: str | None = None):
+        if isinstance(first, bool) or not isinstance(first, int) or first < 1000:
+            raise ValueError(f"UidPool: sandbox uids must be unprivileged numeric uids >= 1000, got first={first!r}")
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1 or first + count > 2**31 - 2:
+            raise ValueError(f"UidPool: count must be >= 1 and the range inside 32-bit uids, got count={count!r}")
+        self.first, self.count = first, count
+        self.lock_dir = lock_dir or os.path.join(tempfile.gettempdir(), f"slime-sandbox-uids-{os.geteuid()}")
+        self._lock = threading.Lock()
+        self._held: dict[int, int] = {}  # uid -> lock fd
+        self._cursor = 0
+
+    @classmethod
+    def parse_range(cls, spec: str) -> tuple[int, int]:
+        """"20000-20999" (inclusive) -> (20000, 1000)."""
+        try:
+            lo, hi = (int(x) for x in spec.strip().split("-", 1))
+        except ValueError:
+            raise ValueError(f"{UID_RANGE_ENV}: expected FIRST-LAST, e.g. 20000-20999, got {spec!r}") from None
+        if hi < lo:
+            raise ValueError(f"{UID_RANGE_ENV}: LAST < FIRST in {spec!r}")
+        return lo, hi - lo + 1
+
+    @classmethod
+    def from_env(cls) -> UidPool:
+        spec = os.environ.get(UID_RANGE_ENV)
+        return cls(*cls.parse_range(spec)) if spec else cls()
+
+    @property
+    def uids(self) -> range:
+        return range(self.first, self.first + self.count)
+
+    @property
+    def leased(self) -> frozenset[int]:
+        with self._lock:
+            return frozenset(self._held)
+
+    def acquire(self) -> int:
+        with self._lock:
+            os.makedirs(self.lock_dir, mode=0o700, exist_ok=True)
+            for i in range(self.count):
+                uid = self.first + (self._cursor + i) % self.count
+                if uid in self._held:
+                    continue
+                fd = os.open(os.path.join(self.lock_dir, f"{uid}.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    os.close(fd)
+                    continue
+                self._held[uid] = fd
+                self._cursor = (uid - self.first + 1) % self.count
+                return uid
+        raise SandboxBusy(
+            f"all {self.count} sandbox uids {self.first}-{self.first + self.count - 1} are in use "
+            f"(set {UID_RANGE_ENV}=FIRST-LAST for a larger range)"
+        )
+
+    def release(self, uid: int) -> None:
+        with self._lock:
+            fd = self._held.pop(uid, None)
+        if fd is not None:
+            os.close(fd)  # closing the descriptor drops the flock
+
+
+_default_pool: UidPool | None = None
+_default_pool_lock = threading.Lock()
+
+
+def default_uid_pool() -> UidPool:
+    global _default_pool
+    with _default_pool_lock:
+        if _default_pool is None:
+            _default_pool = UidPool.from_env()
+        return _default_pool
+
+
+# ------------------------------------------------------------------------------------------------ processes
+
+
+def _scan_proc_one(entry: str, wanted: set[int]) -> tuple[int, int, str, int] | None:
+    try:
+        with open(f"/proc/{entry}/status", "rb") as f:
+            status = f.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    fields = {}
+    for line in status.splitlines():
+        key, _, value = line.partition(":")
+        if key in ("Name", "State", "Uid", "Threads"):
+            fields[key] = value.split()
+    if (fields.get("State") or ["?"])[0] in ("Z", "X"):
+        return None
+    ids = [int(x) for x in (fields.get("Uid") or [])[:3]]
+    hit = next((u for u in ids if u in wanted), None)
+    if hit is None:
+        return None
+    return int(entry), hit, " ".join(fields.get("Name") or []), int((fields.get("Threads") or ["1"])[0])
+
+
+def _scan_proc(uids: Iterable[int]) -> list[tuple[int, int, str, int]]:
+    """Live (not zombie) processes whose real, effective or saved uid is in `uids`: (pid, uid, name, threads).
+    Reads every /proc/N/status (a non-dumpable process cannot hide its uid there)."""
+    wanted = set(uids)
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            hit = _scan_proc_one(entry, wanted)
+            if hit is not None:
+                found.append(hit)
+    return found
+
+
+def uid_processes(uids: Iterable[int]) -> list[tuple[int, int, str]]:
+    """Live (not zombie) processes whose real, effective or saved uid is in `uids`: (pid, uid, name).
+    A /proc scan: a few milliseconds for a few hundred processes."""
+    return [(pid, uid, name) for pid, uid, name, _ in _scan_proc(uids)]
+
+
+def _uid_has_processes_fast(uid: int) -> bool:
+    """A cheap check (one stat per process, no reads) for live processes whose /proc entry belongs to `uid`.
+    Not for adversaries (a non-dumpable process's /proc entry belongs to root): only used after bwrap's pid
+    namespace is gone, when anything left is already SIGKILLed by the kernel and just finishing its exit."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.stat(f"/proc/{entry}").st_uid == uid and _scan_proc_one(entry, {uid}):
+                    return True
+            except OSError:
+                pass
+    return False
+
+
+def _kill_uid_processes(uid: int) -> None:
+    """SIGKILL every process of `uid` until none is left (a fork bomb refills between scans; RLIMIT_NPROC
+    bounds it). Only for a uid leased to this sandbox; never the caller's own uid."""
+    if uid == os.getuid() or uid == os.geteuid():
+        raise SandboxError("refusing to sweep the caller's own uid")
+    deadline = time.monotonic() + _SWEEP_DEADLINE_S
+    while True:
+        procs = uid_processes([uid])
+        if not procs:
+            return
+        for pid, _, _ in procs:
+            try:
+                os.kill(pid, _signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        if time.monotonic() > deadline:
+            logger.error("sandbox: processes of uid %d still alive after %.0f s: %s", uid, _SWEEP_DEADLINE_S, procs)
+            return
+        time.sleep(0.005)
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []
+
+
+# ------------------------------------------------------------------------------------------------ capability
+
+
+@dataclass(frozen=True)
+class Capability:
+    isolation: str
+    available: bool
+    problem: str = ""  # what is missing, when not available
+    bwrap: str | None = None
+    setpriv: str | None = None
+    root: bool = False
+    prlimit: str | None = None  # util-linux; without it the rlimits are set in a (slower) Python pre-exec hook
+
+
+_OPT_IN = "or pass isolation='rlimits' to opt into the weaker rlimit-only mode (no network isolation)"
+
+
+@functools.lru_cache(maxsize=None)
+def detect_capability(isolation: str = "bwrap") -> Capability:
+    """What this host can do, checked once per isolation (cached; `detect_capability.cache_clear()` to redo)."""
+    if isolation not in ISOLATIONS:
+        raise ValueError(f"isolation must be one of {ISOLATIONS}, got {isolation!r}")
+    bwrap, setpriv, root = shutil.which("bwrap"), shutil.which("setpriv"), os.geteuid() == 0
+    prlimit = shutil.which("prlimit")
+    if isolation == "rlimits":
+        if root and setpriv is None:  # never run sandboxed code as root
+            problem = "setpriv not found (Debian util-linux): as root, the rlimits mode still drops to an unprivileged uid"
+            return Capability("rlimits", False, problem, bwrap, setpriv, root, prlimit)
+        return Capability("rlimits", True, bwrap=bwrap, setpriv=setpriv, root=root, prlimit=prlimit)
+    if bwrap is None:
+        problem = f"bubblewrap not installed (no `bwrap` on PATH): run scripts/setup_env.sh or apt-get install bubblewrap, {_OPT_IN}"
+    elif setpriv is None:
+        problem = f"setpriv not found (Debian util-linux): apt-get install util-linux, {_OPT_IN}"
+    elif not root:
+        problem = (
+            "the bwrap sandbox drops to a per-sandbox uid with setpriv, which needs root (CAP_SETUID/CAP_SETGID); "
+            f"this process runs as uid {os.geteuid()}: run it as root, {_OPT_IN}"
+        )
+    else:
+        probe = build_bwrap_argv(["true"], workdir=None, uid=65534, gid=65534, limits=SandboxLimits(), interpreter=(), bwrap=bwrap, setpriv=setpriv)
+        try:
+            proc = subprocess.run(probe, check=False, env={"PATH": DEFAULT_PATH}, capture_output=True, timeout=30)
+            problem = "" if proc.returncode == 0 else (
+                f"bubblewrap cannot set up its namespaces here ({proc.stderr.decode(errors='replace').strip() or f'exit {proc.returncode}'}): "
+                f"network/pid/ipc/mount namespaces are unavailable (e.g. an unprivileged container), {_OPT_IN}"
+            )
+        except (OSError, subprocess.TimeoutExpired) as e:
+            problem = f"bubblewrap probe failed ({e}), {_OPT_IN}"
+    return Capability("bwrap", not problem, problem, bwrap, setpriv, root, prlimit)
+
+
+def require_capability(isolation: str = "bwrap") -> Capability:
+    cap = detect_capability(isolation)
+    if not cap.available:
+        raise SandboxUnavailable(cap.problem)
+    return cap
+
+
+# ------------------------------------------------------------------------------------------------ argv
+
+
+def interpreter_dirs() -> tuple[str, ...]:
+    """The directories the project's interpreter needs, at their real paths: the base installation and the
+    venv (when different); those already inside the read-only system view are left out."""
+    out: list[str] = []
+    for p in (sys.base_prefix, sys.base_exec_prefix, sys.prefix, sys.exec_prefix):
+        for path in {os.path.abspath(p), os.path.realpath(p)}:
+            if path not in out and not _under(path, SYSTEM_PATHS) and path != "/":
+                out.append(path)
+    return tuple(out)
+
+
+def reachable_by_others(path: str) -> bool:
+    """Whether any uid can execute `path` on the host (every directory on its real path is o+x). In the bwrap
+    mode it does not matter (the interpreter's parents are recreated inside); in the rlimits mode the
+    sandbox uid sees the host's permissions, and a Python under /root (0700) cannot start."""
+    real = os.path.realpath(path)
+    try:
+        if not os.stat(real).st_mode & 0o001:
+            return False
+        return all(os.stat(str(p)).st_mode & 0o001 for p in Path(real).parents)
+    except OSError:
+        return False
+
+
+def _under(path: str, roots: Iterable[str]) -> bool:
+    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+def _normalize_binds(binds: Iterable[Bind]) -> list[tuple[str, str]]:
+    out = []
+    for b in binds:
+        src, dest = (b, b) if isinstance(b, str) else b
+        src, dest = os.path.abspath(src), os.path.abspath(dest)
+        out.append((src, dest))
+    return out
+
+
+def sandbox_env(home: str, extra: Mapping[str, str] | None = None, path: str | None = None) -> dict[str, str]:
+    """The whole environment inside: PATH (the venv's bin first), HOME, LANG, SHELL, the thread caps, and
+    `extra` (the caller's explicit additions, which win). Nothing is inherited from the parent."""
+    venv_bin = os.path.join(sys.prefix, "bin")
+    env = {
+        "PATH": path or (f"{venv_bin}:{DEFAULT_PATH}" if sys.prefix != sys.base_prefix else DEFAULT_PATH),
+        "HOME": home,
+        "LANG": "C.UTF-8",
+        "SHELL": "/bin/bash",
+        **THREAD_CAPS,
+    }
+    for k, v in (extra or {}).items():
+        if not isinstance(k, str) or not isinstance(v, str) or not k or "=" in k or "\0" in k + v:
+            raise ValueError(f"sandbox env: invalid variable {k!r}={v!r}")
+        env[k] = v
+    return env
+
+
+def shell_argv(command: str, path: str) -> list[str]:
+    """`bash -lc command` with PATH restored (a login shell resets it from /etc/profile); same line, so bash's
+    line numbers in error messages are the command's own."""
+    return ["bash", "-lc", f"export PATH={shlex.quote(path)}; {command}"]
+
+
+def setpriv_argv(uid: int, gid: int, setpriv: str = "setpriv") -> list[str]:
+    return [setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+
+
+def build_bwrap_argv(
+    command: Sequence[str],
+    *,
+    workdir: str | None,
+    uid: int,
+    gid: int,
+    limits: SandboxLimits,
+    inner_workdir: str | None = None,
+    cwd: str | None = None,
+    interpreter: Sequence[str] | None = None,
+    ro_binds: Iterable[Bind] = (),
+    rw_binds: Iterable[Bind] = (),
+    bwrap: str = "bwrap",
+    setpriv: str = "setpriv",
+) -> list[str]:
+    """The full argv: bwrap's namespaces and mounts, then setpriv's drop to `uid`, then `command`. Pure."""
+    if not command:
+        raise ValueError("empty command")
+    inner_workdir = inner_workdir or workdir
+    argv = [bwrap, "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup"]
+    argv += ["--die-with-parent", "--new-session", "--hostname", "sandbox", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    argv += ["--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
+    for link, target in (("/bin", "usr/bin"), ("/lib", "usr/lib"), ("/lib64", "usr/lib64"), ("/sbin", "usr/sbin")):
+        if os.path.islink(link) or not os.path.exists(link):
+            argv += ["--symlink", target, link]
+        else:  # a host without the merged /usr
+            argv += ["--ro-bind", link, link]
+    argv += ["--perms", "1777", "--size", str(limits.tmp_size_bytes), "--tmpfs", "/tmp"]
+    argv += ["--dev", "/dev", "--proc", "/proc"]
+    mounted = set(SYSTEM_PATHS) | {"/tmp", "/dev", "/proc"}  # mount points (exact paths)
+    read_only = set(SYSTEM_PATHS)  # nothing can be created below these
+    created: set[str] = set()
+
+    def parents(dest: str) -> list[str]:
+        # The host's parents may be private (/root is 0700): inside, each missing parent is a fresh directory of
+        # mode 0755 so the unprivileged uid can traverse it to reach the bind (the interpreter's trap).
+        out = []
+        for parent in reversed(Path(dest).parents):
+            p = str(parent)
+            if p == "/" or p in created or p in mounted or _under(p, read_only):
+                continue
+            created.add(p)
+            out += ["--perms", "0755", "--dir", p]
+        return out
+
+    for d in interpreter if interpreter is not None else interpreter_dirs():
+        if not _under(d, read_only):
+            argv += parents(d) + ["--ro-bind", d, d]
+            mounted.add(d)
+            read_only.add(d)
+    for src, dest in _normalize_binds(ro_binds):
+        argv += parents(dest) + ["--ro-bind", src, dest]
+        mounted.add(dest)
+        read_only.add(dest)
+    if workdir is not None:
+        argv += parents(inner_workdir) + ["--bind", workdir, inner_workdir]
+        mounted.add(inner_workdir)
+    for src, dest in _normalize_binds(rw_binds):
+        argv += parents(dest) + ["--bind", src, dest]
+        mounted.add(dest)
+    chdir = os.path.join(inner_workdir, cwd) if (inner_workdir and cwd) else (inner_workdir or "/")
+    argv += ["--chdir", chdir, "--"]
+    return argv + setpriv_argv(uid, gid, setpriv) + list(command)
+
+
+# ------------------------------------------------------------------------------------------------ sandbox
+
+
+class Sandbox:
+    """A work directory and a leased uid; `run` executes commands in it, one at a time.
+
+    `workdir=None` creates a fresh directory under `base_dir` (default: the system temp dir) that `close()`
+    removes. A caller's existing directory is chowned to the sandbox uid while the sandbox is open and chowned
+    back to its previous owner by `close()` (never removed). Either way the caller (root) can read and remove
+    whatever the sandbox wrote. `mount_at` binds the work directory at another path inside (bwrap only), e.g.
+    "/workspace"; `ro_binds`/`rw_binds` add more paths (a path, or (host path, inside path))."""
+
+    def __init__(
+        self,
+        workdir: str | os.PathLike | None = None,
+        *,
+        limits: SandboxLimits | None = None,
+        isolation: str = "bwrap",
+        env: Mapping[str, str] | None = None,
+        base_dir: str | os.PathLike | None = None,
+        mount_at: str | None = None,
+        ro_binds: Sequence[Bind] = (),
+        rw_binds: Sequence[Bind] = (),
+        uid_pool: UidPool | None = None,
+    ):
+        if isolation not in ISOLATIONS:
+            raise ValueError(f"isolation must be one of {ISOLATIONS}, got {isolation!r}")
+        if isolation != "bwrap" and (mount_at or ro_binds or rw_binds):
+            raise ValueError("mount_at, ro_binds and rw_binds need isolation='bwrap'")
+        self.capability = require_capability(isolation)
+        self.isolation = isolation
+        self.limits = limits or SandboxLimits()
+        self.env = dict(env or {})
+        sandbox_env("/", self.env)  # validate early
+        self.ro_binds, self.rw_binds = tuple(ro_binds), tuple(rw_binds)
+        self._switch_uid = self.capability.root  # bwrap requires root; rlimits as root requires setpriv
+        self._pool = uid_pool or default_uid_pool()
+        self.uid: int | None = self._pool.acquire() if self._switch_uid else None
+        self._owned = workdir is None
+        self._restore_owner: tuple[int, int] | None = None
+        self._restore_mode = 0o700
+        self._busy = False
+        self._closed = False
+        try:
+            if self._owned:
+                base = os.fspath(base_dir) if base_dir is not None else tempfile.gettempdir()
+                self.path = tempfile.mkdtemp(prefix="slime-sandbox-", dir=base)
+            else:
+                self.path = os.path.abspath(os.fspath(workdir))
+                if not os.path.isdir(self.path):
+                    raise SandboxError(f"work directory {self.path} does not exist")
+                st = os.stat(self.path)
+                self._restore_owner = (st.st_uid, st.st_gid)
+                self._restore_mode = st.st_mode & 0o7777
+            os.chmod(self.path, 0o700)
+            if self.uid is not None:
+                _chown_tree(self.path, self.uid, self.uid)
+        except BaseException:
+            self._closed = True
+            if self._owned and getattr(self, "path", None):
+                shutil.rmtree(self.path, ignore_errors=True)
+            if self.uid is not None:
+                self._pool.release(self.uid)
+            raise
+        self.inner_path = os.path.abspath(mount_at) if mount_at else self.path
+        _live_sandboxes.add(self)
+
+    # -- lifecycle
+
+    def close(self) -> None:
+        """Remove the work directory (or give a caller's directory back) and release the uid. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self.uid is not None and self.isolation == "rlimits":
+                _kill_uid_processes(self.uid)
+            if self._owned:
+                shutil.rmtree(self.path, ignore_errors=True)
+            elif self._restore_owner is not None and os.path.isdir(self.path):
+                _chown_tree(self.path, *self._restore_owner)
+                os.chmod(self.path, self._restore_mode)
+        finally:
+            if self.uid is not None:
+                self._pool.release(self.uid)
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self.close)
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    async def __aenter__(self) -> "Sandbox":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.aclose()
+
+    def __del__(self) -> None:  # a forgotten sandbox must not hold its uid (or its directory) forever
+        if not getattr(self, "_closed", True):
+            try:
+                self.close()
+            except Exception as e:  # interpreter shutdown: modules may be gone
+                logger.debug("sandbox: close() from __del__ failed: %s", e)
+
+    # -- running
+
+    def command_argv(self, command: Command, *, env: Mapping[str, str], limits: SandboxLimits, cwd: str | None = None) -> list[str]:
+        """The full argv this sandbox would execute for `command` (for logs and tests)."""
+        argv = shell_argv(command, env["PATH"]) if isinstance(command, str) else list(command)
+        if not argv:
+            raise ValueError("empty command")
+        if self.isolation == "bwrap":
+            return build_bwrap_argv(
+                argv,
+                workdir=self.path,
+                inner_workdir=self.inner_path,
+                cwd=cwd,
+                uid=self.uid,
+                gid=self.uid,
+                limits=limits,
+                ro_binds=self.ro_binds,
+                rw_binds=self.rw_binds,
+                bwrap=self.capability.bwrap or "bwrap",
+                setpriv=self.capability.setpriv or "setpriv",
+            )
+        if self.uid is not None:
+            return setpriv_argv(self.uid, self.uid, self.capability.setpriv or "setpriv") + argv
+        return argv
+
+    async def run(
+        self,
+        command: Command,
+        *,
+        input: bytes | str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        limits: SandboxLimits | None = None,
+        cwd: str | None = None,
+    ) -> SandboxResult:
+        """Run `command` (a string: `bash -lc`; a sequence: an argv) in the work directory (or `cwd` inside
+        it) and return once it and everything it started are gone."""
+        if self._closed:
+            raise SandboxError("sandbox is closed")
+        if self._busy:
+            raise SandboxError("this Sandbox is already running a command (one at a time; use one Sandbox per task)")
+        limits = limits or self.limits
+        if timeout is not None:
+            limits = replace(limits, timeout_s=timeout)
+        full_env = sandbox_env(self.inner_path, {**self.env, **(env or {})})
+        argv = self.command_argv(command, env=full_env, limits=limits, cwd=cwd)
+        rlimits = limits.rlimits()
+        if self.isolation == "rlimits":
+            if self.uid is None:
+                # our own uid: RLIMIT_NPROC counts every process we already have, so allow that many more
+                n = sum(threads for *_, threads in _scan_proc([os.getuid()]))  # RLIMIT_NPROC counts threads
+                soft, hard = rlimits[resource.RLIMIT_NPROC]
+                rlimits[resource.RLIMIT_NPROC] = (soft + n, hard + n) if hard != resource.RLIM_INFINITY else (soft + n, hard)
+            logger.warning(
+                "sandbox: isolation='rlimits' (opted in): NO network isolation and no private filesystem view; "
+                "only rlimits, a clean environment, a process-group timeout%s apply (work dir %s)",
+                f" and uid {self.uid}" if self.uid is not None else " (running as the caller's own uid)",
+                self.path,
+            )
+        exec_cwd = "/" if self.isolation == "bwrap" else (os.path.join(self.path, cwd) if cwd else self.path)
+        if self.capability.prlimit:  # else _execute sets them in a pre-exec hook
+            argv = prlimit_argv(rlimits, self.capability.prlimit) + argv
+        self._busy = True
+        try:
+            return await self._execute(argv, full_env, exec_cwd, limits, rlimits, input)
+        finally:
+            self._busy = False
+
+    async def _execute(self, argv, env, exec_cwd, limits, rlimits, input) -> SandboxResult:
+        data = input.encode() if isinstance(input, str) else input
+        out, err = OutputCapture(limits.max_output_bytes), OutputCapture(limits.max_output_bytes)
+        loop = asyncio.get_running_loop()
+        exited = loop.create_future()  # the process itself ended (Process.wait() also waits for its pipes)
+        start = time.monotonic()
+        try:
+            transport, protocol = await loop.subprocess_exec(
+                lambda: _ExitProtocol(exited, loop),
+                *argv,
+                stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+                cwd=exec_cwd,
+                start_new_session=True,
+                preexec_fn=None if self.capability.prlimit else functools.partial(_apply_rlimits, rlimits),
+            )
+        except (OSError, subprocess.SubprocessError) as e:
+            raise SandboxError(f"could not start the sandbox ({argv[0]}): {e}") from e
+        proc = asyncio.subprocess.Process(transport, protocol, loop)
+        readers = [asyncio.ensure_future(_pump(proc.stdout, out)), asyncio.ensure_future(_pump(proc.stderr, err))]
+        if data is not None:
+            readers.append(asyncio.ensure_future(_feed(proc.stdin, data)))
+        timed_out = False
+        try:
+            try:
+                await asyncio.wait_for(asyncio.shield(exited), limits.timeout_s)
+            except asyncio.TimeoutError:
+                timed_out = True
+                await asyncio.to_thread(self._kill_tree, proc.pid)
+                await exited
+            if self.isolation == "rlimits":
+                # whatever it left behind (a background child still holding the pipes, a setsid escapee)
+                await asyncio.to_thread(self._kill_tree, proc.pid, False)
+            elif not timed_out and await asyncio.to_thread(_uid_has_processes_fast, self.uid):
+                # the namespace is gone, but a process the kernel killed with it may still be finishing its
+                # exit: wait for it, so that nothing of this uid is left when run() returns
+                await asyncio.to_thread(_kill_uid_processes, self.uid)
+            _, pending = await asyncio.wait(readers, timeout=_DRAIN_GRACE_S)
+            for task in pending:  # a pipe still held open (only possible in rlimits mode without a uid)
+                task.cancel()
+            if pending:
+                transport.close()
+            await asyncio.wait_for(proc.wait(), _DRAIN_GRACE_S)
+        except BaseException:  # cancelled (or failed): nothing may outlive the run
+            if proc.returncode is None:
+                self._kill_tree(proc.pid)
+            try:  # let the process be reaped and its pipes reach EOF, so no transport outlives the loop
+                await asyncio.wait([exited, *readers], timeout=_DRAIN_GRACE_S)
+            except BaseException:
+                pass
+            for task in readers:
+                task.cancel()
+            transport.close()
+            raise
+        duration = time.monotonic() - start
+        rc = proc.returncode
+        sig = None
+        if timed_out:
+            sig = int(_signal.SIGKILL)
+        elif rc < 0:
+            sig = -rc
+        elif self.isolation == "bwrap" and 128 < rc <= 128 + 64:
+            sig = rc - 128
+        exit_code = 128 + sig if (sig is not None and (timed_out or rc < 0)) else rc
+        return SandboxResult(
+            exit_code=exit_code,
+            stdout=out.text(),
+            stderr=err.text(),
+            timed_out=timed_out,
+            duration_s=duration,
+            signal=sig,
+            stdout_truncated=out.truncated,
+            stderr_truncated=err.truncated,
+            stdout_bytes=out.total,
+            stderr_bytes=err.total,
+            isolation=self.isolation,
+            uid=self.uid,
+        )
+
+    def _kill_tree(self, pid: int, alive: bool = True) -> None:
+        """SIGKILL the sandbox: bwrap's children (the pid namespace's init: the kernel then kills the whole
+        namespace) while `pid` is still ours, its process group, then every remaining process of the uid."""
+        for child in _children(pid) if alive else ():
+            try:
+                os.kill(child, _signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            os.killpg(pid, _signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        if self.uid is not None:
+            _kill_uid_processes(self.uid)
+
+    async def run_python(
+        self,
+        code: str,
+        *,
+        args: Sequence[str] = (),
+        python: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        limits: SandboxLimits | None = None,
+        cwd: str | None = None,
+    ) -> SandboxResult:
+        """Run a Python program (read from stdin, so nothing is written into the work directory) with the
+        project's interpreter (numpy, sympy and the venv's packages importable), unbuffered."""
+        python = python or sys.executable
+        if self.isolation == "rlimits" and self.uid is not None and not reachable_by_others(python):
+            raise SandboxUnavailable(
+                f"the interpreter {python} ({os.path.realpath(python)}) lies under a directory the sandbox uid cannot "
+                "enter (e.g. /root is 0700): isolation='rlimits' sees the host's permissions; pass python= an "
+                "interpreter every uid can run (e.g. /usr/bin/python3), or use isolation='bwrap'"
+            )
+        argv = [python, "-", *args]
+        env = {"PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1", **(env or {})}
+        return await self.run(argv, input=code, env=env, timeout=timeout, limits=limits, cwd=cwd)
+
+    def run_sync(self, command: Command, **kwargs) -> SandboxResult:
+        return _run_coroutine(self.run(command, **kwargs))
+
+    def run_python_sync(self, code: str, **kwargs) -> SandboxResult:
+        return _run_coroutine(self.run_python(code, **kwargs))
+
+
+_live_sandboxes: weakref.WeakSet[Sandbox] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_live_sandboxes() -> None:
+    """A process that exits without closing its sandboxes (an exception, a forgotten close) still removes their
+    work directories and gives a caller's directory back."""
+    for box in list(_live_sandboxes):
+        try:
+            box.close()
+        except Exception as e:  # best effort at exit
+            logger.debug("sandbox: close at exit failed: %s", e)
+
+
+class _ExitProtocol(asyncio.subprocess.SubprocessStreamProtocol):
+    """asyncio's own subprocess protocol, plus a future set when the process exits (not when its pipes close:
+    a background child may hold them open)."""
+
+    def __init__(self, exited: asyncio.Future, loop: asyncio.AbstractEventLoop):
+        super().__init__(limit=_READ_CHUNK, loop=loop)
+        self._exited = exited
+
+    def process_exited(self) -> None:
+        super().process_exited()
+        if not self._exited.done():
+            self._exited.set_result(None)
+
+
+def _chown_tree(path: str, uid: int, gid: int) -> None:
+    """lchown `path` and everything below it (symlinks are not followed)."""
+    os.chown(path, uid, gid, follow_symlinks=False)
+    for root, dirs, files in os.walk(path):
+        for name in dirs + files:
+            try:
+                os.chown(os.path.join(root, name), uid, gid, follow_symlinks=False)
+            except FileNotFoundError:
+                pass
+
+
+async def _pump(stream: asyncio.StreamReader, capture: OutputCapture) -> None:
+    while True:
+        chunk = await stream.read(_READ_CHUNK)
+        if not chunk:
+            return
+        capture.feed(chunk)
+
+
+async def _feed(stream: asyncio.StreamWriter, data: bytes) -> None:
+    try:
+        stream.write(data)
+        await stream.drain()
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    finally:
+        try:
+            stream.close()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+
+def _run_coroutine(coro):
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # called from inside an event loop's thread
+        return pool.submit(asyncio.run, coro).result()
+
+
+# ------------------------------------------------------------------------------------------------ one shot
+
+
+_SANDBOX_KEYS = ("limits", "isolation", "base_dir", "mount_at", "ro_binds", "rw_binds", "uid_pool")
+
+
+def _split(kwargs: dict) -> tuple[dict, dict]:
+    box = {k: kwargs.pop(k) for k in _SANDBOX_KEYS if k in kwargs}
+    return box, kwargs
+
+
+async def run(command: Command, **kwargs) -> SandboxResult:
+    """One shot: a fresh sandbox (Sandbox keyword arguments accepted), the command, then everything removed."""
+    box_kwargs, run_kwargs = _split(dict(kwargs))
+    box = await asyncio.to_thread(Sandbox, **box_kwargs)
+    try:
+        return await box.run(command, **run_kwargs)
+    finally:
+        await box.aclose()
+
+
+async def run_python(code: str, **kwargs) -> SandboxResult:
+    """One shot: `code` in a fresh Python in a fresh sandbox, then everything removed."""
+    box_kwargs, run_kwargs = _split(dict(kwargs))
+    box = await asyncio.to_thread(Sandbox, **box_kwargs)
+    try:
+        return await box.run_python(code, **run_kwargs)
+    finally:
+        await box.aclose()
+
+
+def run_sync(command: Command, **kwargs) -> SandboxResult:
+    return _run_coroutine(run(command, **kwargs))
+
+
+def run_python_sync(code: str, **kwargs) -> SandboxResult:
+    return _run_coroutine(run_python(code, **kwargs))
+
+
+__all__ = [
+    "Capability",
+    "OutputCapture",
+    "Sandbox",
+    "SandboxBusy",
+    "SandboxError",
+    "SandboxLimits",
+    "SandboxResult",
+    "SandboxUnavailable",
+    "UidPool",
+    "build_bwrap_argv",
+    "default_uid_pool",
+    "detect_capability",
+    "interpreter_dirs",
+    "prlimit_argv",
+    "reachable_by_others",
+    "require_capability",
+    "run",
+    "run_python",
+    "run_python_sync",
+    "run_sync",
+    "sandbox_env",
+    "shell_argv",
+    "uid_processes",
+]

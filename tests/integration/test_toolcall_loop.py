@@ -1,0 +1,85 @@
+"""The tool-call loop against a real engine (tiny model) and the real sandbox.
+
+The random-weight model never writes a valid call, so its trajectories take the invalid-action path until the turn
+budget ends them: what this pins is the bookkeeping (observation tokens masked, spans, step samples made of exactly
+the ids the engine generated, the reward). The tool path itself runs through the real sandbox below.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+import pytest
+
+from slime.agentic import sandbox as sb
+from slime.agentic.toolcall import (INVALID_ACTION, STOP_STRINGS, format_observation, generate, load_tools, reward_func,
+                                    run_tool)
+from slime.utils.types import Sample
+
+_CAP = sb.detect_capability("bwrap")
+needs_sandbox = pytest.mark.skipif(not _CAP.available, reason=f"no bwrap sandbox on this host: {_CAP.problem}")
+
+
+def _args(engine_url, model, **kw):
+    return SimpleNamespace(hf_checkpoint=str(model), engine_urls=[engine_url], rollout_max_context_len=1024,
+                           max_turns=3, dynamic_history=False, **kw)
+
+
+def _params():
+    return {"temperature": 1.0, "max_new_tokens": 12, "no_stop_trim": True, "seed": 7}
+
+
+def test_a_trajectory_masks_every_observation_and_keeps_the_engines_ids(engine_server, tiny_model_path):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_path)
+    sample = Sample(group_index=0, index=0, prompt="What is 2**10?", label="1024")
+    out = asyncio.run(generate(_args(engine_server.url, tiny_model_path), sample, _params()))
+    assert out is sample and out.metadata["turns"] >= 1
+    spans = out.metadata["step_wise"]["step_token_spans"]
+    mask = out.loss_mask
+    assert len(mask) == out.response_length == len(out.rollout_log_probs)
+    trained = {i for start, end in spans for i in range(start, end)}
+    assert {i for i, m in enumerate(mask) if m} == trained  # exactly the generated tokens train
+    # between two steps: the observation the environment wrote, masked, with log-prob 0
+    for (_, end), (start, _) in zip(spans, spans[1:]):
+        observation = tok.decode(out.tokens[len(out.tokens) - out.response_length + end:
+                                            len(out.tokens) - out.response_length + start])
+        assert observation == format_observation(INVALID_ACTION)
+        assert all(out.rollout_log_probs[i] == 0.0 for i in range(end, start))
+    if out.metadata["answer"] is None and out.metadata["turns"] == 3:
+        assert out.status == Sample.Status.TRUNCATED
+    reward = asyncio.run(reward_func(SimpleNamespace(), out))
+    assert reward["acc"] == 0.0 and reward["score"] == pytest.approx(-1.1)
+
+
+def test_dynamic_history_gives_one_sample_per_step_with_its_exact_context(engine_server, tiny_model_path):
+    args = _args(engine_server.url, tiny_model_path)
+    whole = asyncio.run(generate(args, Sample(group_index=3, index=5, prompt="What is 7*6?", label="42"), _params()))
+    args.dynamic_history = True
+    steps = asyncio.run(generate(args, Sample(group_index=3, index=5, prompt="What is 7*6?", label="42"), _params()))
+    assert isinstance(steps, list) and len(steps) == whole.metadata["turns"]
+    prompt_len = len(whole.tokens) - whole.response_length
+    for k, (step, (start, end)) in enumerate(zip(steps, whole.metadata["step_wise"]["step_token_spans"])):
+        assert (step.group_index, step.index, step.metadata["step"]) == (3, 5, k)
+        # same seed, same engine: each step's context is the whole trajectory's prefix, its ids the same tokens
+        assert step.tokens == whole.tokens[:prompt_len + end]
+        assert step.response_length == end - start and step.loss_mask == [1] * (end - start)
+        assert step.rollout_log_probs == pytest.approx(whole.rollout_log_probs[start:end])
+    assert asyncio.run(reward_func(SimpleNamespace(), steps)) == [{"score": pytest.approx(-1.1), "acc": 0.0}] * len(steps)
+
+
+@needs_sandbox
+def test_the_code_interpreter_runs_in_the_sandbox(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-parent-secret")  # the parent's secret must not reach the code
+    [tool] = load_tools("toolcall-rl/tools.json")
+    said, ok = asyncio.run(run_tool(tool, {"code": "import sympy\nprint(sympy.factorint(360))"}, timeout=30))
+    assert ok and said == "{2: 3, 3: 2, 5: 1}"
+    said, ok = asyncio.run(run_tool(tool, {"code": "1/0"}, timeout=30))
+    assert not ok and "ZeroDivisionError" in said
+    said, ok = asyncio.run(run_tool(tool, {"code": "import os\nprint(os.environ.get('OPENAI_API_KEY'))"}, timeout=30))
+    assert ok and said == "None"
+    said, ok = asyncio.run(run_tool(tool, {"code": "while True: pass"}, timeout=2))
+    assert not ok and "limit" in said
+    assert set(STOP_STRINGS) == {"</tool_call>", "</code>"}

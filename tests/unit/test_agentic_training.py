@@ -1,0 +1,79 @@
+"""The trainer's side of multi-turn agent rollouts: dynamic history, step_wise, the constant-group drop and the
+carried tail, through `train_data` and `advantages` as the training loop calls them."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from slime.training.advantages import attach_advantages
+from slime.training.train_data import drop_constant, post_process_rewards, take_whole_steps, to_rows
+from slime.utils.ppo_utils import SingletonGroupTracker
+from slime.utils.types import Sample
+
+
+def args_for(**kw):
+    base = dict(advantage_estimator="grpo", rewards_normalization=True, disable_rewards_normalization=False,
+                grpo_std_normalization=True, disable_grpo_std_normalization=False, reward_key="score",
+                normalize_advantages=False, dynamic_history=False, constant_groups="keep", hooks={})
+    base.update(kw)
+    return SimpleNamespace(**base)
+
+
+def step(group, traj, reward, n=2, **kw):
+    return Sample(group_index=group, index=traj, tokens=[1] * (3 + n), response_length=n, loss_mask=[1] * n,
+                  reward={"score": reward}, **kw)
+
+
+def test_dynamic_history_normalises_per_trajectory_and_broadcasts_to_steps():
+    # group 0: trajectory 0 (3 steps, reward 1), trajectory 1 (1 step, reward -1): two trajectories, not 4 samples
+    samples = [step(0, 0, 1.0), step(0, 0, 1.0), step(0, 0, 1.0), step(0, 1, -1.0)]
+    raw, adv, metrics = post_process_rewards(args_for(dynamic_history=True), samples, SingletonGroupTracker())
+    # mean 0, unbiased std of (1, -1) = sqrt(2): 1 / (sqrt 2 + 1e-6)
+    expected = 1 / (2 ** 0.5 + 1e-6)
+    assert adv == pytest.approx([expected, expected, expected, -expected])
+    assert metrics["rollout/trajectories"] == 2
+    # without dynamic history the same rewards would be z-scored over the 4 samples
+    _, flat, _ = post_process_rewards(args_for(), samples, SingletonGroupTracker())
+    assert flat[0] != pytest.approx(expected)
+
+
+def test_constant_groups_are_dropped_only_when_asked_and_counted():
+    samples = [step(0, 0, 1.0), step(0, 1, 1.0), step(1, 2, 1.0), step(1, 3, -1.0)]
+    kept, metrics = drop_constant(args_for(constant_groups="drop"), samples)
+    assert [s.group_index for s in kept] == [1, 1] and metrics["rollout/dropped_constant_groups"] == 1
+    assert drop_constant(args_for(), samples) == (samples, {})
+
+
+def test_step_wise_gives_per_token_advantages_on_each_steps_span():
+    def prm_sample(traj, scores):
+        # 6 response tokens: step 0 on [0, 2), an observation [2, 4) (mask 0), step 1 on [4, 6)
+        s = Sample(group_index=0, index=traj, tokens=[1] * 9, response_length=6, loss_mask=[1, 1, 0, 0, 1, 1],
+                   reward={"score": 0.0})
+        s.metadata = {"step_wise": {"step_scores": scores, "step_indices": [0, 1],
+                                    "step_token_spans": [[0, 2], [4, 6]]}}
+        return s
+
+    samples = [prm_sample(0, [1.0, 2.0]), prm_sample(1, [-1.0, 0.0])]
+    args = args_for(advantage_estimator="step_wise")
+    raw, rewards, metrics = post_process_rewards(args, samples, SingletonGroupTracker())
+    # bucket (0, step 0): 1 and -1, population std 1 -> +-1/(1+1e-6); bucket (0, step 1): 2 and 0 -> +-1 likewise
+    z = 1 / (1 + 1e-6)
+    assert rewards[0] == pytest.approx([z, z, 0, 0, z, z]) and rewards[1] == pytest.approx([-z, -z, 0, 0, -z, -z])
+    rows = to_rows(args, samples, rewards, raw)
+    for row in rows:
+        row["old_log_probs"] = [0.0] * 6
+    attach_advantages(args, rows, torch.device("cpu"))
+    assert rows[0]["advantages"] == pytest.approx([z, z, 0, 0, z, z])
+    with pytest.raises(ValueError, match="has no metadata\\['step_wise'\\]"):
+        post_process_rewards(args, [step(0, 0, 1.0)], SingletonGroupTracker())
+
+
+def test_the_tail_beyond_whole_steps_is_carried_not_dropped():
+    rows = [{"i": i} for i in range(10)]
+    now, carried = take_whole_steps(rows, 4)
+    assert [r["i"] for r in now] == list(range(8)) and [r["i"] for r in carried] == [8, 9]
+    now, carried = take_whole_steps(carried + [{"i": 10}, {"i": 11}], 4)
+    assert [r["i"] for r in now] == [8, 9, 10, 11] and carried == []
