@@ -11,17 +11,9 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 NAME=$1
 shift
-DRY_RUN=${DRY_RUN:-0}
-PASSED=()  # the method scripts append their own arguments: take --dry-run out wherever it lands
-for arg in "$@"; do
-    if [ "$arg" = --dry-run ]; then DRY_RUN=1; else PASSED+=("$arg"); fi
-done
-set -- "${PASSED[@]}"
-if [ -z "${VIRTUAL_ENV:-}" ] && [ -f .venv/bin/activate ]; then
-    # shellcheck disable=SC1091
-    . .venv/bin/activate
-fi
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+# the method scripts append their own arguments: --dry-run is taken out wherever it lands
+# shellcheck source=scripts/cpu_launch_env.sh
+source scripts/cpu_launch_env.sh
 export HOST=${HOST:-127.0.0.1} PORT=${PORT:-30000}
 RUN_DIR=${RUN_DIR:-runs/$NAME}
 

@@ -27,7 +27,9 @@ def _args(engine_url, model, **kw):
 
 
 def _params():
-    return {"temperature": 1.0, "max_new_tokens": 12, "no_stop_trim": True, "seed": 7}
+    # stop strings the random model writes within a few tokens: each turn ends on "stop" (not the length cap), so
+    # trajectories take several turns with an observation between them
+    return {"temperature": 1.0, "max_new_tokens": 12, "no_stop_trim": True, "seed": 7, "stop": [" ", "e", "a", "t"]}
 
 
 def test_a_trajectory_masks_every_observation_and_keeps_the_engines_ids(engine_server, tiny_model_path):
@@ -36,7 +38,7 @@ def test_a_trajectory_masks_every_observation_and_keeps_the_engines_ids(engine_s
     tok = AutoTokenizer.from_pretrained(tiny_model_path)
     sample = Sample(group_index=0, index=0, prompt="What is 2**10?", label="1024")
     out = asyncio.run(generate(_args(engine_server.url, tiny_model_path), sample, _params()))
-    assert out is sample and out.metadata["turns"] >= 1
+    assert out is sample and out.metadata["turns"] == 3  # the turn budget: every turn was an invalid action
     spans = out.metadata["step_wise"]["step_token_spans"]
     mask = out.loss_mask
     assert len(mask) == out.response_length == len(out.rollout_log_probs)
@@ -48,8 +50,7 @@ def test_a_trajectory_masks_every_observation_and_keeps_the_engines_ids(engine_s
                                             len(out.tokens) - out.response_length + start])
         assert observation == format_observation(INVALID_ACTION)
         assert all(out.rollout_log_probs[i] == 0.0 for i in range(end, start))
-    if out.metadata["answer"] is None and out.metadata["turns"] == 3:
-        assert out.status == Sample.Status.TRUNCATED
+    assert out.metadata["answer"] is None and out.status == Sample.Status.TRUNCATED
     reward = asyncio.run(reward_func(SimpleNamespace(), out))
     assert reward["acc"] == 0.0 and reward["score"] == pytest.approx(-1.1)
 
@@ -59,7 +60,7 @@ def test_dynamic_history_gives_one_sample_per_step_with_its_exact_context(engine
     whole = asyncio.run(generate(args, Sample(group_index=3, index=5, prompt="What is 7*6?", label="42"), _params()))
     args.dynamic_history = True
     steps = asyncio.run(generate(args, Sample(group_index=3, index=5, prompt="What is 7*6?", label="42"), _params()))
-    assert isinstance(steps, list) and len(steps) == whole.metadata["turns"]
+    assert isinstance(steps, list) and len(steps) == whole.metadata["turns"] == 3
     prompt_len = len(whole.tokens) - whole.response_length
     for k, (step, (start, end)) in enumerate(zip(steps, whole.metadata["step_wise"]["step_token_spans"])):
         assert (step.group_index, step.index, step.metadata["step"]) == (3, 5, k)
@@ -83,3 +84,21 @@ def test_the_code_interpreter_runs_in_the_sandbox(monkeypatch):
     said, ok = asyncio.run(run_tool(tool, {"code": "while True: pass"}, timeout=2))
     assert not ok and "limit" in said
     assert set(STOP_STRINGS) == {"</tool_call>", "</code>"}
+
+
+def test_with_a_prm_every_step_is_judged_by_the_prm_engine(engine_server, tiny_model_path):
+    """The tiny model as the PRM: its votes are noise (mostly invalid), but every step gets its m votes through the
+    engine's chat API, and the scores line up with the steps."""
+    from slime.agentic import toolcall
+
+    args = _args(engine_server.url, tiny_model_path, prm_enable=True, prm_engine_url=engine_server.url, prm_m=2,
+                 prm_temperature=1.0, prm_max_new_tokens=8, prm_step_coef=1.0)
+    toolcall._JUDGES.clear()
+    out = asyncio.run(generate(args, Sample(group_index=0, index=1, prompt="What is 3+4?", label="7"), _params()))
+    scores = out.metadata["step_wise"]["prm_scores"]
+    assert len(scores) == out.metadata["turns"] and all(s is None or -1 <= s <= 1 for s in scores)
+    [judge] = toolcall._JUDGES.values()
+    assert judge.stats["steps"] == out.metadata["turns"]
+    assert judge.stats["votes"] + judge.stats["failed_calls"] == 2 * out.metadata["turns"]
+    asyncio.run(reward_func(args, out))
+    assert len(out.metadata["step_wise"]["step_scores_with_outcome"]) == len(scores)

@@ -77,3 +77,33 @@ def test_the_tail_beyond_whole_steps_is_carried_not_dropped():
     assert [r["i"] for r in now] == list(range(8)) and [r["i"] for r in carried] == [8, 9]
     now, carried = take_whole_steps(carried + [{"i": 10}, {"i": 11}], 4)
     assert [r["i"] for r in now] == [8, 9, 10, 11] and carried == []
+
+
+def test_the_producer_carries_short_rollouts_and_marks_every_source_trained():
+    from slime.training.loop import RolloutProducer
+
+    class Source:  # a data source that keeps per-sample state, like the conversation store
+        def __init__(self):
+            self.marked = []
+
+        def mark_trained(self, rollout_id):
+            self.marked.append(rollout_id)
+
+    def rollout(args, rollout_id, data_source):
+        return [[step(rollout_id * 10 + i, i, float(i % 2))] for i in range(3)]  # 3 samples a rollout
+
+    args = args_for(advantage_estimator="reinforce_plus_plus_baseline", disable_rewards_normalization=True,
+                    global_batch_size=4, save_debug_rollout_data=None, hooks={"rollout_function_path": rollout},
+                    use_tis=False, use_rollout_logprobs=False)
+    source = Source()
+    producer = RolloutProducer(args, source, dp_size=2)
+    try:
+        shards, metrics = producer.get(0)  # 3 < 4: no step, all 3 wait
+        assert shards == [[], []] and metrics["rollout/carried_samples"] == 3
+        shards, metrics = producer.get(1)  # 3 carried + 3 new: one step of 4, 2 carried
+        assert sum(len(s) for s in shards) == 4 and metrics["rollout/carried_samples"] == 2
+        assert [r["rollout_id"] for s in shards for r in s].count(0) == 3
+        producer.mark_trained(1)
+        assert source.marked == [0, 1]  # the carried rows' rollout too
+    finally:
+        producer.close()

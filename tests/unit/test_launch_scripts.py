@@ -17,7 +17,8 @@ from slime.utils.arguments import parse_args
 REPO = Path(__file__).resolve().parents[2]
 METHOD_FOLDERS = ("openclaw-rl", "openclaw-opd", "openclaw-combine", "terminal-rl", "gui-rl", "swe-rl", "toolcall-rl")
 # the method entry points pick one of the launch scripts (GPU or CPU): tests/unit/test_entry_points.py
-ENTRY_POINTS = {"run_binary_rl.sh", "run_opd_training.sh", "run_combine_training.sh"}
+ENTRY_POINTS = {"run_binary_rl.sh", "run_opd_training.sh", "run_combine_training.sh",
+                "run_toolcall_agent.sh"}  # the tool-call entry point: tests/unit/test_toolcall_scripts.py
 GPU_SCRIPTS = sorted(str(p.relative_to(REPO)) for folder in METHOD_FOLDERS for p in (REPO / folder).glob("run_*.sh")
                      if not p.name.startswith("run_cpu_") and p.name not in ENTRY_POINTS)
 LAYOUT_VARS = ("NUM_GPUS", "ACTOR_GPUS", "ROLLOUT_GPUS", "PRM_GPUS", "ROLLOUT_TP", "PRM_TP", "TRAIN_TP", "TP",
@@ -156,7 +157,9 @@ def test_scripts_never_kill_by_name():
         assert not re.search(r"\bp?kill(?:all)?\b", code)  # by name, or any kill at all in a launch script
 
 
-CPU_SCRIPTS = sorted(str(p.relative_to(REPO)) for folder in METHOD_FOLDERS for p in (REPO / folder).glob("run_cpu_*.sh"))
+# the conversation methods' CPU scripts (the agentic settings' own: tests/unit/test_toolcall_scripts.py)
+CPU_SCRIPTS = sorted(str(p.relative_to(REPO)) for folder in METHOD_FOLDERS if folder.startswith("openclaw-")
+                     for p in (REPO / folder).glob("run_cpu_*.sh"))
 
 
 @pytest.mark.parametrize("script", CPU_SCRIPTS)

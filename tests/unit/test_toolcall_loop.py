@@ -72,3 +72,46 @@ def test_reward_is_by_value_and_shapes_only_successful_calls():
     steps = [trajectory("0.5", 2, 2), trajectory("0.5", 2, 2)]
     assert asyncio.run(reward_func(args, steps)) == [{"score": 1.0, "acc": 1.0}] * 2
     json.dumps(asyncio.run(reward_func(args, trajectory("1", 0, 0))))  # plain numbers
+
+
+def test_the_prm_prompt_is_plain_capped_text_and_every_vote_has_its_seed():
+    from slime.agentic.prm import MAX_TRAJECTORY_CHARS, judge_messages
+
+    system, user = judge_messages("What is 2+2?", "§" * 50_000, "<tool_call>...</tool_call>", "4", step_index=3)
+    assert system["role"] == "system" and "\\boxed{1}" in system["content"] and "\\boxed{-1}" in system["content"]
+    body = user["content"]
+    assert "Step index: 3" in body and "Do NOT continue the trajectory" in body and "<|im_start|>" not in body
+    assert body.count("§") == MAX_TRAJECTORY_CHARS and "earlier steps omitted" in body  # the tail is kept
+
+
+def test_step_judge_votes_and_unjudged_steps():
+    from slime.agentic.prm import StepJudge
+
+    class Engine:  # the engine protocol's chat call, answering from a script per seed
+        def __init__(self, replies):
+            self.replies, self.seeds = replies, []
+
+        async def chat(self, body):
+            self.seeds.append(body["seed"])
+            reply = self.replies[len(self.seeds) - 1]
+            if isinstance(reply, Exception):
+                raise reply
+            return {"choices": [{"message": {"content": reply}}]}
+
+    engine = Engine(["fine \\boxed{1}", "no \\boxed{-1}", "\\boxed{1}"])
+    judge = StepJudge(engine, m=3)
+    assert asyncio.run(judge.score("p", "", "a", "o", step_index=2, seed=5)) == pytest.approx(1 / 3)
+    assert len(set(engine.seeds)) == 3
+    engine = Engine(["maybe", RuntimeError("down"), "\\boxed{0}"])
+    judge = StepJudge(engine, m=3)
+    assert asyncio.run(judge.score("p", "", "a", "o", step_index=0)) is None  # no valid vote: unjudged, not 0
+    assert judge.stats == {"steps": 1, "votes": 2, "invalid_votes": 2, "failed_calls": 1, "unjudged_steps": 1}
+
+
+def test_prm_scores_become_step_targets_with_the_coef():
+    meta = {"answer": "4", "tool_calls": 1, "successful_tool_calls": 1, "step_wise": {"prm_scores": [1.0, None, -1.0]}}
+    sample = Sample(label="4", metadata=meta)
+    reward = asyncio.run(reward_func(SimpleNamespace(prm_step_coef=0.5), sample))
+    # outcome +1; targets 1 + 0.5*1, 1 (unjudged: the outcome alone), 1 + 0.5*(-1)
+    assert sample.metadata["step_wise"]["step_scores_with_outcome"] == [1.5, 1.0, 0.5]
+    assert reward["score"] == 1.0 and "prm_step_score" in reward

@@ -221,6 +221,8 @@ async def generate(args, sample: Sample, sampling_params: dict) -> Sample | list
     max_calls = int(getattr(args, "max_tool_calls", None) or DEFAULT_MAX_TOOL_CALLS)
     tool_timeout = float(getattr(args, "tool_timeout", None) or DEFAULT_TOOL_TIMEOUT)
     client = get_engine_client(args)
+    judge = _step_judge(args)
+    judged: list[asyncio.Task] = []  # one PRM judgement per step, started once its observation is known
 
     response_ids: list[int] = []
     loss_mask: list[int] = []
@@ -271,6 +273,9 @@ async def generate(args, sample: Sample, sampling_params: dict) -> Sample | list
                 observation = format_observation(said)
         else:
             observation = format_observation(INVALID_ACTION)
+        if judge is not None:
+            judged.append(_judge_step(judge, tokenizer, sample, response_ids[:start], new_ids, observation, len(steps) - 1,
+                                      getattr(args, "rollout_seed", None) or getattr(args, "seed", 0) or 0))
         obs_ids = tokenizer.encode(observation, add_special_tokens=False)
         response_ids += obs_ids
         loss_mask += [0] * len(obs_ids)
@@ -278,10 +283,14 @@ async def generate(args, sample: Sample, sampling_params: dict) -> Sample | list
     else:
         status = Sample.Status.TRUNCATED if answer is None else status  # the turn budget ran out
 
+    if judge is not None and len(judged) < len(steps):  # the last step (an answer, or cut off) has no observation
+        judged.append(_judge_step(judge, tokenizer, sample, response_ids[:steps[-1]["span"][0]], steps[-1]["ids"], "",
+                                  len(steps) - 1, getattr(args, "rollout_seed", None) or getattr(args, "seed", 0) or 0))
+    prm_scores = list(await asyncio.gather(*judged)) if judged else None
     metadata = {**(sample.metadata or {}), "tool_calls": calls, "successful_tool_calls": successful,
                 "answer": answer, "turns": len(steps), "finish_reason": finish,
                 "step_wise": {"step_indices": list(range(len(steps))),
-                              "step_token_spans": [list(s["span"]) for s in steps]}}
+                              "step_token_spans": [list(s["span"]) for s in steps], "prm_scores": prm_scores}}
     if getattr(args, "dynamic_history", False):
         out = []
         for k, step in enumerate(steps):
@@ -290,7 +299,8 @@ async def generate(args, sample: Sample, sampling_params: dict) -> Sample | list
                           response=tokenizer.decode(step["ids"]), loss_mask=[1] * len(step["ids"]),
                           rollout_log_probs=list(step["logprobs"]), status=status,
                           metadata={**metadata, "step": k,
-                                    "step_wise": {"step_indices": [k], "step_token_spans": [[0, len(step["ids"])]]}})
+                                    "step_wise": {"step_indices": [k], "step_token_spans": [[0, len(step["ids"])]],
+                                                  "prm_scores": [prm_scores[k]] if prm_scores else None}})
             out.append(part)
         return out
     sample.tokens = prompt_ids + response_ids
@@ -301,6 +311,37 @@ async def generate(args, sample: Sample, sampling_params: dict) -> Sample | list
     sample.status = status
     sample.metadata = metadata
     return sample
+
+
+def _step_judge(args):
+    """The PRM judge of `--prm-enable` with `--prm-engine-url` (a PRM engine's URL), else None."""
+    url = getattr(args, "prm_engine_url", None)
+    group = getattr(args, "judge_engines", None)
+    if not getattr(args, "prm_enable", False) or not (url or group):
+        return None
+    from slime.agentic.prm import StepJudge
+    from slime.rollout.default_rollout import get_engine_client
+
+    client = get_engine_client(args, url or group.url)
+    key = (id(asyncio.get_running_loop()), url or group.url)
+    judge = _JUDGES.get(key)
+    if judge is None:
+        judge = _JUDGES[key] = StepJudge(client, m=int(getattr(args, "prm_m", 3) or 3),
+                                         temperature=float(getattr(args, "prm_temperature", 0.6)),
+                                         max_new_tokens=int(getattr(args, "prm_max_new_tokens", 1024) or 1024))
+    return judge
+
+
+_JUDGES: dict = {}
+
+
+def _judge_step(judge, tokenizer, sample: Sample, before: list[int], action_ids: list[int], observation: str,
+                step_index: int, seed: int) -> asyncio.Task:
+    problem = sample.prompt if isinstance(sample.prompt, str) else str(sample.prompt)
+    history = tokenizer.decode(before, skip_special_tokens=True)
+    action = tokenizer.decode(action_ids, skip_special_tokens=True)
+    return asyncio.create_task(judge.score(problem, history, action, observation.strip(), step_index=step_index,
+                                           seed=seed * 100_003 + (sample.index or 0)))
 
 
 async def reward_func(args, item: Sample | list[Sample]):
@@ -316,6 +357,14 @@ async def reward_func(args, item: Sample | list[Sample]):
             await asyncio.to_thread(answers_match, str(answer), str(s.label))
         score = rewards.retool_reward(correct, int(meta.get("tool_calls", 0)),
                                       successful_tool_calls=int(meta.get("successful_tool_calls", 0)))
-        out.append({"score": score, "acc": float(correct)})
+        reward = {"score": score, "acc": float(correct)}
+        prm = (meta.get("step_wise") or {}).get("prm_scores")
+        if prm:
+            # the step_wise estimator's targets: outcome + coef * prm, the one composition (unjudged: outcome alone)
+            coef = float(getattr(args, "prm_step_coef", 1.0))
+            meta["step_wise"]["step_scores_with_outcome"] = [rewards.compose_step_target(score, p, coef).value
+                                                             for p in prm]
+            reward["prm_step_score"] = rewards.trajectory_score(score, prm, coef) - score
+        out.append(reward)
     return out if isinstance(item, list) else out[0]
 

@@ -69,6 +69,7 @@ class RolloutProducer:
         self.pending: dict[int, Future] = {}
         self.state_before: dict[int, dict | None] = {}
         self.carried: list[dict] = []  # rows beyond the last whole optimizer step, trained with the next rollout
+        self.sources: dict[int, list[int]] = {}  # rollout id -> the rollouts its trained rows came from
 
     def _data_state(self):
         return self.data_source.state_dict() if hasattr(self.data_source, "state_dict") else None
@@ -84,16 +85,20 @@ class RolloutProducer:
         samples, dropped = drop_constant(self.args, samples)
         raw, rewards, metrics = post_process_rewards(self.args, samples, self.tracker)
         metrics.update(dropped)
-        rows, self.carried = take_whole_steps(self.carried + to_rows(self.args, samples, rewards, raw),
-                                              self.args.global_batch_size)
+        new_rows = to_rows(self.args, samples, rewards, raw)
+        for row in new_rows:
+            row["rollout_id"] = rollout_id  # which rollout a (possibly carried) row came from, for mark_trained
+        rows, self.carried = take_whole_steps(self.carried + new_rows, self.args.global_batch_size)
         if self.carried:
             log.info("rollout %d: %d sample(s) beyond a whole number of steps (--global-batch-size %d) carry over to "
                      "the next rollout", rollout_id, len(self.carried), self.args.global_batch_size)
         metrics["rollout/carried_samples"] = len(self.carried)
-        if not rows:
-            raise RuntimeError(f"rollout {rollout_id} produced {len(samples)} samples (plus {len(self.carried)} "
-                               f"carried), fewer than --global-batch-size {self.args.global_batch_size}: nothing to "
-                               "train on")
+        if not rows:  # e.g. most groups dropped as constant: no optimizer step this time, the rows wait
+            log.warning("rollout %d: %d sample(s), fewer than --global-batch-size %d: no optimizer step this rollout",
+                        rollout_id, len(self.carried), self.args.global_batch_size)
+            metrics.update(output.metrics or {})
+            return [[] for _ in range(self.dp_size)], metrics
+        self.sources[rollout_id] = sorted({r["rollout_id"] for r in rows})
         metrics.update(rollout_metrics(rows, samples))
         metrics.update(output.metrics or {})
         metrics["perf/rollout_time"] = time.perf_counter() - started
@@ -128,9 +133,11 @@ class RolloutProducer:
         return bool(getattr(self.data_source, "live_traffic", False))
 
     def mark_trained(self, rollout_id: int):
-        """Tell a data source that keeps per-sample state (live conversations) that a batch has trained."""
+        """Tell a data source that keeps per-sample state (live conversations) that a batch has trained: every
+        rollout whose rows were in it (carried rows come from an earlier one)."""
         if hasattr(self.data_source, "mark_trained"):
-            self.data_source.mark_trained(rollout_id)
+            for source in self.sources.pop(rollout_id, [rollout_id]):
+                self.data_source.mark_trained(source)
 
     def close(self):
         for future in self.pending.values():
@@ -311,6 +318,11 @@ def _run(args, mode, actor, dist, producer, publisher, tracker, stop, start_roll
         if shards is None:  # interrupted while waiting for data: nothing to train, stop cleanly
             break
         rows = shards[actor.dp_rank]
+        if not any(shards):  # fewer rows than one optimizer step: they carry over, nothing trains this time
+            if dist.is_main:
+                tracker.log(metrics, step=actor.global_step)
+                bar.update(1)
+            continue
         train_started = time.perf_counter()
         step_metrics = train_on_rollout(args, actor, rows, dist)
         train_time = time.perf_counter() - train_started

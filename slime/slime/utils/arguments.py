@@ -287,6 +287,12 @@ def _add_algorithm_flags(g):
     g.add_argument("--constant-groups", choices=["keep", "drop"], default="keep",
                    help="grpo/gspo/step_wise: drop groups (step_wise: buckets) whose rewards all agree (upstream does, "
                         "silently); counted in the rollout metrics either way")
+    g.add_argument("--tools-config", default=None,
+                   help="agent tools (slime.agentic.toolcall): a JSON list of function schemas with a `runner` "
+                        "(env TOOLS_CONFIG wins); default: code_interpreter")
+    g.add_argument("--max-turns", type=int, default=None, help="agent rollouts: generation turns per trajectory")
+    g.add_argument("--max-tool-calls", type=int, default=None, help="agent rollouts: tool calls per trajectory")
+    g.add_argument("--tool-timeout", type=float, default=None, help="agent rollouts: seconds per tool call")
     g.add_argument("--step-wise-singleton", choices=["zero", "raw"], default="zero",
                    help="step_wise: a (group, step) bucket with one step has no baseline: 0 (default) or its raw "
                         "target (upstream; mixes raw targets with z-scores)")

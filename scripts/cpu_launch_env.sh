@@ -1,0 +1,16 @@
+# Sourced (no arguments) by the CPU launch scripts (scripts/conversation_cpu.sh, toolcall-rl/run_cpu_*.sh) from the
+# repository root: takes --dry-run out of the caller's arguments wherever it lands (DRY_RUN=1; also from the
+# environment), activates .venv when no environment is active, and sets one intra-op thread per process and an
+# offline Hugging Face stack.
+DRY_RUN=${DRY_RUN:-0}
+_PASSED=()
+for _arg in "$@"; do
+    if [ "$_arg" = --dry-run ]; then DRY_RUN=1; else _PASSED+=("$_arg"); fi
+done
+set -- "${_PASSED[@]}"
+unset _PASSED _arg
+if [ -z "${VIRTUAL_ENV:-}" ] && [ -f .venv/bin/activate ]; then
+    # shellcheck disable=SC1091
+    . .venv/bin/activate
+fi
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1

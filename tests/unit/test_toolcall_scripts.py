@@ -1,0 +1,42 @@
+"""The tool-call setting's launch scripts on this CPU machine: --dry-run prints the layout and a command the
+trainer's own parser accepts, and the entry point says which script it runs and why."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+from pathlib import Path
+
+from slime.utils.arguments import parse_args
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _run(script, *args, env=None):
+    return subprocess.run(["bash", script, *args], cwd=REPO, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **(env or {})})
+
+
+def test_cpu_script_dry_run():
+    done = _run("toolcall-rl/run_cpu_smollm2_toolcall.sh", "--dry-run", "--lr", "2e-5",
+                env={"DYNAMIC_HISTORY": "1", "MAX_TURNS": "6"})
+    assert done.returncode == 0, done.stderr
+    layout, setting, command = done.stdout.strip().splitlines()[-3:]
+    assert layout.startswith("layout: CPU, 1 trainer process") and "slime.agentic.sandbox" in layout
+    assert setting.startswith("tool-call RL: 4 problems x 4 samples") and "at most 6 turns" in setting
+    words = shlex.split(command)
+    assert words[:2] == ["python", "slime/train_async.py"] and "--dry-run" not in words
+    args = parse_args(words[2:], mode="async", world_size=1)
+    assert args.lr == 2e-5 and args.dynamic_history and args.max_turns == 6
+    assert args.custom_generate_function_path == "slime.agentic.toolcall.generate"
+    assert args.custom_rm_path == "slime.agentic.toolcall.reward_func"
+    assert Path(args.tools_config).name == "tools.json" and Path(args.prompt_data).is_file()
+
+
+def test_entry_point_says_which_script_and_why():
+    done = _run("toolcall-rl/run_toolcall_agent.sh", "--dry-run", env={"FORCE_DEVICE": "cpu"})
+    assert done.returncode == 0, done.stderr
+    assert "FORCE_DEVICE=cpu: running the CPU script toolcall-rl/run_cpu_smollm2_toolcall.sh" in done.stderr
+    gpu = _run("toolcall-rl/run_toolcall_agent.sh", "--dry-run", env={"FORCE_DEVICE": "gpu"})
+    assert gpu.returncode != 0 and "run_qwen3_4b_retool.sh is not built yet" in gpu.stderr

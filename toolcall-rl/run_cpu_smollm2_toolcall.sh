@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Tool-call RL (ReTool) on a CPU with SmolLM2-135M-Instruct: the policy solves the maths problems of
+# toolcall-rl/data/train.jsonl, calling a Python code interpreter that runs in the sandbox
+# (slime.agentic.sandbox), and learns from the outcome (the last \boxed{} compared by value with the label, with
+# upstream's tool-use shaping over successful calls). GRPO over N samples per problem, PPO clip 0.2/0.28, a KL
+# anchor to the base model; the trainer and the embedded engine as one process each.
+#   bash toolcall-rl/run_cpu_smollm2_toolcall.sh [--dry-run] [extra trainer flags]
+# Env: HF_CKPT (smollm2), PROMPT_DATA (toolcall-rl/data/train.jsonl), TOOLS_CONFIG (toolcall-rl/tools.json),
+#      RUN_DIR (runs/toolcall-cpu), ROLLOUT_BATCH_SIZE (4 problems), N_SAMPLES (4 per problem), NUM_ROLLOUT (50),
+#      MAX_TURNS (4), LR (1e-6), DYNAMIC_HISTORY=1 (one sample per step, GRPO over trajectories).
+set -euo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+ROOT="${SLIME_ROOT:-$HERE/..}"
+cd "$ROOT"
+# shellcheck source=scripts/cpu_launch_env.sh
+source scripts/cpu_launch_env.sh
+RUN_DIR=${RUN_DIR:-runs/toolcall-cpu}
+ARGS=(
+    --hf-checkpoint "${HF_CKPT:-smollm2}"
+    --prompt-data "${PROMPT_DATA:-$HERE/data/train.jsonl}" --input-key prompt --label-key label
+    --custom-generate-function-path slime.agentic.toolcall.generate
+    --custom-rm-path slime.agentic.toolcall.reward_func
+    --tools-config "${TOOLS_CONFIG:-$HERE/tools.json}" --max-turns "${MAX_TURNS:-4}" --max-tool-calls 4 --tool-timeout 30
+    --num-rollout "${NUM_ROLLOUT:-50}" --rollout-batch-size "${ROLLOUT_BATCH_SIZE:-4}"
+    --n-samples-per-prompt "${N_SAMPLES:-4}" --num-steps-per-rollout 1
+    --rollout-max-response-len 256 --rollout-max-context-len 2048 --rollout-temperature 1.0 --reward-key score
+    --advantage-estimator grpo --eps-clip 0.2 --eps-clip-high 0.28
+    --use-kl-loss --kl-loss-coef 0.01 --kl-loss-type low_var_kl
+    --lr "${LR:-1e-6}" --lr-decay-style constant --weight-decay 0.1 --adam-beta1 0.9 --adam-beta2 0.98
+    --run-dir "$RUN_DIR" --save "$RUN_DIR/ckpt" --save-interval 10
+)
+if [ "${DYNAMIC_HISTORY:-0}" = 1 ]; then
+    ARGS+=(--dynamic-history)
+fi
+if [ "$DRY_RUN" = 1 ]; then
+    python - "${ARGS[@]}" "$@" <<'PY'
+import shlex, sys
+from slime.utils.arguments import parse_args
+args = parse_args(sys.argv[1:], mode="async", world_size=1)
+print("layout: CPU, 1 trainer process (rank 0, no torchrun), the embedded engine as its child process, "
+      "code in slime.agentic.sandbox; OMP_NUM_THREADS=1 per process")
+print(f"tool-call RL: {args.rollout_batch_size} problems x {args.n_samples_per_prompt} samples per rollout, "
+      f"at most {args.max_turns} turns / {args.max_tool_calls} calls, tools {args.tools_config}"
+      + (", dynamic history" if args.dynamic_history else ""))
+print("python slime/train_async.py " + shlex.join(sys.argv[1:]))
+PY
+    exit 0
+fi
+exec python slime/train_async.py "${ARGS[@]}" "$@"

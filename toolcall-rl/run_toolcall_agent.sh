@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Tool-call RL (ReTool): the entry point of the usage guide. Runs run_cpu_smollm2_toolcall.sh when no GPU is visible
+# and says so; on a GPU machine it stops with a clear message, because the GPU script (run_qwen3_4b_retool.sh) is
+# not built yet (issue 18).
+#   bash toolcall-rl/run_toolcall_agent.sh [--dry-run] [extra trainer flags]
+# FORCE_DEVICE=cpu|gpu skips the detection (scripts/method_entry.sh).
+# shellcheck source=scripts/method_entry.sh
+source "$(dirname "$0")/../scripts/method_entry.sh"
+detect_device
+if [ "$DEVICE" = gpu ]; then
+    [ -f "$ENTRY_DIR/run_qwen3_4b_retool.sh" ] || entry_fail "$DEVICE_REASON, but the GPU script run_qwen3_4b_retool.sh is not built yet; FORCE_DEVICE=cpu runs the CPU script"
+    echo "$ENTRY_NAME: $DEVICE_REASON: running the GPU script toolcall-rl/run_qwen3_4b_retool.sh" >&2
+    exec bash "$ENTRY_DIR/run_qwen3_4b_retool.sh" "$@"
+fi
+echo "$ENTRY_NAME: $DEVICE_REASON: running the CPU script toolcall-rl/run_cpu_smollm2_toolcall.sh" >&2
+exec bash "$ENTRY_DIR/run_cpu_smollm2_toolcall.sh" "$@"
