@@ -102,3 +102,13 @@ def test_with_a_prm_every_step_is_judged_by_the_prm_engine(engine_server, tiny_m
     assert judge.stats["votes"] + judge.stats["failed_calls"] == 2 * out.metadata["turns"]
     asyncio.run(reward_func(args, out))
     assert len(out.metadata["step_wise"]["step_scores_with_outcome"]) == len(scores)
+
+
+def test_a_problem_longer_than_the_context_is_refused_gracefully(engine_server, tiny_model_path):
+    args = _args(engine_server.url, tiny_model_path)
+    args.rollout_max_context_len = 16  # the system prompt alone is longer
+    for dynamic in (False, True):
+        args.dynamic_history = dynamic
+        out = asyncio.run(generate(args, Sample(group_index=0, index=2, prompt="What is 1+1?", label="2"), _params()))
+        assert isinstance(out, Sample) and out.remove_sample and out.status == Sample.Status.TRUNCATED
+        assert out.response_length == 0 and out.metadata["turns"] == 0

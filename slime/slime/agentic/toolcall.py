@@ -283,6 +283,14 @@ async def generate(args, sample: Sample, sampling_params: dict) -> Sample | list
     else:
         status = Sample.Status.TRUNCATED if answer is None else status  # the turn budget ran out
 
+    if not steps:  # the prompt alone fills the context: nothing was generated, nothing to train
+        sample.tokens, sample.response_length, sample.response = list(prompt_ids), 0, ""
+        sample.loss_mask, sample.rollout_log_probs = [], []
+        sample.status, sample.remove_sample = Sample.Status.TRUNCATED, True
+        sample.metadata = {**(sample.metadata or {}), "tool_calls": 0, "successful_tool_calls": 0, "answer": None,
+                           "turns": 0, "finish_reason": "length", "step_wise": {"step_indices": [],
+                                                                               "step_token_spans": []}}
+        return sample
     if judge is not None and len(judged) < len(steps):  # the last step (an answer, or cut off) has no observation
         judged.append(_judge_step(judge, tokenizer, sample, response_ids[:steps[-1]["span"][0]], steps[-1]["ids"], "",
                                   len(steps) - 1, getattr(args, "rollout_seed", None) or getattr(args, "seed", 0) or 0))
