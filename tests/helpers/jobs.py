@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import httpx
 
@@ -16,15 +17,26 @@ def healthz(url: str) -> dict | None:
         return None
 
 
-def wait_for(predicate, timeout: float, job, what: str):
-    """Poll `predicate` until it returns something truthy; fail early if the job exits meanwhile."""
+def poll_until(predicate, timeout: float, what: str = "a condition", jobs=(), interval: float = 0.2):
+    """Poll `predicate` until it returns something truthy (and return that). `jobs`: processes to watch (objects with
+    `process`, `name`, `log_path`): if one exits meanwhile, fail at once with the tail of its log."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if job.process.poll() is not None:
-            raise AssertionError(f"{job.name} exited with {job.process.returncode} while waiting for {what}; "
-                                 f"see {job.log_path}")
+        for job in jobs:
+            if job.process.poll() is not None:
+                try:
+                    tail = Path(job.log_path).read_text(errors="replace")[-3000:]
+                except (OSError, TypeError):
+                    tail = ""
+                raise AssertionError(f"{job.name} exited with {job.process.returncode} while waiting for {what}; "
+                                     f"see {job.log_path}\n{tail}")
         value = predicate()
         if value:
             return value
-        time.sleep(1.0)
+        time.sleep(interval)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def wait_for(predicate, timeout: float, job, what: str):
+    """Poll `predicate` until it returns something truthy; fail early if the job exits meanwhile."""
+    return poll_until(predicate, timeout, what, [job], interval=1.0)

@@ -13,6 +13,7 @@ import time
 import httpx
 import pytest
 
+from helpers.jobs import poll_until
 from helpers.tool_model import TOOLS, USER_QUESTION
 
 openai = pytest.importorskip("openai")
@@ -51,13 +52,7 @@ def _client(proxy, session: str | None = None) -> "openai.OpenAI":
 
 
 def _wait(predicate, timeout: float = 30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError("condition not reached in time")
+    return poll_until(predicate, timeout)
 
 
 def _turns(store: ConversationStore, session: str):

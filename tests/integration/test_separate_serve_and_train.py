@@ -15,12 +15,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
+from helpers.jobs import healthz, poll_until
 from helpers.postgres import PostgresServer, skip_reason
 from slime.conversation.store import ConversationStore
 from slime.engine.launch import free_port
@@ -33,50 +33,37 @@ class Proc:
     """A child process in its own process group with its output in a log file; killed by PID."""
 
     def __init__(self, cmd: list[str], log: Path):
-        self.log = log
+        self.name, self.log_path = log.stem, log
         self._fh = open(log, "ab")
         env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-        self.p = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=self._fh, stderr=subprocess.STDOUT,
-                                  start_new_session=True)
+        self.process = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=self._fh, stderr=subprocess.STDOUT,
+                                        start_new_session=True)
 
     def kill9(self):
-        if self.p.poll() is None:
-            os.killpg(self.p.pid, signal.SIGKILL)
-        self.p.wait(timeout=60)
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=60)
         self._fh.close()
 
     def stop(self):
-        if self.p.poll() is None:
-            os.killpg(self.p.pid, signal.SIGINT)
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGINT)
             try:
-                self.p.wait(timeout=120)
+                self.process.wait(timeout=120)
             except subprocess.TimeoutExpired:
                 self.kill9()
         self._fh.close()
 
     def text(self) -> str:
-        return self.log.read_text(errors="replace")
+        return self.log_path.read_text(errors="replace")
 
 
 def _until(predicate, timeout: float, what: str, procs=()):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for proc in procs:
-            if proc.p.poll() is not None:
-                raise AssertionError(f"{proc.log.name} exited ({proc.p.returncode}) while waiting for {what}:\n"
-                                     f"{proc.text()[-3000:]}")
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
+    return poll_until(predicate, timeout, what, procs, interval=0.5)
 
 
 def _healthy(url: str) -> bool:
-    try:
-        return httpx.get(url + "/healthz", timeout=5).status_code == 200
-    except httpx.HTTPError:
-        return False
+    return healthz(url) is not None
 
 
 def _samples(store_url) -> dict:
@@ -138,7 +125,7 @@ def test_serve_and_train_apart_restarts_train_every_turn_exactly_once(store_url,
 
         # a second trainer while the first holds the store: refused, with who holds it
         second = trainer("refused")
-        assert second.p.wait(timeout=180) != 0
+        assert second.process.wait(timeout=180) != 0
         assert "another trainer (or collector) is attached to the store" in second.text(), second.text()[-3000:]
 
         _chat(url, "alice", praises=4)  # 4 judged turns -> 2 batches

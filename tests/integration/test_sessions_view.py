@@ -8,11 +8,12 @@ import json
 import os
 import subprocess
 import sys
-import time
 from urllib.parse import quote
 
 import httpx
 import pytest
+
+from helpers.jobs import poll_until
 
 from slime.conversation.launch import ProxyProcess
 
@@ -38,13 +39,7 @@ def _get(proxy, path: str, **params) -> httpx.Response:
 
 
 def _wait(predicate, timeout: float = 60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError("condition not reached in time")
+    return poll_until(predicate, timeout)
 
 
 @pytest.fixture(scope="module")

@@ -26,6 +26,9 @@ def test_batches_come_oldest_file_first_and_each_turn_once(tmp_path):
     try:
         assert [s.index for s in source.claim(0, 2)] == [1, 2]
         assert [s.index for s in source.claim(1, 2)] == [3, 4]
+        _write(tmp_path, "rollout_20260101T000002_3.jsonl", [5, 6])  # a file written while training: picked up
+        assert [s.index for s in source.claim(2, 2)] == [5, 6]
+        assert sorted(source._parsed) == sorted(p.name for p in tmp_path.glob("rollout_*.jsonl"))  # each parsed once
         source.mark_trained(0)
         with pytest.raises(RuntimeError, match="another trainer is training from"):
             RolloutDirDataSource(SimpleNamespace(rollout_dir=str(tmp_path)))
@@ -39,7 +42,7 @@ def test_batches_come_oldest_file_first_and_each_turn_once(tmp_path):
         assert again.trained == {1, 2}
         assert [s.index for s in again.claim(0, 2)] == [3, 4]
         again.add_samples([[Sample(index=3)], [Sample(index=4)]])  # handed back: available again
-        assert again.metrics()["rollout/pending_samples"] == 2
+        assert again.metrics()["rollout/pending_samples"] == 4  # 3, 4 and the new file's 5, 6
     finally:
         again.close()
 

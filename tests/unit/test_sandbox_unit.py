@@ -164,7 +164,7 @@ def test_bwrap_argv_namespaces_mounts_and_privilege_drop():
         uid=20007,
         gid=20007,
         limits=SandboxLimits(tmp_size_bytes=64 << 20),
-        interpreter=("/root/.pyenv/versions/3.11.7", "/work/main/.venv"),
+        interpreter=("/home/u/.pyenv/versions/3.11.7", "/srv/project/.venv"),  # private paths, as a root-owned install has
         bwrap="/usr/bin/bwrap",
         setpriv="/usr/bin/setpriv",
     )
@@ -173,12 +173,12 @@ def test_bwrap_argv_namespaces_mounts_and_privilege_drop():
         assert flag in argv
     assert "--unshare-user" not in argv and "--unshare-all" not in argv  # root maps to root: use setpriv instead
     assert ("/usr", "/usr") in _pairs(argv, "--ro-bind") and ("/etc", "/etc") in _pairs(argv, "--ro-bind")
-    assert ("/root/.pyenv/versions/3.11.7", "/root/.pyenv/versions/3.11.7") in _pairs(argv, "--ro-bind")
-    assert ("/work/main/.venv", "/work/main/.venv") in _pairs(argv, "--ro-bind")
+    assert ("/home/u/.pyenv/versions/3.11.7", "/home/u/.pyenv/versions/3.11.7") in _pairs(argv, "--ro-bind")
+    assert ("/srv/project/.venv", "/srv/project/.venv") in _pairs(argv, "--ro-bind")
     assert _pairs(argv, "--bind") == [("/tmp/box1", "/tmp/box1")]  # the only writable host path
     # the interpreter's private parents are made traversable, each once, before its bind
     dirs = [argv[i + 1] for i, a in enumerate(argv) if a == "--dir"]
-    assert dirs == ["/root", "/root/.pyenv", "/root/.pyenv/versions", "/work", "/work/main"]
+    assert dirs == ["/home", "/home/u", "/home/u/.pyenv", "/home/u/.pyenv/versions", "/srv", "/srv/project"]
     for d in dirs:
         i = argv.index(d)
         assert argv[i - 3 : i - 1] == ["--perms", "0755"]

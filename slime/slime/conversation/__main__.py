@@ -316,23 +316,30 @@ def _cmd_sessions(args) -> int:
     return 0
 
 
+def _collect_loop(args, collect_once) -> int:
+    """Run `collect_once() -> (path, count)` once, or every `--follow` seconds until Ctrl-C; the samples collected."""
+    total = 0
+    try:
+        while True:
+            path, n = collect_once()
+            total += n
+            if n:
+                print(f"{n} samples -> {path}", flush=True)
+            if not args.follow:
+                return total
+            time.sleep(args.follow)
+    except KeyboardInterrupt:
+        return total
+
+
 def _collect_over_http(args) -> int:
     from slime.conversation.rollout_dir import HttpCollector
 
     collector = HttpCollector(args.api_endpoint, args.api_key or os.environ.get("OPENCLAW_PROXY_API_KEY"),
                               args.lease_ttl)
-    total = 0
     try:
-        while True:
-            path, n = collector.collect_once(args.output_dir, limit=args.limit, session_aware=args.session_aware)
-            total += n
-            if n:
-                print(f"{n} samples -> {path}", flush=True)
-            if not args.follow:
-                break
-            time.sleep(args.follow)
-    except KeyboardInterrupt:
-        pass
+        total = _collect_loop(args, lambda: collector.collect_once(args.output_dir, limit=args.limit,
+                                                                   session_aware=args.session_aware))
     except RuntimeError as exc:
         raise CliError(str(exc)) from None
     finally:
@@ -360,18 +367,8 @@ def _cmd_collect(args) -> int:
         # claimed by a consumer that died before finishing them (only the lease holder claims): hand them back
         store.release_untrained()
         try:
-            total = 0
-            while True:
-                path, n = collect_once(store, lease, args.output_dir, limit=args.limit,
-                                       session_aware=args.session_aware)
-                total += n
-                if n:
-                    print(f"{n} samples -> {path}", flush=True)
-                if not args.follow:
-                    break
-                time.sleep(args.follow)
-        except KeyboardInterrupt:
-            pass
+            total = _collect_loop(args, lambda: collect_once(store, lease, args.output_dir, limit=args.limit,
+                                                             session_aware=args.session_aware))
         finally:
             lease.release()
         where = args.store if not is_postgres(args.store) else "the store"

@@ -112,21 +112,34 @@ class HttpCollector:
             self.http.close()
 
 
-def read_rollout_files(folder: Path) -> list[dict]:
-    """Every sample row of the folder's rollout files, oldest file first (names sort by time)."""
+def read_rollout_file(path: Path) -> list[dict]:
+    """The sample rows of one rollout file."""
+    rows = []
+    with open(path, encoding="utf-8") as fh:
+        for number, line in enumerate(fh, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                row = json.loads(line)
+                rows.append({"turn_id": int(row["turn_id"]), "sample": row["sample"],
+                             "session_id": row.get("session_id"), "file": path.name})
+            except (ValueError, KeyError, TypeError) as exc:
+                raise ValueError(f"{path}:{number}: not a rollout row ({exc})") from None
+    return rows
+
+
+def read_rollout_files(folder: Path, cache: dict[str, list[dict]] | None = None) -> list[dict]:
+    """Every sample row of the folder's rollout files, oldest file first (names sort by time). A file is written
+    beside and renamed into place, so it never changes once listed: with `cache`, each is parsed once."""
     rows = []
     for path in sorted(folder.glob(FILE_PATTERN)):
-        with open(path, encoding="utf-8") as fh:
-            for number, line in enumerate(fh, 1):
-                line = line.strip()
-                if not line:
-                    continue
-                try:
-                    row = json.loads(line)
-                    rows.append({"turn_id": int(row["turn_id"]), "sample": row["sample"],
-                                 "session_id": row.get("session_id"), "file": path.name})
-                except (ValueError, KeyError, TypeError) as exc:
-                    raise ValueError(f"{path}:{number}: not a rollout row ({exc})") from None
+        if cache is None:
+            rows.extend(read_rollout_file(path))
+            continue
+        if path.name not in cache:
+            cache[path.name] = read_rollout_file(path)
+        rows.extend(cache[path.name])
     return rows
 
 
@@ -159,13 +172,14 @@ class RolloutDirDataSource(NextBatchState):
                     except (ValueError, KeyError):  # a torn last line from a crash: that batch trains again
                         log.warning("ignoring an unreadable line of %s", ledger)
         self.in_flight: dict[int, list[int]] = {}
+        self._parsed: dict[str, list[dict]] = {}  # rollout file name -> its rows (files never change once there)
         self.next_batch = 0
         log.info("training from %s: %d sample(s) already trained there", self.folder, len(self.trained))
 
     def _available(self) -> list[dict]:
         taken = self.trained | {t for ids in self.in_flight.values() for t in ids}
         out, seen = [], set()
-        for row in read_rollout_files(self.folder):
+        for row in read_rollout_files(self.folder, self._parsed):
             if row["turn_id"] not in taken and row["turn_id"] not in seen:
                 seen.add(row["turn_id"])
                 out.append(row)
