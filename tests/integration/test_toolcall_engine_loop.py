@@ -53,6 +53,7 @@ def test_a_trajectory_masks_every_observation_and_keeps_the_engines_ids(engine_s
     assert out.metadata["answer"] is None and out.status == Sample.Status.TRUNCATED
     reward = asyncio.run(reward_func(SimpleNamespace(), out))
     assert reward["acc"] == 0.0 and reward["score"] == pytest.approx(-1.1)
+    assert out.metadata["invalid_actions"] == len(spans) and reward["parse_error"] == 1.0 and reward["answered"] == 0.0
 
 
 def test_dynamic_history_gives_one_sample_per_step_with_its_exact_context(engine_server, tiny_model_path):
@@ -68,7 +69,8 @@ def test_dynamic_history_gives_one_sample_per_step_with_its_exact_context(engine
         assert step.tokens == whole.tokens[:prompt_len + end]
         assert step.response_length == end - start and step.loss_mask == [1] * (end - start)
         assert step.rollout_log_probs == pytest.approx(whole.rollout_log_probs[start:end])
-    assert asyncio.run(reward_func(SimpleNamespace(), steps)) == [{"score": pytest.approx(-1.1), "acc": 0.0}] * len(steps)
+    assert asyncio.run(reward_func(SimpleNamespace(), steps)) == [
+        {"score": pytest.approx(-1.1), "acc": 0.0, "tool_call": 0.0, "answered": 0.0, "parse_error": 1.0}] * len(steps)
 
 
 @needs_sandbox

@@ -60,10 +60,21 @@ def _weights(folder: Path) -> dict[str, torch.Tensor]:
 
 
 def test_train_async_learns_and_publishes_a_version_per_step(prompts, tmp_path):
+    from slime.tasks.digits import make_prompts
+
     run_dir = tmp_path / "run"
+    held_out = make_prompts(128, seed=99, path=tmp_path / "heldout.jsonl")
     _run(_command("train_async.py", prompts, run_dir, "--use-wandb", "--wandb-mode", "offline",
-                  rollouts=8), tmp_path / "train.log")
-    steps = _metrics(run_dir)
+                  "--eval-interval", "4", "--eval-prompt-data", "digits", str(held_out), rollouts=8),
+         tmp_path / "train.log")
+    records = _metrics(run_dir)
+    steps = [r for r in records if "eval/rollout_id" not in r]
+    # evaluated before training, after rollout 4 and after the last, each on the weights the engine then served
+    evals = [r for r in records if "eval/rollout_id" in r]
+    assert [e["eval/rollout_id"] for e in evals] == [-1, 3, 7]
+    assert evals[-1]["eval/digits"] >= evals[0]["eval/digits"] + 0.1, [e["eval/digits"] for e in evals]
+    for name in ("before_training", "rollout_000003", "rollout_000007"):
+        assert len((run_dir / "eval" / name / "digits.jsonl").read_text().splitlines()) == 128
     assert len(steps) == 8
     rewards = [s["rollout/raw_reward"] for s in steps]
     # 128 samples per rollout at a base rate of about 0.2: the standard error of one rollout's mean is

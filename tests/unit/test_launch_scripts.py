@@ -21,6 +21,9 @@ ENTRY_POINTS = {"run_binary_rl.sh", "run_opd_training.sh", "run_combine_training
                 "run_toolcall_agent.sh"}  # the tool-call entry point: tests/unit/test_toolcall_scripts.py
 GPU_SCRIPTS = sorted(str(p.relative_to(REPO)) for folder in METHOD_FOLDERS for p in (REPO / folder).glob("run_*.sh")
                      if not p.name.startswith("run_cpu_") and p.name not in ENTRY_POINTS)
+# the agentic settings' GPU scripts (no conversation method): their own tests at the end of this file
+AGENTIC_GPU_SCRIPTS = ("toolcall-rl/run_qwen3_4b_retool.sh",)
+CONVERSATION_GPU_SCRIPTS = [s for s in GPU_SCRIPTS if s not in AGENTIC_GPU_SCRIPTS]
 LAYOUT_VARS = ("NUM_GPUS", "ACTOR_GPUS", "ROLLOUT_GPUS", "PRM_GPUS", "ROLLOUT_TP", "PRM_TP", "TRAIN_TP", "TP",
                "NNODES", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT", "DRY_RUN", "CUDA_VISIBLE_DEVICES", "PORT", "HOST")
 
@@ -64,7 +67,7 @@ def test_the_expected_scripts_exist():
         assert "scripts/conversation_gpu_common.sh" in text or "slime.launch" in text, script
 
 
-@pytest.mark.parametrize("script", GPU_SCRIPTS)
+@pytest.mark.parametrize("script", CONVERSATION_GPU_SCRIPTS)
 def test_dry_run_prints_layout_and_a_command_the_trainer_accepts(script):
     done = _run(script, "--dry-run")
     torchrun, argv = _torchrun(done)
@@ -132,20 +135,25 @@ def test_two_nodes_of_eight():
     assert (args.actor_num_nodes, args.rollout_num_gpus, args.prm_num_gpus) == (2, 4, 4)
 
 
-@pytest.mark.parametrize("env, message", [
-    (dict(NUM_GPUS="2", ACTOR_GPUS="2", ROLLOUT_GPUS="1", PRM_GPUS="1", ROLLOUT_TP="1"), "exceeds NUM_GPUS=2 x NNODES=1 = 2"),
-    (dict(ACTOR_GPUS="x"), "ACTOR_GPUS must be a non-negative integer, got 'x'"),
-    (dict(ACTOR_GPUS="0"), "ACTOR_GPUS (--actor-num-gpus-per-node) is 0"),
-    (dict(ROLLOUT_GPUS="3"), "ROLLOUT_GPUS=3 is not a multiple of ROLLOUT_TP=2"),
-    (dict(ROLLOUT_TP="16", ROLLOUT_GPUS="16"), "larger than a node (NUM_GPUS=8)"),
-    (dict(NNODES="2", NODE_RANK="2", MASTER_ADDR="10.0.0.1"), "NODE_RANK=2 is out of range for NNODES=2"),
-    (dict(NNODES="2"), "NNODES=2: set MASTER_ADDR"),
-    (dict(PORT="15010"), "port 15010 is also engine rollout-0's"),
-    (dict(OPENCLAW_PROXY_API_KEY=""), "OPENCLAW_PROXY_API_KEY"),
-    (dict(HF_CKPT="/nonexistent/qwen3"), "--hf-checkpoint '/nonexistent/qwen3' is neither a folder"),
+@pytest.mark.parametrize("script, env, message", [
+    ("openclaw-opd/run_qwen3_4b_openclaw_opd.sh", dict(NUM_GPUS="2", ACTOR_GPUS="2", ROLLOUT_GPUS="1", PRM_GPUS="1", ROLLOUT_TP="1"), "exceeds NUM_GPUS=2 x NNODES=1 = 2"),
+    ("openclaw-opd/run_qwen3_4b_openclaw_opd.sh", dict(ACTOR_GPUS="x"), "ACTOR_GPUS must be a non-negative integer, got 'x'"),
+    ("openclaw-opd/run_qwen3_4b_openclaw_opd.sh", dict(ACTOR_GPUS="0"), "ACTOR_GPUS (--actor-num-gpus-per-node) is 0"),
+    ("openclaw-opd/run_qwen3_4b_openclaw_opd.sh", dict(ROLLOUT_GPUS="3"), "ROLLOUT_GPUS=3 is not a multiple of ROLLOUT_TP=2"),
+    ("openclaw-opd/run_qwen3_4b_openclaw_opd.sh", dict(ROLLOUT_TP="16", ROLLOUT_GPUS="16"), "larger than a node (NUM_GPUS=8)"),
+    ("openclaw-opd/run_qwen3_4b_openclaw_opd.sh", dict(NNODES="2", NODE_RANK="2", MASTER_ADDR="10.0.0.1"), "NODE_RANK=2 is out of range for NNODES=2"),
+    ("openclaw-opd/run_qwen3_4b_openclaw_opd.sh", dict(NNODES="2"), "NNODES=2: set MASTER_ADDR"),
+    ("openclaw-opd/run_qwen3_4b_openclaw_opd.sh", dict(PORT="15010"), "port 15010 is also engine rollout-0's"),
+    ("openclaw-opd/run_qwen3_4b_openclaw_opd.sh", dict(OPENCLAW_PROXY_API_KEY=""), "OPENCLAW_PROXY_API_KEY"),
+    ("openclaw-opd/run_qwen3_4b_openclaw_opd.sh", dict(HF_CKPT="/nonexistent/qwen3"), "--hf-checkpoint '/nonexistent/qwen3' is neither a folder"),
+    ("toolcall-rl/run_qwen3_4b_retool.sh", dict(PRM_GPUS="2"), "PRM_GPUS=2 but PRM=1 is not set"),
+    ("toolcall-rl/run_qwen3_4b_retool.sh", dict(PRM="yes"), "PRM must be 1 or 0, got 'yes'"),
+    ("toolcall-rl/run_qwen3_4b_retool.sh", dict(TRAIN_TP="x"), "TRAIN_TP must be a non-negative integer, got 'x'"),
+    ("toolcall-rl/run_qwen3_4b_retool.sh", dict(ROLLOUT_GPUS="6"), "exceeds NUM_GPUS=8 x NNODES=1 = 8"),
+    ("toolcall-rl/run_qwen3_4b_retool.sh", dict(ROLLOUT_GPUS="3"), "ROLLOUT_GPUS=3 is not a multiple of ROLLOUT_TP=2"),
 ])
-def test_impossible_layouts_fail_up_front(env, message):
-    done = _run("openclaw-opd/run_qwen3_4b_openclaw_opd.sh", "--dry-run", **env)
+def test_impossible_layouts_fail_up_front(script, env, message):
+    done = _run(script, "--dry-run", **env)
     assert done.returncode == 2 and message in done.stderr, done.stderr
     assert "torchrun" not in done.stdout
 
@@ -179,3 +187,71 @@ def test_cpu_dry_run_rejects_bad_flags_before_starting_anything():
     done = _run(CPU_SCRIPTS[0], "--dry-run", "--rollout-batch-size", "0")
     assert done.returncode != 0 and "--rollout-batch-size must be >= 1" in done.stderr
     assert "python slime/train_async.py" not in done.stdout
+
+
+# --- tool-call RL (ReTool) on Qwen3-4B: upstream's retool_qwen3_4b_rl.sh layout, and its PRM layout with PRM=1
+
+
+@pytest.mark.parametrize("prm", [False, True], ids=["grpo", "prm"])
+def test_retool_dry_run_prints_the_setting_the_layout_and_a_command_the_trainer_accepts(prm, monkeypatch):
+    script = "toolcall-rl/run_qwen3_4b_retool.sh"
+    assert script in GPU_SCRIPTS  # so the checks above that cover every GPU script cover it too
+    flag = "1" if prm else "0"
+    done = _run(script, "--dry-run", "--lr", "2e-6", PRM=flag, DYNAMIC_HISTORY=flag)
+    torchrun, argv = _torchrun(done)
+    ranks = 2 if prm else 4
+    assert torchrun == ["--nnodes", "1", "--node-rank", "0", "--master-addr", "127.0.0.1", "--master-port", "29500",
+                        "--nproc-per-node", str(ranks)]
+    out = done.stdout
+    setting = out.splitlines()[0]
+    assert setting.startswith("tool-call RL: 32 problems x 8 samples per rollout, at most 16 turns / 16 calls "
+                              "(120 s each), tools toolcall-rl/tools.json, advantages "
+                              + ("step_wise, PRM per step (3 votes at temperature 1.0, 2048 tokens each" if prm
+                                 else "grpo"))
+    assert setting.endswith(", dynamic history") == prm
+    if prm:  # 2 trainer (TP2) + 2 policy engines (TP2) + 1 PRM engine (TP2)
+        assert "trainer: 2 rank(s) = 1 node(s) x 2, local GPUs [0,1] (LOCAL_RANK i -> GPU i), tensor parallel 2" in out
+        assert "  rollout-0: node 0 GPUs [2,3] CUDA_VISIBLE_DEVICES=2,3 port 15010  <- this node" in out
+        assert "  rollout-1: node 0 GPUs [4,5] CUDA_VISIBLE_DEVICES=4,5 port 15020  <- this node" in out
+        assert "  prm-0: node 0 GPUs [6,7] CUDA_VISIBLE_DEVICES=6,7 port 25010  <- this node" in out
+    else:  # 4 trainer (TP4) + 2 policy engines (TP2), no judge
+        assert ("trainer: 4 rank(s) = 1 node(s) x 4, local GPUs [0,1,2,3] (LOCAL_RANK i -> GPU i), tensor parallel 4"
+                in out)
+        assert "  rollout-0: node 0 GPUs [4,5] CUDA_VISIBLE_DEVICES=4,5 port 15010  <- this node" in out
+        assert "  rollout-1: node 0 GPUs [6,7] CUDA_VISIBLE_DEVICES=6,7 port 15020  <- this node" in out
+        assert "judge engines: none on GPUs" in out
+    assert "note:" not in out  # every GPU is used
+    assert f"no conversation method (loss policy_loss, advantages {'step_wise' if prm else 'grpo'})" in out
+
+    monkeypatch.chdir(REPO)  # the data and tools paths are relative to the repository root, as the launcher runs
+    args = parse_args(argv, mode="async", world_size=ranks)
+    assert "--dry-run" not in argv and argv[-2:] == ["--lr", "2e-6"] and args.lr == 2e-6
+    assert args.custom_generate_function_path == "slime.agentic.toolcall.generate"
+    assert args.custom_rm_path == "slime.agentic.toolcall.reward_func" and args.reward_key == "score"
+    assert not args.apply_chat_template  # the loop renders the prompt with the chat template itself
+    assert args.tools_config == "toolcall-rl/tools.json" and Path(args.prompt_data).is_file()
+    assert (args.input_key, args.label_key) == ("prompt", "label") and args.rollout_shuffle
+    assert (args.max_turns, args.max_tool_calls, args.tool_timeout) == (16, 16, 120)
+    assert (args.num_rollout, args.rollout_batch_size, args.n_samples_per_prompt) == (3000, 32, 8)
+    assert args.num_steps_per_rollout == 2 and args.global_batch_size == 128 and args.balance_data
+    assert (args.rollout_max_response_len, args.rollout_max_context_len, args.rollout_temperature) == (8192, 16384, 1)
+    assert args.use_kl_loss and args.kl_loss_coef == 0.01 and args.kl_loss_type == "k3"
+    assert (args.eps_clip, args.eps_clip_high, args.entropy_coef) == (0.2, 0.28, 0.0)
+    assert args.use_dynamic_batch_size and args.max_tokens_per_gpu == 16384 and args.save_interval == 20
+    assert args.rotary_base == 5e6 and args.sglang_mem_fraction_static == 0.6
+    assert args.rollout_engine == "sglang" and args.device == "cuda" and args.train_backend == "fsdp"
+    assert (args.rollout_num_gpus, args.rollout_num_gpus_per_engine) == (4, 2)
+    assert args.tensor_model_parallel_size == (2 if prm else 4) and args.conversation_method is None
+    assert args.advantage_estimator == ("step_wise" if prm else "grpo")
+    assert args.prm_enable == prm and args.dynamic_history == prm
+    if prm:
+        assert (args.prm_num_gpus, args.prm_num_gpus_per_engine, args.prm_engine) == (2, 2, "sglang")
+        assert (args.prm_m, args.prm_temperature, args.prm_max_new_tokens, args.prm_step_coef) == (3, 1.0, 2048, 1.0)
+        assert args.prm_model_path == "tiny"  # PRM_MODEL_PATH, default HF_CKPT
+    assert Path(args.save).name == ("qwen3-4b-retool-prm" if prm else "qwen3-4b-retool")
+
+
+def test_retool_needs_hf_ckpt():
+    done = _run("toolcall-rl/run_qwen3_4b_retool.sh", "--dry-run", HF_CKPT="")
+    assert done.returncode != 0 and "set HF_CKPT to the ReTool SFT checkpoint of Qwen3-4B" in done.stderr
+    assert "torchrun" not in done.stdout

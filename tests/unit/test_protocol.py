@@ -299,10 +299,26 @@ def test_chat_empty_messages_rejected():
         ChatCompletionRequest.model_validate({})
 
 
+def test_chat_openai_checks_keep_openai_message_and_param():
+    # chat_validation runs inside the model; validation_error hands its error on as raised
+    err = _chat_error(temperature=3)
+    assert (err.status, err.param) == (400, "temperature")
+    assert err.message == ("Invalid 'temperature': decimal above maximum value. Expected a value <= 2, but got 3 "
+                           "instead.")
+    orphan = {"role": "tool", "tool_call_id": "c", "content": "x"}
+    err = _chat_error(messages=[{"role": "user", "content": "hi"}, orphan])
+    assert (err.param, err.message) == ("messages[1].role", "Invalid parameter: messages with role 'tool' must be a "
+                                        "response to a preceeding message with 'tool_calls'.")
+
+
 def test_chat_unknown_top_level_fields_are_ignored():
-    req = _chat(user="u1", metadata={"a": "b"}, store=True, stream_options={"include_usage": True, "x": 1})
+    req = _chat(user="u1", metadata={"a": "b"}, store=True, stream=True,
+                stream_options={"include_usage": True, "x": 1})
     assert req.stream_options.include_usage is True
     assert not hasattr(req, "user")
+
+
+TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}
 
 
 @pytest.mark.parametrize(
@@ -310,9 +326,10 @@ def test_chat_unknown_top_level_fields_are_ignored():
     [
         ({"logit_bias": {"50256": -100}}, "logit_bias"),
         ({"response_format": {"type": "json_object"}}, "response_format"),
-        ({"response_format": {"type": "json_schema", "json_schema": {}}}, "response_format"),
-        ({"tool_choice": "required"}, "tool_choice"),
-        ({"tool_choice": {"type": "function", "function": {"name": "f"}}}, "tool_choice"),
+        ({"response_format": {"type": "json_schema", "json_schema": {"name": "s"}}}, "not supported"),
+        ({"tools": [TOOL], "tool_choice": "required"}, "constrained decoding"),
+        ({"tools": [TOOL], "tool_choice": {"type": "function", "function": {"name": "get_weather"}}},
+         "constrained decoding"),
         ({"top_logprobs": 3}, "top_logprobs"),
         ({"top_logprobs": 3, "logprobs": False}, "top_logprobs"),
         ({"frequency_penalty": 0.5}, "penalty"),
@@ -331,10 +348,10 @@ def test_chat_unsupported_features_rejected(kwargs, words):
     [
         {"logit_bias": {}},
         {"response_format": {"type": "text"}},
-        {"tool_choice": "auto"},
+        {"tools": [TOOL], "tool_choice": "auto"},
         {"tool_choice": "none"},
         {"top_logprobs": 3, "logprobs": True},
-        {"top_logprobs": 0},
+        {"top_logprobs": 0, "logprobs": True},
         {"frequency_penalty": 0.0, "presence_penalty": 0},
     ],
 )
@@ -351,6 +368,9 @@ def test_chat_supported_variants_accepted(kwargs):
         ({"max_completion_tokens": "10"}, "max_completion_tokens"),
         ({"n": 0}, "n"),
         ({"top_logprobs": 21, "logprobs": True}, "top_logprobs"),
+        ({"top_logprobs": 0}, "top_logprobs"),  # OpenAI: only with logprobs enabled, even 0
+        ({"tool_choice": "auto"}, "tool_choice"),  # OpenAI: only with tools
+        ({"max_completion_tokens": 0}, "max_completion_tokens"),
         ({"logprobs": 1}, "logprobs"),
     ],
 )
@@ -365,39 +385,43 @@ def test_chat_field_validation(kwargs, param):
         ({"max_tokens": 10}, 10),
         ({"max_completion_tokens": 20}, 20),
         ({"max_tokens": 10, "max_completion_tokens": 20}, 20),
-        ({"max_tokens": 10, "max_completion_tokens": 0}, 0),  # 0 is a value, not "unset"
     ],
 )
 def test_requested_max_tokens_prefers_max_completion_tokens(kwargs, expected):
     assert _chat(**kwargs).requested_max_tokens() == expected
 
 
-TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}
+def test_requested_max_tokens_zero_is_a_value():
+    # validation refuses 0 (OpenAI's minimum is 1, see test_chat_field_validation); the method still must not
+    # take 0 for "unset"
+    req = ChatCompletionRequest.model_construct(max_tokens=10, max_completion_tokens=0)
+    assert req.requested_max_tokens() == 0
 
 
 def test_chat_tools_validation():
     req = _chat(tools=[TOOL])
     assert req.use_tools
     assert not _chat(tools=[TOOL], tool_choice="none").use_tools
-    assert not _chat(tools=[]).use_tools
     assert not _chat().use_tools
+    assert _chat_error(tools=[]).param == "tools"  # OpenAI: an empty array is refused
 
 
 @pytest.mark.parametrize(
-    "tool",
+    "tool, param, words",
     [
-        {"function": {"name": "f"}},  # no type
-        {"type": "retrieval", "function": {"name": "f"}},
-        {"type": "function"},  # no function
-        {"type": "function", "function": "f"},
-        {"type": "function", "function": {"description": "no name"}},
-        {"type": "function", "function": {"name": 3}},
+        ({"function": {"name": "f"}}, "tools[1].type", "Missing required parameter"),
+        ({"type": "retrieval", "function": {"name": "f"}}, "tools[1].type", "Invalid value: 'retrieval'"),
+        ({"type": "function"}, "tools[1].function", "Missing required parameter"),
+        ({"type": "function", "function": "f"}, "tools[1].function", "expected an object"),
+        ({"type": "function", "function": {"description": "no name"}}, "tools[1].function.name",
+         "Missing required parameter"),
+        ({"type": "function", "function": {"name": 3}}, "tools[1].function.name", "expected a string"),
     ],
 )
-def test_chat_malformed_tools_rejected(tool):
+def test_chat_malformed_tools_rejected(tool, param, words):
     err = _chat_error(tools=[TOOL, tool])
-    assert err.param == "tools"
-    assert "tools[1]" in err.message
+    assert (err.param, err.status) == (param, 400)
+    assert words in err.message
 
 
 def test_chat_to_config():

@@ -38,5 +38,25 @@ def test_entry_point_says_which_script_and_why():
     done = _run("toolcall-rl/run_toolcall_agent.sh", "--dry-run", env={"FORCE_DEVICE": "cpu"})
     assert done.returncode == 0, done.stderr
     assert "FORCE_DEVICE=cpu: running the CPU script toolcall-rl/run_cpu_smollm2_toolcall.sh" in done.stderr
-    gpu = _run("toolcall-rl/run_toolcall_agent.sh", "--dry-run", env={"FORCE_DEVICE": "gpu"})
-    assert gpu.returncode != 0 and "run_qwen3_4b_retool.sh is not built yet" in gpu.stderr
+    # the GPU script's own dry run: tests/unit/test_launch_scripts.py
+    gpu = _run("toolcall-rl/run_toolcall_agent.sh", "--dry-run", env={"FORCE_DEVICE": "gpu", "HF_CKPT": "tiny"})
+    assert gpu.returncode == 0, gpu.stderr
+    assert "FORCE_DEVICE=gpu: running the GPU script toolcall-rl/run_qwen3_4b_retool.sh" in gpu.stderr
+    assert gpu.stdout.strip().splitlines()[-1].startswith("torchrun ")
+
+
+def test_sft_script_dry_run():
+    done = _run("toolcall-rl/run_cpu_smollm2_toolcall_sft.sh", "--dry-run", env={"EVAL": "1", "NUM_ROLLOUT": "12"})
+    assert done.returncode == 0, done.stderr
+    layout, setting, command = done.stdout.strip().splitlines()[-3:]
+    assert layout.startswith("layout: CPU, 1 trainer process")
+    assert setting.startswith("SFT warm start: 12 steps of 8 traces") and "evaluated on heldout" in setting
+    words = shlex.split(command)
+    assert words[:2] == ["python", "slime/train.py"]
+    args = parse_args(words[2:], mode="sync", world_size=1)
+    assert args.loss_type == "sft_loss" and args.rollout_function_path == "slime.rollout.sft_rollout.generate_rollout"
+    assert Path(args.prompt_data).name == "sft_traces.jsonl" and args.metadata_key == "metadata"
+    # evaluation runs the tool-call loop itself, before training and after the last step
+    assert args.eval_interval == 12 and set(args.eval_datasets) == {"heldout"}
+    assert args.custom_generate_function_path == "slime.agentic.toolcall.generate" and args.eval_reward_key == "acc"
+    assert args.save_interval == 12 and args.update_weights_interval == 12

@@ -228,7 +228,7 @@ async def generate(args, sample: Sample, sampling_params: dict) -> Sample | list
     loss_mask: list[int] = []
     logprobs: list[float] = []
     steps: list[dict] = []  # per generation step: its context, ids, log-probs, span in the response
-    calls = successful = 0
+    calls = successful = invalid = 0
     answer = None
     status = Sample.Status.COMPLETED
     finish = "stop"
@@ -272,6 +272,7 @@ async def generate(args, sample: Sample, sampling_params: dict) -> Sample | list
                 successful += ok
                 observation = format_observation(said)
         else:
+            invalid += 1
             observation = format_observation(INVALID_ACTION)
         if judge is not None:
             judged.append(_judge_step(judge, tokenizer, sample, response_ids[:start], new_ids, observation, len(steps) - 1,
@@ -288,7 +289,7 @@ async def generate(args, sample: Sample, sampling_params: dict) -> Sample | list
         sample.loss_mask, sample.rollout_log_probs = [], []
         sample.status, sample.remove_sample = Sample.Status.TRUNCATED, True
         sample.metadata = {**(sample.metadata or {}), "tool_calls": 0, "successful_tool_calls": 0, "answer": None,
-                           "turns": 0, "finish_reason": "length", "step_wise": {"step_indices": [],
+                           "invalid_actions": 0, "turns": 0, "finish_reason": "length", "step_wise": {"step_indices": [],
                                                                                "step_token_spans": []}}
         return sample
     if judge is not None and len(judged) < len(steps):  # the last step (an answer, or cut off) has no observation
@@ -296,7 +297,7 @@ async def generate(args, sample: Sample, sampling_params: dict) -> Sample | list
                                   len(steps) - 1, getattr(args, "rollout_seed", None) or getattr(args, "seed", 0) or 0))
     prm_scores = list(await asyncio.gather(*judged)) if judged else None
     metadata = {**(sample.metadata or {}), "tool_calls": calls, "successful_tool_calls": successful,
-                "answer": answer, "turns": len(steps), "finish_reason": finish,
+                "answer": answer, "invalid_actions": invalid, "turns": len(steps), "finish_reason": finish,
                 "step_wise": {"step_indices": list(range(len(steps))),
                               "step_token_spans": [list(s["span"]) for s in steps], "prm_scores": prm_scores}}
     if getattr(args, "dynamic_history", False):
@@ -365,7 +366,9 @@ async def reward_func(args, item: Sample | list[Sample]):
             await asyncio.to_thread(answers_match, str(answer), str(s.label))
         score = rewards.retool_reward(correct, int(meta.get("tool_calls", 0)),
                                       successful_tool_calls=int(meta.get("successful_tool_calls", 0)))
-        reward = {"score": score, "acc": float(correct)}
+        # the components besides the trained score are what evaluation reports per dataset (eval/<name>/<key>)
+        reward = {"score": score, "acc": float(correct), "tool_call": float(int(meta.get("tool_calls", 0)) > 0),
+                  "answered": float(answer is not None), "parse_error": float(int(meta.get("invalid_actions", 0)) > 0)}
         prm = (meta.get("step_wise") or {}).get("prm_scores")
         if prm:
             # the step_wise estimator's targets: outcome + coef * prm, the one composition (unjudged: outcome alone)

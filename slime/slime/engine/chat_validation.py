@@ -9,7 +9,7 @@ refuse, with OpenAI's kind of message and a param path such as `messages[1].tool
     Invalid 'temperature': decimal above maximum value. Expected a value <= 2, but got 3 instead.
 
 Both places where a chat body arrives call it: the conversation proxy (before its bookkeeping, so a bad
-request never opens a turn) and the engine's chat route (before `protocol.ChatCompletionRequest`, which then
+request never opens a turn) and `protocol.ChatCompletionRequest` (first, in a before-validator; the model then
 adds the checks that are specific to this engine: penalties, logit_bias, constrained decoding, text-only
 content, ...).
 

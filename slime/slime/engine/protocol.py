@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
 
 from slime.engine.sampling import SamplingConfig
 
@@ -27,9 +28,16 @@ class APIError(Exception):
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.status}}
 
 
+# pydantic error type of an `APIError` raised by `chat_validation` inside `ChatCompletionRequest`
+OPENAI_CHECK_ERROR = "openai_invalid_request"
+
+
 def validation_error(exc: ValidationError, prefix: str = "") -> APIError:
     """Turn the first pydantic error into a readable 400 naming the offending field."""
     first = exc.errors()[0]
+    if first["type"] == OPENAI_CHECK_ERROR:  # chat_validation's APIError as it was raised: its message names the field
+        ctx = first["ctx"]
+        return APIError(ctx["status"], first["msg"], param=ctx["param"])
     param = ".".join(str(p) for p in first["loc"])
     if prefix:
         param = f"{prefix}{param}" if param else prefix.rstrip(".")
@@ -170,14 +178,20 @@ class ChatCompletionRequest(BaseModel):
     separate_reasoning: bool = True
     chat_template_kwargs: dict[str, Any] | None = None
 
-    @field_validator("tools")
+    @model_validator(mode="before")
     @classmethod
-    def _tools_are_functions(cls, tools):
-        for i, tool in enumerate(tools or []):
-            fn = tool.get("function") if isinstance(tool, dict) else None
-            if tool.get("type") != "function" or not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
-                raise ValueError(f"tools[{i}] must be {{'type': 'function', 'function': {{'name': ..., ...}}}}")
-        return tools
+    def _openai_checks(cls, data):
+        """OpenAI's checks of the raw body (`chat_validation`, shared with the conversation proxy) come first;
+        the fields and `_supported` then add this engine's. A failure stays OpenAI's message and param (see
+        `validation_error`)."""
+        from slime.engine.chat_validation import validate_chat_request  # lazy: it imports APIError from here
+
+        try:
+            validate_chat_request(data)
+        except APIError as exc:
+            raise PydanticCustomError(OPENAI_CHECK_ERROR, "{message}",
+                                      {"message": exc.message, "param": exc.param, "status": exc.status}) from None
+        return data
 
     @model_validator(mode="after")
     def _supported(self):
@@ -189,8 +203,6 @@ class ChatCompletionRequest(BaseModel):
             raise ValueError("response_format other than {'type': 'text'} is not supported by this engine")
         if self.tool_choice not in (None, "auto", "none"):
             raise ValueError("tool_choice 'required' or a named function is not supported (no constrained decoding)")
-        if self.top_logprobs and not self.logprobs:
-            raise ValueError("top_logprobs needs logprobs: true")
         if isinstance(self.stop, list) and any(not s for s in self.stop) or self.stop == "":
             raise ValueError("stop strings must be non-empty")
         return self

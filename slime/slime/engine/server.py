@@ -15,7 +15,6 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ValidationError
 
 from slime.engine import chat_api, generate_api
-from slime.engine.chat_validation import validate_chat_request
 from slime.engine.engine import Engine, raise_if_failed
 from slime.engine.protocol import APIError, ChatCompletionRequest, GenerateRequest, validation_error
 from slime.engine.scheduler import SamplingConfig, Sequence
@@ -27,8 +26,8 @@ log = logging.getLogger(__name__)
 _OPEN_PATHS = {"/health"}
 
 
-async def _parse(request: Request, model: type[BaseModel], check=None):
-    """The body as `model`; `check(data)`, when given, runs on the JSON object first and may raise APIError."""
+async def _parse(request: Request, model: type[BaseModel]):
+    """The body as `model` (for chat, `ChatCompletionRequest` runs `chat_validation` itself), or a 400."""
     try:
         raw = await request.body()
     except ClientDisconnect:  # the caller gave up (e.g. a rollout cancelling surplus requests)
@@ -39,8 +38,6 @@ async def _parse(request: Request, model: type[BaseModel], check=None):
         raise APIError(400, f"malformed JSON body: {exc}") from None
     if not isinstance(data, dict):
         raise APIError(400, "the JSON body must be an object")
-    if check is not None:
-        check(data)
     try:
         return model.model_validate(data)
     except ValidationError as exc:
@@ -160,8 +157,8 @@ def create_app(engine: Engine) -> FastAPI:
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):
-        # OpenAI's validation first (OpenAI's messages); then the model adds what is specific to this engine
-        req = await _parse(request, ChatCompletionRequest, check=validate_chat_request)
+        # the model runs OpenAI's validation first (OpenAI's messages), then adds what is specific to this engine
+        req = await _parse(request, ChatCompletionRequest)
         sequences = chat_api.build_sequences(engine, req)
         responder = chat_api.ChatResponder(engine, req, sequences)
         if req.stream:

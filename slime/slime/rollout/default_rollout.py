@@ -531,6 +531,18 @@ def _eval_prompts(args, path: str) -> list[Sample]:
     return _eval_cache[key]
 
 
+def _reward_component_means(prefix: str, samples: list[Sample]) -> dict[str, float]:
+    """`<prefix>/<key>`: the mean of each numeric component of dict rewards (e.g. a tool-call reward's `acc`,
+    `tool_call`, `parse_error`), over the samples that have it."""
+    values: dict[str, list[float]] = {}
+    for sample in samples:
+        if isinstance(sample.reward, dict):
+            for key, value in sample.reward.items():
+                if isinstance(value, (int, float)):  # bools count as 0/1
+                    values.setdefault(key, []).append(float(value))
+    return {f"{prefix}/{key}": statistics.fmean(v) for key, v in sorted(values.items())}
+
+
 def _eval_reward(args, sample: Sample) -> float:
     if isinstance(sample.reward, dict):
         key = getattr(args, "eval_reward_key", None) or getattr(args, "reward_key", None)
@@ -555,7 +567,10 @@ async def eval_rollout_async(args, rollout_id: int) -> RolloutFnEvalOutput:
                 group.append(sample)
             groups.append(group)
         results = await asyncio.gather(*(generate_and_rm_group(args, g, params, True, state) for g in groups))
-        samples = _flatten(results)
+        # one entry per trajectory: a multi-step generator (dynamic history) returns its steps as a list, all with
+        # the trajectory's reward; counting steps would weigh long trajectories more
+        samples = [item[-1] if isinstance(item, list) else item for group in results for item in group
+                   if not isinstance(item, list) or item]
         rewards = [_eval_reward(args, s) for s in samples]
         truncated = [s.status == Sample.Status.TRUNCATED for s in samples]
         data[name] = {"rewards": rewards, "truncated": truncated, "samples": samples}
@@ -563,6 +578,7 @@ async def eval_rollout_async(args, rollout_id: int) -> RolloutFnEvalOutput:
         metrics[f"eval/{name}-truncated_ratio"] = sum(truncated) / len(truncated) if truncated else math.nan
         lengths = [s.response_length for s in samples]
         metrics[f"eval/{name}/response_len/mean"] = statistics.fmean(lengths) if lengths else math.nan
+        metrics.update(_reward_component_means(f"eval/{name}", samples))
     return RolloutFnEvalOutput(data=data, metrics=metrics)
 
 

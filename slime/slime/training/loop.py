@@ -161,8 +161,12 @@ def _staleness(rows: list[dict], version: int) -> float:
 
 def train_on_rollout(args, actor: FSDPActor, rows: list[dict], dist) -> list[dict]:
     """Old/ref log-probs, advantages, then the optimizer steps of one rollout on this rank's rows."""
+    # the SFT loss is a plain likelihood: it needs no old log-probs, only ref log-probs when a KL term is on
+    sft = args.loss_type == "sft_loss"
     if not args.disable_compute_advantages_and_returns:
-        if args.use_rollout_logprobs:
+        if sft:
+            pass
+        elif args.use_rollout_logprobs:
             for row in rows:
                 row["old_log_probs"] = list(row["rollout_log_probs"])
         else:
@@ -174,7 +178,7 @@ def train_on_rollout(args, actor: FSDPActor, rows: list[dict], dist) -> list[dic
         elif args.ref_model_needed:
             for row, lp in zip(rows, actor.compute_log_probs(rows, use_ref=True)):
                 row["ref_log_probs"] = lp
-        if args.loss_type != "sft_loss":
+        if not sft:
             attach_advantages(args, rows, dist.device)
     local = args.global_batch_size // actor.dp_size
     return [actor.train_step(rows[s : s + local], args.global_batch_size) for s in range(0, len(rows), local)]
@@ -298,6 +302,8 @@ def _run(args, mode, actor, dist, producer, publisher, tracker, stop, start_roll
     if mode == "async" and dist.is_main and start_rollout < total:
         producer.start(start_rollout)
     last_saved = last_trained = None
+    if start_rollout == 0 and _evaluating(args) and not args.skip_eval_before_train:
+        _evaluate(args, -1, actor, dist, producer, tracker, bar)  # the policy before any training
     for rollout_id in range(start_rollout, total):
         if broadcast_object(stop.requested):
             break
@@ -334,6 +340,11 @@ def _run(args, mode, actor, dist, producer, publisher, tracker, stop, start_roll
             if dist.is_main and mode == "async" and not producer.live_traffic:
                 producer.wait(rollout_id + 1)
             metrics.update(publisher.publish(actor))
+        eval_due = _evaluating(args) and _periodic(rollout_id, args.eval_interval, total)
+        if eval_due and publisher.last_folder is None:  # the engines must serve the weights being evaluated
+            if dist.is_main and mode == "async" and not producer.live_traffic:
+                producer.wait(rollout_id + 1)
+            metrics.update(publisher.publish(actor))
         if args.save and _periodic(rollout_id, args.save_interval, total):
             _save(args, rollout_id, actor, dist, producer, publisher)
             last_saved = rollout_id
@@ -344,9 +355,37 @@ def _run(args, mode, actor, dist, producer, publisher, tracker, stop, start_roll
                 tracker.log(merged, step=actor.global_step - len(step_metrics) + i + 1)
             bar.write(console_line(rollout_id + 1, total, {**metrics, **step_metrics[-1]}))
             bar.update(1)
+        if eval_due:
+            _evaluate(args, rollout_id, actor, dist, producer, tracker, bar)
     bar.close()
     if args.save and last_trained is not None and last_saved != last_trained:
         _save(args, last_trained, actor, dist, producer, publisher)  # at exit, also after a stop request
+
+
+def _evaluating(args) -> bool:
+    """`--eval-interval` (validate_args made sure there is something to evaluate)."""
+    return getattr(args, "eval_interval", None) is not None
+
+
+def _evaluate(args, rollout_id: int, actor, dist, producer, tracker, bar) -> None:
+    """Rank 0 runs the eval rollout on the weights the engines serve (`rollout_id` -1: before training) and logs
+    `eval/...` at the current optimizer step; every sample goes to `<run dir>/eval/rollout_<id>/<dataset>.jsonl`.
+    The other ranks go on to the next collective and wait there."""
+    if not dist.is_main:
+        return
+    started = time.perf_counter()
+    output = args.hooks["eval_function_path"](args, rollout_id, producer.data_source, evaluation=True)
+    metrics = dict(getattr(output, "metrics", None) or {})
+    folder = Path(args.run_dir) / "eval" / ("before_training" if rollout_id < 0 else f"rollout_{rollout_id:06d}")
+    for name, result in (getattr(output, "data", None) or {}).items():
+        if isinstance(result, dict) and result.get("samples"):
+            _dump_samples(str(folder / f"{name}.jsonl"), result["samples"])
+    metrics["perf/eval_time"] = time.perf_counter() - started
+    metrics["eval/rollout_id"] = rollout_id
+    tracker.log(metrics, step=actor.global_step)
+    shown = {k: v for k, v in metrics.items() if k.startswith("eval/") and isinstance(v, (int, float))}
+    bar.write(f"eval after {'no training' if rollout_id < 0 else f'rollout {rollout_id + 1}'}: " +
+              " ".join(f"{k}={v:.4g}" for k, v in sorted(shown.items())) + f" ({metrics['perf/eval_time']:.0f} s)")
 
 
 def _periodic(rollout_id: int, interval: int | None, total: int) -> bool:

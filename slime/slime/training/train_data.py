@@ -56,6 +56,8 @@ def post_process_rewards(args, samples: list[Sample], tracker: SingletonGroupTra
         raw, rewards = hook(args, samples)
         return list(raw), list(rewards), {}
     metrics: dict = {}
+    if getattr(args, "loss_type", None) == "sft_loss":  # supervised rows: no rewards to normalise, no advantages
+        return raw, list(raw), metrics
     if args.advantage_estimator == "step_wise":
         return raw, *_step_wise(args, samples)
     if args.advantage_estimator in GROUP_NORMALISED and not args.disable_rewards_normalization \

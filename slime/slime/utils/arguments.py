@@ -264,7 +264,10 @@ def _add_rollout_flags(g):
 
 def _add_eval_flags(g):
     g.add_argument("--eval-function-path", default=None, help="default: --rollout-function-path")
-    g.add_argument("--eval-interval", type=int, default=None)
+    g.add_argument("--eval-interval", type=int, default=None,
+                   help="evaluate every N rollouts and after the last one (rank 0, on the published weights; "
+                        "samples in <run dir>/eval/), and once before training unless --skip-eval-before-train")
+    g.add_argument("--skip-eval-before-train", action="store_true")
     g.add_argument("--eval-prompt-data", nargs="+", default=None, metavar="NAME PATH")
     g.add_argument("--n-samples-per-eval-prompt", type=int, default=1)
     g.add_argument("--eval-temperature", type=float, default=None)
@@ -835,7 +838,7 @@ def _check_algorithm(args):
               "recomputed old log-probs: not with --disable-compute-advantages-and-returns")
     if args.n_samples_per_prompt == 1:
         args.grpo_std_normalization = False
-        if args.rewards_normalization and args.advantage_estimator in (
+        if args.rewards_normalization and args.loss_type != "sft_loss" and args.advantage_estimator in (
                 "grpo", "gspo", "reinforce_plus_plus_baseline"):
             logger.warning(
                 "--n-samples-per-prompt 1 with --advantage-estimator %s and reward normalisation on: every group "
