@@ -16,7 +16,8 @@
 #      (16), TOOL_TIMEOUT (120 s), NUM_ROLLOUT (3000), ROLLOUT_BATCH_SIZE (32 problems), N_SAMPLES (8 per problem),
 #      MEM_FRACTION_STATIC (0.6), REASONING_PARSER (qwen3), MAX_TOKENS_PER_GPU (16384), DYNAMIC_HISTORY=1 (one sample
 #      per step, GRPO over trajectories), PRM=1 with PRM_MODEL_PATH (a Qwen3-4B; default HF_CKPT), PRM_M (3),
-#      PRM_TEMPERATURE (1.0), PRM_MAX_NEW_TOKENS (2048), PRM_STEP_COEF (1.0). Relative paths: from the repository root.
+#      PRM_TEMPERATURE (1.0), PRM_MAX_NEW_TOKENS (2048), PRM_STEP_COEF (1.0), EVAL_INTERVAL (20), EVAL_DATA
+#      (toolcall-rl/data/heldout.jsonl, evaluated through the tool-call loop). Relative paths: from the repository root.
 # Status: engines are SGLang servers (--rollout-engine sglang), each pinned to its own GPUs; the trainer is the fsdp
 # backend. The layout, the command and its flags are verified on CPU (tests/unit/test_launch_scripts.py); not yet run
 # on a GPU machine.
@@ -77,6 +78,9 @@ ROLLOUT_ARGS=(
     --n-samples-per-prompt "${N_SAMPLES:-8}" --num-steps-per-rollout 2
     --rollout-max-response-len 8192 --rollout-max-context-len 16384 --rollout-temperature 1
     --balance-data  # upstream's; accepted, no effect on our backends (dynamic batches are packed by tokens)
+    # evaluated every 20 rollouts as upstream (it used AIME-24), here on the held-out problems through the same loop
+    --eval-interval "${EVAL_INTERVAL:-20}" --eval-prompt-data heldout "${EVAL_DATA:-toolcall-rl/data/heldout.jsonl}"
+    --eval-reward-key acc
 )
 # GRPO (PRM=1: step_wise), PPO clip 0.2/0.28, KL k3 0.01 to the SFT checkpoint, upstream's optimizer.
 ALGORITHM_ARGS=(

@@ -5,7 +5,8 @@ step on 2 ranks. The policy is the tiny model warm-started by SFT on tool traces
 Pinned: some trajectories call the tool and some calls run without error (real sandbox runs, their output in the
 observation); the observation tokens carry loss mask 0 and log-prob 0; with dynamic history every step sample is
 exactly what the engine generated (the trainer's recomputed log-probs of its ids equal the engine's, |Δlogp| ~ 0,
-which a re-tokenised sample would not give); the rewards differ within groups, so the step has a gradient."""
+which a re-tokenised sample would not give); the rewards differ within groups, so the step has a gradient; and with
+the rule PRM (`--step-judge rules`) every step is scored and `step_wise` advantages train."""
 
 from __future__ import annotations
 
@@ -55,8 +56,8 @@ def _observations(sample: dict) -> list[tuple[int, int]]:
     return spans
 
 
-@pytest.mark.parametrize("dynamic", [False, True], ids=["one-sample", "dynamic-history"])
-def test_a_trained_step_through_real_tool_calls(tmp_path, policy, problems, dynamic):
+@pytest.mark.parametrize("mode", ["one-sample", "dynamic-history", "step-wise-rules"])
+def test_a_trained_step_through_real_tool_calls(tmp_path, policy, problems, mode):
     from transformers import AutoTokenizer
 
     run = tmp_path / "run"
@@ -70,8 +71,11 @@ def test_a_trained_step_through_real_tool_calls(tmp_path, policy, problems, dyna
                "--rollout-max-response-len", "96", "--rollout-max-context-len", "2048", "--rollout-temperature", "1.0",
                "--rollout-seed", "3", "--advantage-estimator", "grpo", "--lr", "1e-4",
                "--run-dir", str(run), "--save-debug-rollout-data", str(run / "rollout_{rollout_id}.jsonl")]
+    dynamic = mode == "dynamic-history"
     if dynamic:
         command.append("--dynamic-history")
+    if mode == "step-wise-rules":  # the setting's CPU PRM scores every step; advantages per (group, step) bucket
+        command += ["--step-judge", "rules", "--advantage-estimator", "step_wise"]
     log = tmp_path / "train.log"
     with open(log, "w") as out:  # its own process group: a timeout stops torchrun's ranks too
         proc = subprocess.Popen(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
@@ -123,6 +127,12 @@ def test_a_trained_step_through_real_tool_calls(tmp_path, policy, problems, dyna
         printed = [tok.decode(s["tokens"][len(s["tokens"]) - s["response_length"]:][a:b]).strip()
                    for s in called if s["metadata"]["successful_tool_calls"] for a, b in _observations(s)]
         assert any(p.removeprefix("<interpreter>").removesuffix("</interpreter>").strip().isdigit() for p in printed), printed
+    if mode == "step-wise-rules":
+        for s in samples:
+            prm = s["metadata"]["step_wise"]["prm_scores"]
+            assert len(prm) == s["metadata"]["turns"] and set(prm) <= {-1.0, 1.0}
+        judged = [p for s in samples for p in s["metadata"]["step_wise"]["prm_scores"]]
+        assert 1.0 in judged and -1.0 in judged  # calls that ran, and ones that failed or did not parse
     scores = [s["reward"]["score"] for s in samples]
     assert len(set(scores)) > 1  # successful calls are shaped above failed ones: groups have variance
     metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]

@@ -249,6 +249,7 @@ def test_retool_dry_run_prints_the_setting_the_layout_and_a_command_the_trainer_
         assert (args.prm_m, args.prm_temperature, args.prm_max_new_tokens, args.prm_step_coef) == (3, 1.0, 2048, 1.0)
         assert args.prm_model_path == "tiny"  # PRM_MODEL_PATH, default HF_CKPT
     assert Path(args.save).name == ("qwen3-4b-retool-prm" if prm else "qwen3-4b-retool")
+    assert args.eval_interval == 20 and set(args.eval_datasets) == {"heldout"} and args.eval_reward_key == "acc"
 
 
 def test_retool_needs_hf_ckpt():

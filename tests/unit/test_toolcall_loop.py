@@ -122,3 +122,42 @@ def test_prm_scores_become_step_targets_with_the_coef():
     # outcome +1; targets 1 + 0.5*1, 1 (unjudged: the outcome alone), 1 + 0.5*(-1)
     assert sample.metadata["step_wise"]["step_scores_with_outcome"] == [1.5, 1.0, 0.5]
     assert reward["score"] == 1.0 and "prm_step_score" in reward
+
+
+def test_the_rule_step_judge_scores_what_the_environment_said():
+    from slime.agentic.toolcall import RuleStepJudge
+
+    judge = RuleStepJudge()
+
+    def score(action, observation="", history=""):
+        return asyncio.run(judge.score("What is 6*7?", history, action, observation, step_index=0))
+
+    call = '<tool_call>{"name": "code_interpreter", "arguments": {"code": "print(6*7)"}}</tool_call>'
+    assert score(call, format_observation("42")) == 1.0
+    assert score(call, format_observation("Errors:\n  NameError: name 'x' is not defined")) == -1.0
+    assert score(call, format_observation("Error: the process exited with code 1")) == -1.0
+    assert score(call, format_observation("41\nError: the code ran past its 30 s limit and was stopped")) == -1.0
+    assert score(call, format_observation("Error: the budget of 8 tool calls is spent; answer now.")) == -1.0
+    assert score("hmm", format_observation(INVALID_ACTION)) == -1.0
+    # the answer: grounded in something a call printed, or a guess
+    history = call + format_observation("42")
+    assert score("Answer: \\boxed{42}", history=history) == 1.0
+    assert score("Answer: \\boxed{41}", history=history) == -1.0
+    assert score("Answer: \\boxed{42}") == -1.0
+    assert score("I think the answer is", history=history) == -1.0  # cut off: no answer
+
+
+def test_the_step_judge_is_chosen_by_flag(monkeypatch):
+    from slime.agentic import toolcall
+
+    async def pick(**kw):
+        return toolcall._step_judge(SimpleNamespace(**kw))
+
+    assert asyncio.run(pick()) is None  # no PRM configured: no judge
+    assert isinstance(asyncio.run(pick(step_judge="rules")), toolcall.RuleStepJudge)
+    with pytest.raises(ValueError, match="needs a PRM engine"):
+        asyncio.run(pick(step_judge="llm"))
+    with pytest.raises(ValueError, match="built-in judges: llm, rules"):
+        asyncio.run(pick(step_judge="no_such_module_xyz:make"))
+    plugin = asyncio.run(pick(step_judge="slime.agentic.toolcall:RuleStepJudge"))  # module:factory(args)
+    assert isinstance(plugin, toolcall.RuleStepJudge)

@@ -323,22 +323,60 @@ async def generate(args, sample: Sample, sampling_params: dict) -> Sample | list
 
 
 def _step_judge(args):
-    """The PRM judge of `--prm-enable` with `--prm-engine-url` (a PRM engine's URL), else None."""
+    """The PRM of `--step-judge` (default: `llm` when a PRM engine is configured, else none)."""
     url = getattr(args, "prm_engine_url", None)
     group = getattr(args, "judge_engines", None)
-    if not getattr(args, "prm_enable", False) or not (url or group):
+    kind = getattr(args, "step_judge", None)
+    if kind is None:
+        kind = "llm" if getattr(args, "prm_enable", False) and (url or group) else None
+    if kind is None:
         return None
-    from slime.agentic.prm import StepJudge
-    from slime.rollout.default_rollout import get_engine_client
+    key = (id(asyncio.get_running_loop()), kind, url or (group.url if group else None))
+    if key in _JUDGES:
+        return _JUDGES[key]
+    if kind == "rules":
+        judge = RuleStepJudge()
+    elif kind == "llm":
+        if not (url or group):
+            raise ValueError("--step-judge llm needs a PRM engine: --prm-enable (hosted) or --prm-engine-url URL")
+        from slime.agentic.prm import StepJudge
+        from slime.rollout.default_rollout import get_engine_client
 
-    client = get_engine_client(args, url or group.url)
-    key = (id(asyncio.get_running_loop()), url or group.url)
-    judge = _JUDGES.get(key)
-    if judge is None:
-        judge = _JUDGES[key] = StepJudge(client, m=int(getattr(args, "prm_m", 3) or 3),
-                                         temperature=float(getattr(args, "prm_temperature", 0.6)),
-                                         max_new_tokens=int(getattr(args, "prm_max_new_tokens", 1024) or 1024))
+        judge = StepJudge(get_engine_client(args, url or group.url), m=int(getattr(args, "prm_m", 3) or 3),
+                          temperature=float(getattr(args, "prm_temperature", 0.6)),
+                          max_new_tokens=int(getattr(args, "prm_max_new_tokens", 1024) or 1024))
+    else:
+        from slime.utils.plugins import import_factory
+
+        judge = import_factory(kind, "--step-judge", "built-in judges: llm, rules")(args)
+    _JUDGES[key] = judge
     return judge
+
+
+class RuleStepJudge:
+    """The tool-call setting's PRM on CPU, from what the environment said (no model): +1 for a call that ran without
+    error, -1 for an action the loop could not parse, a call that failed or one over the budget (anything on stderr
+    counts as failed); for the final
+    answer, +1 when the boxed value is something an earlier call printed (the answer rests on a computation), else
+    -1 (a guess). Same interface as `prm.StepJudge`; deterministic, so the seed is unused."""
+
+    def __init__(self, args=None):  # also a `--step-judge module:factory` factory: factory(args)
+        pass
+
+    async def score(self, problem: str, history: str, action: str, observation: str, *, step_index: int,
+                    seed: int = 0) -> float:
+        inner = observation.strip().removeprefix("<interpreter>").removesuffix("</interpreter>").strip()
+        if inner:  # a call or an invalid action: the environment answered
+            if inner == INVALID_ACTION:
+                return -1.0
+            # run_tool's failures: "Error: ..." (exit status, timeout, budget) or the program's "Errors:" (stderr)
+            failed = any(line.startswith(("Error:", "Errors:")) for line in inner.splitlines())
+            return -1.0 if failed else 1.0
+        answer = rewards.boxed_answer(action)
+        if answer is None:
+            return -1.0  # cut off, or no action at all
+        printed = [block.strip() for block in re.findall(r"<interpreter>\n(.*?)\n</interpreter>", history, re.DOTALL)]
+        return 1.0 if any(answer.strip() and answer.strip() in block for block in printed) else -1.0
 
 
 _JUDGES: dict = {}

@@ -296,6 +296,11 @@ def _add_algorithm_flags(g):
     g.add_argument("--max-turns", type=int, default=None, help="agent rollouts: generation turns per trajectory")
     g.add_argument("--max-tool-calls", type=int, default=None, help="agent rollouts: tool calls per trajectory")
     g.add_argument("--tool-timeout", type=float, default=None, help="agent rollouts: seconds per tool call")
+    g.add_argument("--step-judge", default=None,
+                   help="agent rollouts: the PRM that scores each step: llm (the PRM engine of --prm-enable / "
+                        "--prm-engine-url, \\boxed{±1} votes; the default when one is configured), rules (the "
+                        "setting's CPU rule judge) or module.path:factory (factory(args) -> an object with "
+                        "async score(problem, history, action, observation, *, step_index, seed))")
     g.add_argument("--step-wise-singleton", choices=["zero", "raw"], default="zero",
                    help="step_wise: a (group, step) bucket with one step has no baseline: 0 (default) or its raw "
                         "target (upstream; mixes raw targets with z-scores)")
@@ -904,6 +909,8 @@ def _derive_eval(args):
 
 
 def _derive_prm(args):
+    if args.step_judge == "llm" and not (args.prm_enable or args.prm_engine_url):
+        _fail("--step-judge llm needs a PRM engine: --prm-enable (hosted) or --prm-engine-url URL")
     if args.prm_type is None:
         args.prm_type = "llm" if (args.prm_enable or args.prm_engine_url) else "rules+embedding"
     if args.proxy_url and not args.conversation_store:
