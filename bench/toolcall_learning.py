@@ -1,6 +1,6 @@
 """Does tool-call RL learn? SmolLM2-135M-Instruct on held-out maths problems, before and after RL, in one run.
 
-    python bench/toolcall_learning.py [--heldout 200] [--sft-steps 40] [--rl-rollouts 20] [--lr 1e-5] [--base]
+    python bench/toolcall_learning.py [--heldout 200] [--sft-steps 75] [--rl-rollouts 24] [--lr 2e-5] [--base]
 
 Two stages, each the setting's own CPU script as a user runs it (real `slime/train*.py` processes, the embedded
 engine, the bubblewrap sandbox), evaluated through the tool-call loop itself (`--eval-interval`: one trajectory
@@ -8,7 +8,7 @@ per problem sampled at the RL temperature 1.0, so a policy that calls its tool o
 as such rather than as its greedy choice; at most 4 turns of 256 tokens; the first `--heldout` problems of
 `toolcall-rl/data/heldout.jsonl`):
 
-1. **SFT warm start** (`toolcall-rl/run_cpu_smollm2_toolcall_sft.sh`): `--sft-steps` steps of 8 verified traces
+1. **SFT warm start** (`toolcall-rl/run_cpu_smollm2_toolcall_sft.sh`): `--sft-steps` steps of 8 verified traces at `--sft-lr`
    from `toolcall-rl/data/sft_traces.jsonl` (half call the interpreter, half answer directly). Evaluated after
    (the warm start) and, with `--base`, before (the base model: it rambles to the length cap, so that evaluation
    alone takes about 15 minutes on 200 problems). SmolLM2 as shipped answers nothing right here (0 of 40 greedy,
@@ -78,12 +78,12 @@ def _last_model(ckpt: Path) -> Path:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--heldout", type=int, default=200, help="held-out problems evaluated (first N)")
-    parser.add_argument("--sft-steps", type=int, default=40)
-    parser.add_argument("--sft-lr", type=float, default=4e-5)
+    parser.add_argument("--sft-steps", type=int, default=75, help="75 x 8 = one pass over the 600 traces")
+    parser.add_argument("--sft-lr", type=float, default=5e-5)
     parser.add_argument("--base", action="store_true", help="also evaluate the base model before SFT")
     parser.add_argument("--model", default="smollm2", help="the base model (tiny: a quick smoke run of the bench)")
-    parser.add_argument("--rl-rollouts", type=int, default=20)
-    parser.add_argument("--lr", type=float, default=1e-5, help="RL learning rate")
+    parser.add_argument("--rl-rollouts", type=int, default=24)
+    parser.add_argument("--lr", type=float, default=2e-5, help="RL learning rate")
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "bench" / "toolcall_learning")
     opts = parser.parse_args()
 

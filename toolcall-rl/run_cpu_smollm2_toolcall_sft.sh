@@ -8,7 +8,7 @@
 # The weights it ends with: <RUN_DIR>/ckpt/iter_<steps>/model (an HF folder: HF_CKPT of the RL script).
 #   bash toolcall-rl/run_cpu_smollm2_toolcall_sft.sh [--dry-run] [extra trainer flags]
 # Env: HF_CKPT (smollm2), SFT_DATA (toolcall-rl/data/sft_traces.jsonl), RUN_DIR (runs/toolcall-sft-cpu),
-#      BATCH (8 traces per step), NUM_ROLLOUT (75 steps = one pass over the 600 traces), LR (2e-5),
+#      BATCH (8 traces per step), NUM_ROLLOUT (75 steps = one pass over the 600 traces), LR (5e-5),
 #      EVAL=1 with EVAL_DATA (toolcall-rl/data/heldout.jsonl).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -24,7 +24,7 @@ ARGS=(
     --loss-type sft_loss --rollout-function-path slime.rollout.sft_rollout.generate_rollout
     --num-rollout "$NUM_ROLLOUT" --rollout-batch-size "${BATCH:-8}" --n-samples-per-prompt 1
     --global-batch-size "${BATCH:-8}" --rollout-shuffle
-    --lr "${LR:-2e-5}" --lr-decay-style cosine --lr-warmup-iters 5 --weight-decay 0.0 --adam-beta1 0.9 --adam-beta2 0.98
+    --lr "${LR:-5e-5}" --lr-decay-style cosine --lr-warmup-iters 5 --weight-decay 0.0 --adam-beta1 0.9 --adam-beta2 0.98
     --run-dir "$RUN_DIR" --save "$RUN_DIR/ckpt" --save-interval "$NUM_ROLLOUT" --update-weights-interval "$NUM_ROLLOUT"
 )
 if [ "${EVAL:-0}" = 1 ]; then

@@ -489,6 +489,10 @@ def _train_metrics(args, accepted, finished, drops: Counter, submitted: int, ela
     }
     for reason, count in sorted(drops.items()):
         metrics[f"rollout/dynamic_filter/drop_{reason}"] = count
+    # the training curve of each reward component (e.g. rollout/reward/acc, rollout/reward/tool_call), per trajectory
+    trajectories = [item[-1] if isinstance(item, list) else item for group in accepted for item in group
+                    if not isinstance(item, list) or item]
+    metrics.update(_reward_component_means("rollout/reward", trajectories))
     return metrics
 
 
