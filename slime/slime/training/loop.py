@@ -164,12 +164,10 @@ def train_on_rollout(args, actor: FSDPActor, rows: list[dict], dist) -> list[dic
     # the SFT loss is a plain likelihood: it needs no old log-probs, only ref log-probs when a KL term is on
     sft = args.loss_type == "sft_loss"
     if not args.disable_compute_advantages_and_returns:
-        if sft:
-            pass
-        elif args.use_rollout_logprobs:
+        if args.use_rollout_logprobs and not sft:
             for row in rows:
                 row["old_log_probs"] = list(row["rollout_log_probs"])
-        else:
+        elif not sft:
             for row, lp in zip(rows, actor.compute_log_probs(rows)):
                 row["old_log_probs"] = lp
         if args.ref_model_needed and args.kl_loss_topk:
