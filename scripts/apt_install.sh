@@ -20,7 +20,9 @@ if [ "$(id -u)" != 0 ]; then
         exit 0
     fi
 fi
-if [ "${PREVENT_SERVICES:-0}" = 1 ]; then
+# A policy-rc.d that is already there (Docker images ship one) already refuses services and stays as it is; only one
+# written here is removed again.
+if [ "${PREVENT_SERVICES:-0}" = 1 ] && [ ! -e /usr/sbin/policy-rc.d ]; then
     $SUDO sh -c 'printf "#!/bin/sh\nexit 101\n" > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d'
     trap '$SUDO rm -f /usr/sbin/policy-rc.d' EXIT
 fi

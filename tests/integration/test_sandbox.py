@@ -377,8 +377,11 @@ def test_a_cancelled_run_leaves_nothing(base_dir):
 
         async def cancel_it():
             task = asyncio.ensure_future(box.run("sleep 1000 & sleep 1000"))
-            await asyncio.sleep(0.5)
-            assert len(uid_processes([box.uid])) == 3  # bash and its two sleeps
+            for _ in range(300):  # until bash and its two sleeps run (a loaded machine starts them late)
+                if len(uid_processes([box.uid])) == 3:
+                    break
+                await asyncio.sleep(0.1)
+            assert len(uid_processes([box.uid])) == 3
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task

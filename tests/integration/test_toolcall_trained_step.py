@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.toolcall_policy import build_toolcall_policy
 from slime.agentic import sandbox as sb
 
 REPO = Path(__file__).resolve().parents[2]
@@ -29,9 +30,6 @@ pytestmark = [pytest.mark.slow,
 
 @pytest.fixture(scope="module")
 def policy():
-    sys.path.insert(0, str(REPO / "tests"))
-    from helpers.toolcall_policy import build_toolcall_policy
-
     return build_toolcall_policy()
 
 

@@ -104,6 +104,11 @@ def test_the_producer_carries_short_rollouts_and_marks_every_source_trained():
         assert sum(len(s) for s in shards) == 4 and metrics["rollout/carried_samples"] == 2
         assert [r["rollout_id"] for s in shards for r in s].count(0) == 3
         producer.mark_trained(1)
-        assert source.marked == [0, 1]  # the carried rows' rollout too
+        # rollout 0's rows all trained; 2 of rollout 1's rows still wait in the carry, so it is not trained yet
+        assert source.marked == [0]
+        shards, metrics = producer.get(2)  # 2 carried + 3 new: one step of 4, rollout 2's last row carried
+        assert [r["rollout_id"] for s in shards for r in s].count(1) == 2 and metrics["rollout/carried_samples"] == 1
+        producer.mark_trained(2)
+        assert source.marked == [0, 1]
     finally:
         producer.close()

@@ -44,7 +44,7 @@ def test_bad_rows_are_refused_with_the_reason(tok):
         segment_ids(tok, MESSAGES, [{"loss": 1}])
     with pytest.raises(ValueError, match="metadata.segments"):
         sft_sample(tok, Sample(prompt="hi", metadata={}))
-    with pytest.raises(ValueError, match="string or a list of messages"):
+    with pytest.raises(ValueError, match="a string or a list of chat messages"):
         sft_sample(tok, Sample(prompt=7, metadata={"segments": SEGMENTS}))
 
 

@@ -115,7 +115,8 @@ def test_tool_computed_answers_match_the_labels():
         assert answers_match(repr(value), r["label"]), (expr, value, r["label"])
         assert not answers_match(repr(value + 1), r["label"])
         checked += 1
-    assert checked == 475  # 300 + 175 basic and decimal arithmetic rows in train
+    # the generator's share of these two kinds, all present in train.jsonl and all checked
+    assert checked == sum(td._allocate(len(rows), td.DEFAULT_KINDS)[k] for k in ("basic_arithmetic", "decimal_arithmetic"))
 
 
 def test_allocate_is_exact():
@@ -192,6 +193,19 @@ def test_check_cli(tmp_path):
     assert ok.returncode == 0 and json.loads(ok.stdout)["problems"] == 1
     err = subprocess.run(cmd + [str(bad)], capture_output=True, text=True, timeout=60, check=False)
     assert err.returncode == 1 and f"{bad}:1: no label" in err.stderr
+
+
+def test_convert_writes_what_the_trainer_reads(tmp_path):
+    from slime.rollout.data_source import load_prompt_samples
+
+    gsm8k = write(tmp_path, [{"question": "Tom has 3 apples and buys 4. How many?", "answer": "3 + 4 = 7\n#### 7"}],
+                  name="gsm8k.jsonl")
+    out = tmp_path / "converted" / "problems.jsonl"
+    done = subprocess.run([sys.executable, "-m", "slime.agentic.toolcall_data", "--convert", str(gsm8k), str(out)],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0 and json.loads(done.stdout)["written"] == str(out), done.stderr
+    samples, _ = load_prompt_samples(str(out), input_key="prompt", label_key="label")  # as --prompt-data loads it
+    assert [(s.prompt, s.label) for s in samples] == [("Tom has 3 apples and buys 4. How many?", "7")]
 
 
 # ------------------------------------------------------------------------------------------ answers_match

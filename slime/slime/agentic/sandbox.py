@@ -503,6 +503,7 @@ def require_capability(isolation: str = "bwrap") -> Capability:
 # ------------------------------------------------------------------------------------------------ argv
 
 
+@functools.cache  # the interpreter does not move: computed once, not on every tool call
 def interpreter_dirs() -> tuple[str, ...]:
     """The directories the project's interpreter needs, at their real paths: the base installation and the
     venv (when different); those already inside the read-only system view are left out."""
@@ -791,7 +792,8 @@ class Sandbox:
         if self.isolation == "rlimits":
             if self.uid is None:
                 # our own uid: RLIMIT_NPROC counts every process we already have, so allow that many more
-                n = sum(threads for *_, threads in _scan_proc([os.getuid()]))  # RLIMIT_NPROC counts threads
+                # RLIMIT_NPROC counts threads; reading /proc is blocking I/O: off the event loop
+                n = sum(threads for *_, threads in await asyncio.to_thread(_scan_proc, [os.getuid()]))
                 soft, hard = rlimits[resource.RLIMIT_NPROC]
                 rlimits[resource.RLIMIT_NPROC] = (soft + n, hard + n) if hard != resource.RLIM_INFINITY else (soft + n, hard)
             logger.warning(

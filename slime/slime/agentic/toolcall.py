@@ -397,11 +397,16 @@ async def reward_func(args, item: Sample | list[Sample]):
 
     samples = item if isinstance(item, list) else [item]
     out = []
+    checked: dict[tuple[str, str], bool] = {}  # the step samples of a trajectory share its answer: check it once
     for s in samples:
         meta = s.metadata or {}
         answer = meta.get("answer")
-        correct = bool(answer) and s.label is not None and \
-            await asyncio.to_thread(answers_match, str(answer), str(s.label))
+        correct = False
+        if answer and s.label is not None:
+            key = (str(answer), str(s.label))
+            if key not in checked:
+                checked[key] = await asyncio.to_thread(answers_match, *key)
+            correct = checked[key]
         score = rewards.retool_reward(correct, int(meta.get("tool_calls", 0)),
                                       successful_tool_calls=int(meta.get("successful_tool_calls", 0)))
         # the components besides the trained score are what evaluation reports per dataset (eval/<name>/<key>)

@@ -669,20 +669,32 @@ def main(argv: list[str] | None = None) -> int:
                         help="add reasoning-gym's gsm_symbolic word problems (built from GSM-Symbolic's CC-BY-NC-ND-4.0 "
                              "templates of GSM8K test problems: for your own, non-commercial use)")
     parser.add_argument("--check", metavar="FILE", help="load FILE with load_problems and report (no generation)")
+    parser.add_argument("--convert", nargs=2, metavar=("IN", "OUT"),
+                        help="load IN with load_problems (GSM8K, DAPO, {problem, answer} rows ...) and write OUT in "
+                             "the trainer's {prompt, label} format (what --prompt-data reads)")
     args = parser.parse_args(argv)
-    if args.check:
+    if args.check or args.convert:
+        source = args.check or args.convert[0]
         try:
-            problems = load_problems(args.check)
+            problems = load_problems(source)
         except (ValueError, OSError) as e:
             print(f"error: {e}", file=sys.stderr)
             return 1
         sources: dict[str, int] = {}
         for p in problems:
             sources[p["source"]] = sources.get(p["source"], 0) + 1
-        print(json.dumps({"file": args.check, "problems": len(problems), "sources": sources}, indent=1))
+        report = {"file": source, "problems": len(problems), "sources": sources}
+        if args.convert:
+            out = Path(args.convert[1])
+            out.parent.mkdir(parents=True, exist_ok=True)
+            tmp = out.with_name(out.name + ".tmp")
+            tmp.write_text("".join(json.dumps(p, ensure_ascii=False) + "\n" for p in problems), encoding="utf-8")
+            tmp.replace(out)
+            report["written"] = str(out)
+        print(json.dumps(report, indent=1))
         return 0
     if not args.out:
-        parser.error("--out is required (or --check FILE)")
+        parser.error("--out is required (or --check FILE, or --convert IN OUT)")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     excluded = {x.strip() for x in args.exclude.split(",") if x.strip()}
     unknown = excluded - {k.name for k in KINDS}

@@ -134,7 +134,7 @@ async def build_trace(row: dict, direct: bool, timeout: float = 30.0) -> dict | 
     """The SFT row of one problem, or None when no verified trace can be written for it."""
     from slime.agentic.toolcall_data import answers_match
 
-    tools = [tool.schema for tool in toolcall.load_tools(None)]
+    interpreter = toolcall.load_tools(None)[0]  # the default tool set: code_interpreter alone
     messages = [{"role": "system", "content": toolcall.SYSTEM_PROMPT}, {"role": "user", "content": row["prompt"]}]
     label = str(row["label"])
     if direct:
@@ -143,7 +143,7 @@ async def build_trace(row: dict, direct: bool, timeout: float = 30.0) -> dict | 
         code = solution_code(row.get("source", ""), row["prompt"])
         if code is None:
             return None
-        said, ok = await toolcall.run_tool(toolcall.load_tools(None)[0], {"code": code}, timeout)
+        said, ok = await toolcall.run_tool(interpreter, {"code": code}, timeout)
         printed = said.strip()
         if not ok or "\n" in printed or not await asyncio.to_thread(answers_match, printed, label):
             return None
@@ -151,7 +151,7 @@ async def build_trace(row: dict, direct: bool, timeout: float = 30.0) -> dict | 
                     {"text": toolcall.format_observation(said), "loss": 0},
                     {"text": answer_text(printed), "loss": 1}]
     return {"prompt": messages, "label": label, "source": row.get("source"), "id": row.get("id"),
-            "metadata": {"tools": tools, "segments": segments, "kind": "direct" if direct else "tool"}}
+            "metadata": {"tools": [interpreter.schema], "segments": segments, "kind": "direct" if direct else "tool"}}
 
 
 async def build_traces(rows: list[dict], n: int, direct_share: float, seed: int, concurrency: int = 4) -> list[dict]:

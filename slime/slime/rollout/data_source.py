@@ -59,7 +59,8 @@ def load_tokenizer(model: str | os.PathLike):
     return _load_tokenizer_cached(str(model))
 
 
-def _as_messages(prompt: Any) -> list[dict]:
+def as_messages(prompt: Any) -> list[dict]:
+    """A prompt as chat messages: a string is one user message."""
     if isinstance(prompt, str):
         return [{"role": "user", "content": prompt}]
     if isinstance(prompt, list) and all(isinstance(m, dict) for m in prompt):
@@ -72,7 +73,7 @@ def render_prompt(tokenizer, prompt: Any, tools: list | None = None, chat_templa
     kwargs = dict(chat_template_kwargs or {})
     if tools:
         kwargs["tools"] = tools
-    return tokenizer.apply_chat_template(_as_messages(prompt), tokenize=False, add_generation_prompt=True, **kwargs)
+    return tokenizer.apply_chat_template(as_messages(prompt), tokenize=False, add_generation_prompt=True, **kwargs)
 
 
 def _prompt_length(tokenizer, prompt: Any) -> int:

@@ -331,6 +331,13 @@ def _flatten(items) -> list[Sample]:
     return out
 
 
+def _trajectories(groups) -> list[Sample]:
+    """One sample per trajectory of generated groups: a multi-step generator (dynamic history) returns its steps as a
+    list, all with the trajectory's reward, and counting steps would weigh long trajectories more."""
+    return [item[-1] if isinstance(item, list) else item for group in groups for item in group
+            if not isinstance(item, list) or item]
+
+
 async def generate_and_rm_group(args, group: list[Sample], sampling_params: dict, evaluation: bool = False,
                                 state: RolloutState | None = None) -> list:
     """All samples of one group concurrently; a failure cancels the group's other samples."""
@@ -490,9 +497,7 @@ def _train_metrics(args, accepted, finished, drops: Counter, submitted: int, ela
     for reason, count in sorted(drops.items()):
         metrics[f"rollout/dynamic_filter/drop_{reason}"] = count
     # the training curve of each reward component (e.g. rollout/reward/acc, rollout/reward/tool_call), per trajectory
-    trajectories = [item[-1] if isinstance(item, list) else item for group in accepted for item in group
-                    if not isinstance(item, list) or item]
-    metrics.update(_reward_component_means("rollout/reward", trajectories))
+    metrics.update(_reward_component_means("rollout/reward", _trajectories(accepted)))
     return metrics
 
 
@@ -571,10 +576,7 @@ async def eval_rollout_async(args, rollout_id: int) -> RolloutFnEvalOutput:
                 group.append(sample)
             groups.append(group)
         results = await asyncio.gather(*(generate_and_rm_group(args, g, params, True, state) for g in groups))
-        # one entry per trajectory: a multi-step generator (dynamic history) returns its steps as a list, all with
-        # the trajectory's reward; counting steps would weigh long trajectories more
-        samples = [item[-1] if isinstance(item, list) else item for group in results for item in group
-                   if not isinstance(item, list) or item]
+        samples = _trajectories(results)
         rewards = [_eval_reward(args, s) for s in samples]
         truncated = [s.status == Sample.Status.TRUNCATED for s in samples]
         data[name] = {"rewards": rewards, "truncated": truncated, "samples": samples}

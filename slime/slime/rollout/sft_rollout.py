@@ -18,6 +18,7 @@ SFT policy generates through the engine as an RL policy would (e.g. with the age
 
 from __future__ import annotations
 
+from slime.rollout.data_source import as_messages, load_tokenizer
 from slime.utils.types import RolloutFnTrainOutput, Sample
 
 
@@ -45,21 +46,13 @@ def segment_ids(tokenizer, messages: list[dict], segments: list[dict], tools: li
     return prompt_ids + response, mask, len(response)
 
 
-def _messages(prompt) -> list[dict]:
-    if isinstance(prompt, str):
-        return [{"role": "user", "content": prompt}]
-    if isinstance(prompt, list) and all(isinstance(m, dict) for m in prompt):
-        return prompt
-    raise ValueError(f"an SFT prompt is a string or a list of messages, got {type(prompt).__name__}")
-
-
 def sft_sample(tokenizer, sample: Sample) -> Sample:
     """Fill `sample` (prompt + metadata.segments) with its tokens, loss mask and a neutral reward."""
     meta = sample.metadata or {}
     if "segments" not in meta:
         raise ValueError("an SFT row needs metadata.segments (the response as [{'text', 'loss'}, ...]); "
                          "is --metadata-key right?")
-    tokens, mask, length = segment_ids(tokenizer, _messages(sample.prompt), meta["segments"], meta.get("tools"),
+    tokens, mask, length = segment_ids(tokenizer, as_messages(sample.prompt), meta["segments"], meta.get("tools"),
                                        bool(meta.get("end_of_turn", True)))
     sample.tokens, sample.loss_mask, sample.response_length = tokens, mask, length
     sample.response = tokenizer.decode(tokens[len(tokens) - length:])
@@ -71,8 +64,6 @@ def sft_sample(tokenizer, sample: Sample) -> Sample:
 
 def generate_rollout(args, rollout_id: int, data_source, evaluation: bool = False):
     """slime's rollout-function contract for SFT: `--rollout-batch-size` rows from the data source, tokenised."""
-    from slime.rollout.data_source import load_tokenizer
-
     if evaluation:
         from slime.rollout.default_rollout import generate_rollout as default
 

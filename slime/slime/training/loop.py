@@ -98,7 +98,9 @@ class RolloutProducer:
                         rollout_id, len(self.carried), self.args.global_batch_size)
             metrics.update(output.metrics or {})
             return [[] for _ in range(self.dp_size)], metrics
-        self.sources[rollout_id] = sorted({r["rollout_id"] for r in rows})
+        # a rollout counts as trained once none of its rows wait in the carry (they train with a later rollout)
+        waiting = {r["rollout_id"] for r in self.carried}
+        self.sources[rollout_id] = sorted({r["rollout_id"] for r in rows} - waiting)
         metrics.update(rollout_metrics(rows, samples))
         metrics.update(output.metrics or {})
         metrics["perf/rollout_time"] = time.perf_counter() - started
@@ -136,7 +138,7 @@ class RolloutProducer:
         """Tell a data source that keeps per-sample state (live conversations) that a batch has trained: every
         rollout whose rows were in it (carried rows come from an earlier one)."""
         if hasattr(self.data_source, "mark_trained"):
-            for source in self.sources.pop(rollout_id, [rollout_id]):
+            for source in self.sources.pop(rollout_id, []):
                 self.data_source.mark_trained(source)
 
     def close(self):
@@ -297,11 +299,12 @@ def _run(args, mode, actor, dist, producer, publisher, tracker, stop, start_roll
     total = args.num_rollout
     bar = tqdm(total=total, initial=start_rollout, desc="rollouts", unit="rollout", disable=not dist.is_main,
                dynamic_ncols=True, file=sys.stdout)
+    if start_rollout == 0 and _evaluating(args) and not args.skip_eval_before_train:
+        # the policy before any training, with the engines to itself (before async mode starts rollout 0)
+        _evaluate(args, -1, actor, dist, producer, tracker, bar)
     if mode == "async" and dist.is_main and start_rollout < total:
         producer.start(start_rollout)
     last_saved = last_trained = None
-    if start_rollout == 0 and _evaluating(args) and not args.skip_eval_before_train:
-        _evaluate(args, -1, actor, dist, producer, tracker, bar)  # the policy before any training
     for rollout_id in range(start_rollout, total):
         if broadcast_object(stop.requested):
             break
@@ -334,12 +337,9 @@ def _run(args, mode, actor, dist, producer, publisher, tracker, stop, start_roll
         if dist.is_main:
             producer.mark_trained(rollout_id)
         publisher.last_folder = None  # the weights changed: no published folder holds them yet
-        if (rollout_id + 1) % args.update_weights_interval == 0:
-            if dist.is_main and mode == "async" and not producer.live_traffic:
-                producer.wait(rollout_id + 1)
-            metrics.update(publisher.publish(actor))
         eval_due = _evaluating(args) and _periodic(rollout_id, args.eval_interval, total)
-        if eval_due and publisher.last_folder is None:  # the engines must serve the weights being evaluated
+        # an evaluation publishes too, off the update interval: the engines must serve the weights being evaluated
+        if (rollout_id + 1) % args.update_weights_interval == 0 or eval_due:
             if dist.is_main and mode == "async" and not producer.live_traffic:
                 producer.wait(rollout_id + 1)
             metrics.update(publisher.publish(actor))
