@@ -1,20 +1,26 @@
-"""Does the agent get better by talking to it? The headline configuration of openclaw-test.
+"""Does the agent learn what it is told by being talked to? The headline benchmark of openclaw-test.
 
-For every persona, one openclaw-test run (the same Hydra config as `openclaw-test/run.py`, composed here with
-the same overrides): start the Combine server on SmolLM2-135M-Instruct, rate the base model on the held-out
-requests (the baseline, measured in the same run), let the simulated user talk to it for 64 interactions,
-wait for the trainer, rate again. The value is the mean over personas of the held-out preference gain; the
-quality change is printed on the line before, and a drop beyond 0.05 fails the benchmark too.
+For every eligible persona (the model told with the hints our judge writes from the persona's corrections is
+pleased at least 0.3 more often than untold, quality kept; measured by `python -m
+slime.personalization.base_rates`, committed as openclaw-test/results/eligibility.json) and every seed, one
+openclaw-test run (the Hydra config of `openclaw-test/run.py`, composed here with the same overrides): start the
+default Combine server on SmolLM2-135M-Instruct, rate the base model untold and told on the held-out requests
+(the baseline and the ceiling, measured in the same run), let the simulated user talk to it for 64 interactions,
+wait for the trainer, rate again. The value is the share of the told gap closed,
+`(pleased@N - pleased@0) / (pleased told - pleased@0)` per persona from the means over seeds, averaged over the
+personas; the line before it gives the minimum over the hint-only personas (goal >= 0.4) and the mean quality
+change (goal >= -0.05).
 
-    OMP_NUM_THREADS=1 python bench/personalization.py [--personas student,teacher,concise,greeter,upbeat] [--seed 0]
-        [--interactions 64] [--out runs/bench-personalization] [hydra overrides...]
+    OMP_NUM_THREADS=1 python bench/personalization.py [--personas upbeat,greeter] [--seeds 0,1,2]
+        [--interactions 64] [--method combine] [--out runs/bench-personalization] [hydra overrides...]
 
-About 15-20 minutes per persona on a 2-core CPU.
+About 15 minutes per run on a 2-core CPU (three held-out evaluations of 120 replies each, 64 interactions).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -22,7 +28,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TARGET_GAIN = 0.3
+ELIGIBILITY = ROOT / "openclaw-test" / "results" / "eligibility.json"
+TARGET_GAP_CLOSED = 0.6
+HINT_ONLY_GOAL = 0.4
 MAX_QUALITY_DROP = 0.05
 
 
@@ -34,36 +42,60 @@ def compose(overrides: list[str]):
         return hydra_compose(config_name="config", overrides=overrides)
 
 
+def eligible_personas(path: Path = ELIGIBILITY) -> list[str]:
+    rows = json.loads(path.read_text())
+    return [name for name, row in rows.items() if row.get("eligible")]
+
+
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--personas", default="student,teacher,concise,greeter,upbeat")
+    parser.add_argument("--personas", default=None, help=f"default: the eligible ones in {ELIGIBILITY.name}")
     parser.add_argument("--method", default="combine")
     parser.add_argument("--model", default="smollm2")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--interactions", type=int, default=64)
     parser.add_argument("--out", default=str(ROOT / "runs" / "bench-personalization"))
     parser.add_argument("overrides", nargs="*", help="more Hydra overrides, e.g. trainer.lr=2e-5")
     args = parser.parse_args(argv)
 
+    from slime.personalization.report import eligibility, gap_headline
     from slime.personalization.runner import run_experiment
 
-    gains, quality_changes, started = [], [], time.monotonic()
-    for persona in args.personas.split(","):
-        config = compose([f"method={args.method}", f"model={args.model}", f"persona={persona}",
-                          f"seed={args.seed}", f"checkpoints=[{args.interactions}]", *args.overrides])
-        result = run_experiment(config, Path(args.out) / f"{args.method}-{persona}-seed{args.seed}")
-        before, after = result["curve"][0], result["curve"][-1]
-        gains.append(after["preference"] - before["preference"])
-        quality_changes.append(after["quality"] - before["quality"])
-        print(f"{persona}: preference {before['preference']:.3f} -> {after['preference']:.3f}, quality "
-              f"{before['quality']:.3f} -> {after['quality']:.3f} ({result['wall_seconds'] / 60:.1f} min)",
-              flush=True)
-    gain, quality = statistics.mean(gains), statistics.mean(quality_changes)
-    print(f"mean quality change at {args.interactions} interactions: {quality:+.3f} (allowed >= {-MAX_QUALITY_DROP}); "
-          f"{len(gains)} persona(s), {(time.monotonic() - started) / 60:.1f} min")
-    verdict = "PASS" if gain >= TARGET_GAIN and quality >= -MAX_QUALITY_DROP else "FAIL"
-    print(f"RESULT personalization value={gain:.3f} target=>={TARGET_GAIN} {verdict}")
+    personas = args.personas.split(",") if args.personas else eligible_personas()
+    seeds = [int(s) for s in args.seeds.split(",")]
+    print(f"personas: {', '.join(personas)}; seeds {seeds}; {args.method}; {args.interactions} interactions",
+          flush=True)
+    results, started = [], time.monotonic()
+    for persona in personas:
+        for seed in seeds:
+            config = compose([f"method={args.method}", f"model={args.model}", f"persona={persona}", f"seed={seed}",
+                              f"checkpoints=[{args.interactions}]", *args.overrides])
+            result = run_experiment(config, Path(args.out) / f"{args.method}-{persona}-seed{seed}")
+            results.append(result)
+            before, after = result["curve"][0], result["curve"][-1]
+            print(f"{persona}/seed {seed}: pleased {before['pleased']:.3f} -> {after['pleased']:.3f} (told "
+                  f"{result['base_with_hint']['pleased']:.3f}), quality {before['quality']:.3f} -> "
+                  f"{after['quality']:.3f} ({result['wall_seconds'] / 60:.1f} min)", flush=True)
+    rows = eligibility(results)
+    for persona in personas:
+        runs = [r for r in results if r["persona"] == persona]
+        at = [r["curve"][-1] for r in runs]
+        row = rows.get(persona, {})
+        print(f"{persona:10s} pleased @0 {row.get('untold_pleased', float('nan')):.3f}  told "
+              f"{row.get('told_pleased', float('nan')):.3f}  @{args.interactions} "
+              f"{statistics.mean(p['pleased'] for p in at):.3f}; quality @0 {row.get('untold_quality', float('nan')):.3f} "
+              f"told {row.get('told_quality', float('nan')):.3f} @{args.interactions} "
+              f"{statistics.mean(p['quality'] for p in at):.3f}{'  (hint-only)' if row.get('hint_only') else ''}")
+    headline = gap_headline(results, args.method, args.interactions, personas=personas)
+    print(f"per persona share of the gap closed: "
+          + ", ".join(f"{p} {v:.3f}" for p, v in headline["per_persona"].items()))
+    print(f"hint-only minimum {headline['hint_only_min']:.3f} (goal >= {HINT_ONLY_GOAL}); mean quality change "
+          f"{headline['quality_change']:+.3f} (goal >= {-MAX_QUALITY_DROP}); {len(results)} run(s), "
+          f"{(time.monotonic() - started) / 60:.1f} min")
+    value = headline["gap_closed"]
+    verdict = "PASS" if value >= TARGET_GAP_CLOSED else "FAIL"
+    print(f"RESULT personalization value={value:.3f} target=>={TARGET_GAP_CLOSED} {verdict}")
     return 0
 
 

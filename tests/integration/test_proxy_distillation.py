@@ -53,7 +53,10 @@ def _sample(store: ConversationStore, turn_id: int) -> Sample:
 def _demonstrating(engine, tmp_path, session: str, correction: str, *flags: str, method: str = "opd",
                    then: str = "thanks!"):
     """A proxy with one teacher demonstration per hinted turn (plus `flags`), a conversation whose first reply is
-    corrected (the hint) and whose second is thanked; yields (proxy, store, hinted turn, thanked turn)."""
+    corrected (the hint) and whose second is thanked; yields (proxy, store, hinted turn, thanked turn). The tiny
+    model's replies are nonsense, so the answer check is off unless `flags` name it."""
+    if "--teacher-demonstration-check" not in flags:
+        flags = (*flags, "--teacher-demonstration-check", "none")
     with ProxyProcess(engine.url, tmp_path / f"{session}.db", "--method", method, "--hint-judge", "rules",
                       "--teacher-temperature", "1.0", "--teacher-demonstrations", "1", *flags, judge="rules",
                       log_path=tmp_path / "proxy.log") as proxy:
@@ -162,6 +165,22 @@ def test_teacher_demonstrations_train_the_teachers_own_reply_under_the_students_
         assert stats["judged"] == 2 and stats["turns"]["demonstration"] == 1
         assert stats["proxy"]["demonstrations"] == 1
         assert stats["proxy"]["demonstration_stats"]["demonstrations"] == 1
+
+
+def test_the_answer_check_drops_teacher_replies_that_do_not_answer(engine, tmp_path):
+    """--teacher-demonstration-check answers (the default): the tiny model's teacher replies are nonsense, so
+    none is kept and each is counted as not answering; the student's own nonsense does not answer either, so its
+    teacher term stays (only a teacher worse than the policy loses it)."""
+    with _demonstrating(engine, tmp_path, "check", "too long, one sentence please",
+                        "--teacher-demonstration-candidates", "2", "--teacher-demonstration-check", "answers",
+                        method="combine") as (proxy, store, hinted, _):
+        assert hinted.judgement["extras"]["demonstrations"] == 0
+        assert hinted.judgement["extras"]["teacher_dropped"] is None
+        assert store.find_turn("check", -1) is None
+        assert _sample(store, hinted.id).teacher_log_probs is not None
+        stats = httpx.get(proxy.url + "/v1/stats").json()["proxy"]
+        assert stats["demonstration_stats"]["candidates"] == 2 and stats["demonstration_stats"]["unanswering"] == 2
+        assert stats["teacher_stats"]["dropped"] == 0
 
 
 def test_the_demonstration_kept_is_the_candidate_the_hint_explains_best(engine, tmp_path):

@@ -117,14 +117,41 @@ def test_corrections_become_instructions(reply, expected):
 
 
 @pytest.mark.parametrize("reply, expected", [
+    ("put it in bullet points", "Format the answer as bullet points."),  # once a crash: no count before the unit
+    ("in 3 bullet points please", "Keep the answer to at most 3 bullet points."),
+])
+def test_bullet_points_with_and_without_a_count(reply, expected):
+    match, reason = user_feedback_hint(reply, REQUEST)
+    assert match is not None and match.hint == expected, (match, reason)
+
+
+def test_how_the_reply_opens_is_said_as_a_rule_about_the_reply():
+    """ "start with X" becomes 'Your reply must start with X' and bare greeting words are quoted, because a small
+    teacher follows that far more often (hint_rules._reply_rule's comment has the measurement); what is not about
+    the reply as a whole is kept as said."""
+    cases = {
+        "always start with a hi": 'Your reply must start with "Hi".',
+        "please start your reply with a short greeting": 'Your reply must start with a short greeting such as "Hello!".',
+        "lead with the answer please": "Your reply must start with the answer.",
+        "end with a question to check i understood": "Your reply must end with a question to check i understood.",
+        "start each paragraph with a heading": "Start each paragraph with a heading.",
+        "write the email without exclamation marks, and sign off with my name":
+            "Write the email without exclamation marks. Sign off with the user's name.",
+    }
+    for reply, expected in cases.items():
+        match, reason = user_feedback_hint(reply, REQUEST)
+        assert match is not None and match.hint == expected, (reply, match, reason)
+
+
+@pytest.mark.parametrize("reply, expected", [
     # a quotation is read whole: its "!" or "?" ends no phrase
     ('sounds a bit curt. next time start with "Sure!" and then answer',
-     'Be less curt. Start with "Sure!" and then answer.'),
+     'Be less curt. Your reply must start with "Sure!" and then answer.'),
     ('you could at least say "sure!" first', 'Say "sure!" first.'),
     ('you should have asked "are you sure?" before deleting it', 'Ask "are you sure?" before deleting it.'),
     ('don\'t write "Final answer:" or "Answer!" at the end', 'Do not write "Final answer:" or "Answer!" at the end.'),
     # an unclosed quotation still ends at the sentence's end
-    ('next time start with "Sure! and then answer', 'Start with "Sure".'),
+    ('next time start with "Sure! and then answer', 'Your reply must start with "Sure".'),
 ])
 def test_quoted_punctuation_does_not_cut_the_instruction(reply, expected):
     match, reason = user_feedback_hint(reply, REQUEST)
@@ -285,11 +312,12 @@ STYLE_HINTS = [
     ("please be more specific and friendly: say what they got right and give the exact numbers",
      "Be more specific and friendly. Say what they got right and give the exact numbers."),
     ("that's not very encouraging. start with something positive and name the numbers",
-     "Be more encouraging. Start with something positive and name the numbers."),
+     "Be more encouraging. Your reply must start with something positive and name the numbers."),
     ("you could at least say hi first. please start your reply with a greeting",
-     "Say hi first. Start your reply with a greeting."),
-    ("a bit rude, no hello? start with a greeting next time", "Be more polite. Start with a greeting."),
-    ("please start with a hi or hello before the answer", "Start with a hi or hello before the answer."),
+     'Say hi first. Your reply must start with a greeting such as "Hello!".'),
+    ("a bit rude, no hello? start with a greeting next time",
+     'Be more polite. Your reply must start with a greeting such as "Hello!".'),
+    ("please start with a hi or hello before the answer", 'Your reply must start with "Hi" or "Hello" before the answer.'),
     # judgements alone
     ("too cold", "Use a warmer tone."),
     ("that's not very encouraging", "Be more encouraging."),
@@ -298,7 +326,7 @@ STYLE_HINTS = [
     ("kind of condescending tbh", "Do not be condescending."),
     ("could be friendlier", "Be friendlier."),
     ("too many emojis", "Use fewer emojis."),
-    ("you didn't even say hello", "Start with a greeting."),
+    ("you didn't even say hello", 'Your reply must start with a greeting such as "Hello!".'),
     ("no markdown please", "Do not use markdown."),
     ("nope, no bullet points", "Do not use bullet points."),
     ("you could at least have said hi", "Say hi."),
@@ -309,7 +337,7 @@ STYLE_HINTS = [
      "Make it sound more natural. Write it like the user is texting a friend."),
     ("that's pretty harsh, be gentler with the junior dev", "Be gentler with the junior dev."),
     ("the code review is a bit blunt. start with what they did well",
-     "Be gentler and less blunt. Start with what they did well."),
+     "Be gentler and less blunt. Your reply must start with what they did well."),
     ("not very readable. no one-letter variable names, no nested ternaries",
      "Make it more readable. Do not use one-letter variable names or nested ternaries."),
     ("write the email without exclamation marks, and sign off with my name",

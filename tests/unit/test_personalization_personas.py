@@ -29,6 +29,7 @@ from slime.personalization.rating import Rating
 ALL = load_problems()
 TRAIN = load_problems("train")
 HELDOUT = load_problems("heldout")
+OOD = load_problems("ood")
 NAMES = sorted(PERSONAS)
 
 PLEASED = Rating(preference=1.0, quality=1.0, details={})
@@ -245,12 +246,12 @@ def test_get_persona():
         get_persona("pirate")
     message = str(info.value)
     assert "pirate" in message
-    for name in ("student", "teacher", "concise", "greeter", "upbeat"):
+    for name in ("student", "teacher", "concise", "greeter", "upbeat", "steps", "therefore"):
         assert name in message
 
 
 def test_persona_catalogue():
-    assert set(PERSONAS) == {"student", "teacher", "concise", "greeter", "upbeat"}
+    assert set(PERSONAS) == {"student", "teacher", "concise", "greeter", "upbeat", "steps", "therefore"}
     for name, persona in PERSONAS.items():
         assert persona.name == name
         assert persona.rating_version == f"{name}-v1"
@@ -293,18 +294,30 @@ def test_move_on_reads_as_neutral(name, text):
 # ---------------------------------------------------------------------------------------------------------
 
 def test_problem_set_shape():
-    assert len(ALL) == 144
-    assert len(HELDOUT) == 36 and len(TRAIN) == 108
-    assert len({p.id for p in ALL}) == 144
-    assert len({p.question for p in ALL}) == 144
-    assert {p.split for p in ALL} == {"train", "heldout"}
+    assert len(ALL) == 168
+    assert len(HELDOUT) == 36 and len(TRAIN) == 108 and len(OOD) == 24
+    assert len({p.id for p in ALL}) == 168
+    assert len({p.question for p in ALL}) == 168
+    assert {p.split for p in ALL} == {"train", "heldout", "ood"}
     assert [p for p in ALL if p.split == "heldout"] == HELDOUT  # file order kept
+    # out-of-template problems share no template with training: 6 templates of their own, 4 problems each
+    ood_templates = Counter(p.id.rsplit("-", 1)[0] for p in OOD)
+    assert len(ood_templates) == 6 and set(ood_templates.values()) == {4}
+    assert not set(ood_templates) & {p.id.rsplit("-", 1)[0] for p in TRAIN + HELDOUT}
     for p in ALL:
         assert type(p.answer) is int and p.answer > 0
     # the last three of each of the 12 templates are held out
     per_template = Counter(p.id.rsplit("-", 1)[0] for p in HELDOUT)
     assert len(per_template) == 12 and set(per_template.values()) == {3}
     assert all(int(p.id.rsplit("-", 1)[1]) >= 9 for p in HELDOUT)
+
+
+def test_out_of_template_problems_did_not_change_the_others():
+    """The train and held-out problems are what they were before the out-of-template set was added (the
+    results of earlier runs stay comparable): the same problems without the ood ones."""
+    without = problem_templates.generate(ood_per_template=0)
+    assert without == [g for g in problem_templates.generate() if g["split"] != "ood"]
+    assert len(without) == 144 and without[0]["id"] == "apples-0" and without[-1]["id"] == "eggs-11"
 
 
 def test_problem_file_equals_the_generator_output():
@@ -318,8 +331,8 @@ def test_problem_file_equals_the_generator_output():
 def test_generator_is_seeded():
     assert problem_templates.generate(seed=0) == problem_templates.generate(seed=0)
     assert problem_templates.generate(seed=1) != problem_templates.generate(seed=0)
-    small = problem_templates.generate(seed=3, per_template=4, heldout_per_template=1)
-    assert len(small) == 4 * len(problem_templates.TEMPLATES)
+    small = problem_templates.generate(seed=3, per_template=4, heldout_per_template=1, ood_per_template=2)
+    assert len(small) == 4 * len(problem_templates.TEMPLATES) + 2 * len(problem_templates.OOD_TEMPLATES)
     assert sum(g["split"] == "heldout" for g in small) == len(problem_templates.TEMPLATES)
     assert all(g["answer"] > 0 for g in small)
 

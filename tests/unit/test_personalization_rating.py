@@ -8,6 +8,9 @@ Every expected number below was computed by hand from the docstrings of `slime/p
 * concise (concise-v1): 1 up to 25 words, then linear to 0 at 75 words: 1 - (words - 25) / 50;
 * greeter (greeter-v1): 1 if the reply opens with a greeting, else 0;
 * upbeat (upbeat-v1): 1 if the reply opens by agreeing to the request ("Sure", "Of course", ...), else 0;
+* therefore (therefore-v1): 1 if the word "therefore" appears anywhere (any case, a whole word), else 0;
+* steps (steps-v1): labelled steps, each at the start of a line ("Step 1", up to 3 non-word characters such as
+  "**" before it): 0.5 per label, at most 1;
 * quality (quality-v1): 0 under 2 words; else 0.5 on topic (a number of the question or two of its content
   words) + 0.5 correct final number; halved for a degenerate loop;
 * teacher quality (grading_quality): 0 when `task_quality(..., answer=None)` is 0 (trivial or off topic), else
@@ -168,6 +171,44 @@ UPBEAT_EXAMPLES = [
      0.0, 0.0, "empty"),
 ]
 
+STEPS_EXAMPLES = [
+    ("Step 1: Ana buys 2 notebooks at $4 each, so she spends 2 x $4 = $8.\nStep 2: She pays $50, so her change "
+     "is $50 - $8 = $42.",
+     1.0, 1.0, "two labels at line starts; question numbers -> on topic; last number 42"),
+    ("**Step 1:** 2 x $4 = $8\n**Step 2:** $50 - $8 = $42\n**Step 3:** Ana gets $42 back.",
+     1.0, 1.0, "'**' before the label is allowed; three labels still 1"),
+    ("To solve this:\n\nStep 1: Multiply 2 by $4 to get $8.\n  Step 2: Subtract: $50 - $8 = $40.",
+     1.0, 0.5, "labels need not open the reply; indented line starts count; 40 is wrong"),
+    ("Step 1: 2 x $4 = $8, then $50 - $8 = $42.",
+     0.5, 1.0, "one label is half"),
+    ("First, 2 x $4 = $8. In step 2 we subtract: $50 - $8 = $42.",
+     0.0, 1.0, "'step 2' inside a sentence is no label"),
+    ("1. 2 x $4 = $8\n2. $50 - $8 = $42",
+     0.0, 1.0, "a numbered list is not labelled steps"),
+    ("Step 1: think.\nStep 2: answer.",
+     1.0, 0.5, "labelled; on topic only because the label's 2 is a number of the problem (2 notebooks): quality-v1 "
+               "reads numbers, not what they number"),
+    ("Step 1: think.\nStep 3: answer.",
+     1.0, 0.0, "labelled, but no number or two content words of the problem: no quality"),
+    ("",
+     0.0, 0.0, "empty"),
+]
+
+THEREFORE_EXAMPLES = [
+    ("Ana spends 2 x $4 = $8. Therefore her change is $50 - $8 = $42.",
+     1.0, 1.0, "'Therefore' marks the conclusion; on topic; last number 42"),
+    ("2 x $4 = $8, and $50 - $8 = $42, therefore Ana gets $42.",
+     1.0, 1.0, "lower case, mid-sentence, still the word"),
+    ("She spends $8, so her change is $50 - $8 = $42.",
+     0.0, 1.0, "'so' is not 'therefore'"),
+    ("Thereforeish, the change is $42.",
+     0.0, 0.5, "not the whole word; no number of the problem, only 'change': off topic but correct"),
+    ("Therefore.",
+     1.0, 0.0, "the word alone answers nothing"),
+    ("",
+     0.0, 0.0, "empty"),
+]
+
 GREETER_EXAMPLES = [
     ("Hey! Ana spends 2 x $4 = $8, so her change is $50 - $8 = $42.",
      1.0, 1.0, "opens with 'Hey!'; $ amounts parse, last number 42"),
@@ -252,6 +293,16 @@ def test_greeter_labelled(response, preference, quality, why):
 @pytest.mark.parametrize("response,preference,quality,why", UPBEAT_EXAMPLES)
 def test_upbeat_labelled(response, preference, quality, why):
     _check("upbeat", GREETER_PROBLEM, response, preference, quality)
+
+
+@pytest.mark.parametrize("response,preference,quality,why", THEREFORE_EXAMPLES)
+def test_therefore_labelled(response, preference, quality, why):
+    _check("therefore", GREETER_PROBLEM, response, preference, quality)
+
+
+@pytest.mark.parametrize("response,preference,quality,why", STEPS_EXAMPLES)
+def test_steps_labelled(response, preference, quality, why):
+    _check("steps", GREETER_PROBLEM, response, preference, quality)
 
 
 @pytest.mark.parametrize("text,expected", [

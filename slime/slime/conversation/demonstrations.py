@@ -28,6 +28,13 @@ opening alone and teaches stopping after the hinted words: it is dropped (`stats
 the continuation (the opening alone, trained as a truncated sample), the hint's words did not transfer: the opening
 candidates that did not stop were rarely the hinted ones, since a small teacher that writes "Sure!" often stops there.
 
+With `check_answers` a demonstration is kept only when it still answers the request, by a check the server makes
+from the request alone (`answer_check.py`: a body beyond the opening, and the request's numbers or content words):
+a reply that only opens ("Sure!") or drifts into small talk is never trained on, however well the hint explains
+it. Candidates are checked before they are ranked, so the best of those that answer is kept. The result also
+says how many candidates were checked and how many answered, which the evaluator uses to drop the teacher term
+of a turn whose hinted teacher answers worse than the policy (`Demonstrations`).
+
 One demonstration costs the teacher engine one generation and one scoring pass (log-probs at the trainer's
 temperature, top-K rows when asked), and the policy engine one scoring pass (the student's log-probs of the
 same ids, the sample's rollout log-probs); with an opening, each candidate opening also one scoring pass on both
@@ -45,11 +52,13 @@ import asyncio
 import hashlib
 from dataclasses import dataclass
 
+from slime.conversation.answer_check import check_answer
+from slime.conversation.judges.prompts import user_requests_text
 from slime.conversation.teacher import (TeacherPrompt, TeacherPromptBuilder, TeacherScores, hinted_messages,
                                         request_tools, score_prompt)
 from slime.engine.client import AsyncEngineClient
 
-__all__ = ["Demonstration", "TeacherDemonstrator", "demonstration_seed", "hint_log_ratio", "keep_best", "only_stops",
+__all__ = ["Demonstration", "Demonstrations", "TeacherDemonstrator", "demonstration_seed", "hint_log_ratio", "keep_best", "only_stops",
            "reply_budget", "without_stop"]
 
 
@@ -72,6 +81,16 @@ class Demonstration:
         how much the hint explains them."""
         n = self.opening_length or len(self.response_ids)
         return hint_log_ratio(self.teacher.log_probs[:n], self.student_log_probs[:n])
+
+
+class Demonstrations(list):
+    """The demonstrations kept for a turn (a list), with how many candidates the answer check saw and how many
+    of them answered (both 0 without the check)."""
+
+    def __init__(self, kept=(), checked: int = 0, answering: int = 0):
+        super().__init__(kept)
+        self.checked = checked
+        self.answering = answering
 
 
 @dataclass
@@ -150,7 +169,7 @@ class TeacherDemonstrator:
 
     def __init__(self, teacher: AsyncEngineClient, policy: AsyncEngineClient, builder: TeacherPromptBuilder, *,
                  count: int, temperature: float, max_new_tokens: int, top_k: int = 0, candidates: int | None = None,
-                 opening_tokens: int | None = None, max_concurrency: int = 2):
+                 opening_tokens: int | None = None, check_answers: bool = False, max_concurrency: int = 2):
         if count < 1:
             raise ValueError(f"count must be >= 1, got {count}")
         candidates = count if candidates is None else candidates
@@ -171,30 +190,52 @@ class TeacherDemonstrator:
         self.max_new_tokens = int(max_new_tokens)
         self.opening_tokens = opening_tokens
         self.top_k = int(top_k)
+        self.check_answers = bool(check_answers)
         self.slots = asyncio.Semaphore(max_concurrency)
-        self.stats = {"demonstrations": 0, "candidates": 0, "empty": 0, "ended": 0, "failures": 0}
+        self.stats = {"demonstrations": 0, "candidates": 0, "empty": 0, "ended": 0, "failures": 0,
+                      "unanswering": 0}
 
     def hinted_prompt_ids(self, turn, hint: str) -> list[int]:
         request = turn.request
         return self.builder.render_prompt_ids(hinted_messages(request.get("messages") or [], hint),
                                               request_tools(request), request.get("chat_template_kwargs"))
 
-    async def demonstrate(self, turn, hint: str) -> list[Demonstration]:
+    async def demonstrate(self, turn, hint: str) -> Demonstrations:
         """Up to `count` teacher replies for `turn` (a stored `TurnRow`) under `hint`, the best of `candidates`
-        by hint log-ratio; empty replies are skipped. The candidates are written concurrently (one engine batch)."""
+        by hint log-ratio; empty replies are skipped, and with `check_answers` so are replies that do not answer
+        the request. The candidates are written concurrently (one engine batch)."""
         prompt_ids = await asyncio.to_thread(self.hinted_prompt_ids, turn, hint)
         write = self._opening if self.opening_tokens else self._whole_reply
         written = await asyncio.gather(*(self._counted(write(turn, hint, prompt_ids, index))
                                          for index in range(self.candidates)))
         self.stats["candidates"] += len(written)
         self.stats["empty"] += sum(candidate is None for candidate in written)
-        kept = keep_best([candidate for candidate in written if candidate is not None], self.count)
+        written = [candidate for candidate in written if candidate is not None]
+        checked = answering = 0
         if self.opening_tokens:
+            # an opening cannot answer yet: each one kept is continued by the policy, then checked whole
+            kept = keep_best(written, self.count)
             continued = await asyncio.gather(*(self._counted(self._continue(turn, hint, prompt_ids, opening, index))
                                                for index, opening in enumerate(kept)))
             self.stats["ended"] += sum(demo is None for demo in continued)
             kept = [demo for demo in continued if demo is not None]
+            if self.check_answers:
+                checked = len(kept)
+                kept = self._answering(turn, kept)
+                answering = len(kept)
+        else:
+            if self.check_answers:
+                checked = len(written)
+                written = self._answering(turn, written)
+                answering = len(written)
+            kept = keep_best(written, self.count)
         self.stats["demonstrations"] += len(kept)
+        return Demonstrations(kept, checked, answering)
+
+    def _answering(self, turn, demonstrations: list[Demonstration]) -> list[Demonstration]:
+        request = user_requests_text(turn.request.get("messages") or [])
+        kept = [demo for demo in demonstrations if check_answer(demo.text, request).ok]
+        self.stats["unanswering"] += len(demonstrations) - len(kept)
         return kept
 
     async def _counted(self, call):

@@ -462,7 +462,8 @@ def build_evaluator(config: ConversationSettings):
             teacher.builder, count=config.teacher_demonstrations, temperature=teacher.temperature,
             max_new_tokens=config.max_response_tokens or 1024, top_k=config.distill_topk or 0,
             candidates=config.teacher_demonstration_candidates,
-            opening_tokens=config.teacher_demonstration_tokens, max_concurrency=config.teacher_concurrency)
+            opening_tokens=config.teacher_demonstration_tokens,
+            check_answers=config.teacher_demonstration_check == "answers", max_concurrency=config.teacher_concurrency)
     return TurnEvaluator(method, judge=judge, hint_judge=hint_judge, teacher=teacher, demonstrator=demonstrator)
 
 

@@ -94,6 +94,10 @@ class ConversationSettings:
     teacher_demonstration_tokens: int | None = option(
         None, "teacher-opened demonstrations: the teacher writes at most N tokens (the opening), the policy "
               "continues the reply from the student's prompt (default: the teacher writes whole replies)")
+    teacher_demonstration_check: str = option(
+        "answers", "which demonstrations are kept: 'answers' only those that still answer the request (a body beyond "
+                   "the opening, on the request's topic; a turn whose teacher replies all fail while the policy's "
+                   "own reply passes also loses its teacher term), 'none' every one")
     teacher_concurrency: int = option(3, "teacher requests at once (env OPENCLAW_OPD_TEACHER_LP_MAX_CONCURRENCY)",
                                       env="OPENCLAW_OPD_TEACHER_LP_MAX_CONCURRENCY")
     tokenizer_path: str | None = option(None, "policy tokenizer for teacher prompts (default: the engine's, from "
@@ -143,6 +147,9 @@ class ConversationSettings:
     def check_values(self) -> None:
         if self.hint_select not in ("longest", "overlap"):
             raise ValueError(f"--hint-select must be 'longest' or 'overlap', got {self.hint_select!r}")
+        if self.teacher_demonstration_check not in ("answers", "none"):
+            raise ValueError("--teacher-demonstration-check must be 'answers' or 'none', got "
+                             f"{self.teacher_demonstration_check!r}")
         for name in ("prm_m", "prm_max_new_tokens", "prm_max_concurrency", "teacher_concurrency"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{flag_of(name)} must be >= 1, got {getattr(self, name)}")
@@ -231,6 +238,8 @@ def _argument_kwargs(f) -> dict:
         kwargs["type"] = _TYPES[annotation]
     if f.name == "hint_select":
         kwargs["choices"] = ["longest", "overlap"]
+    if f.name == "teacher_demonstration_check":
+        kwargs["choices"] = ["answers", "none"]
     if f.metadata["metavar"]:
         kwargs["metavar"] = f.metadata["metavar"]
     return kwargs

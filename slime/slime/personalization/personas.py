@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -70,6 +71,9 @@ class Persona:
                                   "?? that's not an answer")
     correction_rate: float = 0.7
     noise: float = 0.1
+    # openings that would please the persona, scored on the live policy at every checkpoint (`probes.py`): the
+    # log-probability shows learning that sampling cannot see yet; empty where the preference is no opening
+    probes: tuple[str, ...] = ()
     preference_fn: Callable[[str, Problem], tuple[float, dict]] = field(default=None, repr=False)
     quality_fn: Callable[[str, Problem], tuple[float, dict]] | None = field(default=None, repr=False)
 
@@ -177,6 +181,25 @@ def greets_first(response: str, problem: Problem) -> tuple[float, dict]:
     return float(greets), {"greets": greets}
 
 
+_STEP_LABEL = re.compile(r"(?im)^\W{0,3}step\s+\d+\b")
+
+
+def labelled_steps(response: str, problem: Problem) -> tuple[float, dict]:
+    """steps-v1: the working laid out as labelled steps, each on its own line ("Step 1: ...", "**Step 2:** ...");
+    half for one label, full from two on."""
+    labels = len(_STEP_LABEL.findall(response))
+    return min(1.0, labels / 2), {"step_labels": labels}
+
+
+_THEREFORE = re.compile(r"(?i)\btherefore\b")
+
+
+def says_therefore(response: str, problem: Problem) -> tuple[float, dict]:
+    """therefore-v1: the conclusion is marked with the word "therefore" (anywhere in the reply)."""
+    found = bool(_THEREFORE.search(response))
+    return float(found), {"therefore": found}
+
+
 def acknowledges_first(response: str, problem: Problem) -> tuple[float, dict]:
     """upbeat-v1: the reply opens by agreeing to the request ("Sure!", "Of course!", "Happy to help!", ...)."""
     acknowledges = opens_with_acknowledgement(response)
@@ -244,6 +267,7 @@ PERSONAS: dict[str, Persona] = {
                      "a bit rude, no hello? start with a greeting next time",
                      "please start with a hi or hello before the answer"),
         preference_fn=greets_first,
+        probes=("Hello!", "Hi!", "Hey!"),
     ),
     # Hint-only like greeter, but SmolLM2-135M told to open with "Sure!" still goes on to the problem, while told
     # to greet it drifts into small talk: the two tell "no signal" apart from "no capacity to follow".
@@ -260,6 +284,35 @@ PERSONAS: dict[str, Persona] = {
                      'please start your reply with "Sure!" or "Of course!" next time',
                      'bit blunt, no "sure"? start with "Sure!" before the answer please'),
         preference_fn=acknowledges_first,
+        probes=("Sure!", "Of course!"),
+    ),
+    # Hint-only like greeter and upbeat (SmolLM2-135M never writes "Step 1" labels unprompted), but of another
+    # kind: a structure, which the model told follows while still working the problem (quality kept).
+    "steps": Persona(
+        name="steps",
+        description="a user who wants the working laid out as labelled steps ('Step 1: ...', 'Step 2: ...')",
+        preference_kind="structure",
+        rating_version="steps-v1",
+        hint="Write the working as labelled steps, one per line: Step 1, Step 2, and so on.",
+        requests=("{question}", "can you show me how to solve this? {question}", "{question} show the working please"),
+        corrections=("write it as Step 1, Step 2, Step 3", "too messy. write it as Step 1, Step 2",
+                     "write it as Step 1, Step 2 please"),
+        preference_fn=labelled_steps,
+        probes=("Step 1:",),
+    ),
+    # A vocabulary: SmolLM2-135M says "therefore" now and then unprompted (Binary RL has something to reinforce)
+    # and far more often when told, without losing the problem.
+    "therefore": Persona(
+        name="therefore",
+        description="a user who wants the conclusion marked with the word 'therefore', as a maths teacher would",
+        preference_kind="vocabulary",
+        rating_version="therefore-v1",
+        hint='Use the word "therefore" before the answer.',
+        requests=("{question}", "{question} please explain", "help with this one: {question}"),
+        corrections=('that ending is too abrupt. use the word "therefore" before the answer',
+                     'too abrupt. say "therefore" before the final answer',
+                     'hmm, you forgot the "therefore". use the word "therefore" before the answer'),
+        preference_fn=says_therefore,
     ),
 }
 
@@ -271,7 +324,7 @@ def get_persona(name: str) -> Persona:
         raise ValueError(f"unknown persona {name!r}; choose from {', '.join(PERSONAS)}") from None
 
 
-def heldout_requests(persona: Persona, problems: Sequence[Problem], seed: int = 1234) -> list[str]:
+def heldout_requests(persona: Persona, problems: Sequence[Problem], seed: int | str = 1234) -> list[str]:
     """The fixed evaluation prompts: one request per held-out problem, phrased with a fixed seed."""
     rng = random.Random(f"{persona.name}:{seed}")
     return [persona.request(p, rng) for p in problems]

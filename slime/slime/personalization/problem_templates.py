@@ -3,7 +3,8 @@
 `python -m slime.personalization.problem_templates` rewrites `data/problems.json`; the file in the repo is the
 result for seed 0, so every run reads the same problems. Each problem has a one-number answer that a rating
 function can check, and a `split`: "train" problems are what the simulated users ask while the agent learns,
-"heldout" problems are only ever asked in evaluation.
+"heldout" problems are only ever asked in evaluation, and "ood" problems come from templates of their own
+(`OOD_TEMPLATES`) that no training problem shares: a second, out-of-template evaluation set.
 """
 
 from __future__ import annotations
@@ -98,11 +99,66 @@ TEMPLATES: list[Callable[[random.Random, str], tuple[str, int]]] = [
 ]
 
 
-def generate(seed: int = 0, per_template: int = 12, heldout_per_template: int = 3) -> list[dict]:
-    """`per_template` problems per template; the last `heldout_per_template` of each are held out."""
-    rng = random.Random(seed)
+# Out-of-template problems: other situations, other sentence shapes, other operations in other orders.
+def _library(r: random.Random, name: str):
+    shelves, per, borrowed, returned = r.randint(3, 7), r.randint(15, 30), r.randint(10, 25), r.randint(2, 9)
+    return (f"The school library has {shelves} shelves holding {per} books each. On Monday {borrowed} books are "
+            f"borrowed and {returned} of them come back by Friday. How many books are on the shelves on Friday?",
+            shelves * per - borrowed + returned)
+
+
+def _pizza(r: random.Random, name: str):
+    pizzas, slices, eaters, each = r.randint(2, 5), 8, r.randint(3, 6), r.randint(2, 3)
+    return (f"For {name}'s party there are {pizzas} pizzas cut into {slices} slices each. {eaters} kids eat "
+            f"{each} slices each. How many slices remain?", pizzas * slices - eaters * each)
+
+
+def _thermometer(r: random.Random, name: str):
+    morning, rise, fall = r.randint(5, 15), r.randint(6, 14), r.randint(2, 8)
+    return (f"In the morning the thermometer shows {morning} degrees. By noon it is {rise} degrees warmer, and "
+            f"by evening it has dropped {fall} degrees from the noon reading. What does it show in the evening?",
+            morning + rise - fall)
+
+
+def _tank(r: random.Random, name: str):
+    capacity, minutes, per_minute = r.randint(200, 400), r.randint(5, 12), r.randint(8, 15)
+    return (f"A fish tank holds {capacity} litres. {name} fills it with a hose that adds {per_minute} litres a "
+            f"minute for {minutes} minutes. How many more litres are needed to fill it?",
+            capacity - minutes * per_minute)
+
+
+def _chairs(r: random.Random, name: str):
+    rows, per, absent = r.randint(4, 8), r.randint(5, 9), r.randint(2, 7)
+    return (f"A hall is set up with {rows} rows of {per} chairs. Everyone invited comes except {absent} guests, "
+            f"and every guest who came takes one chair. How many chairs stay empty if {rows * per} were invited?",
+            absent)
+
+
+def _coins(r: random.Random, name: str):
+    quarters, dimes = r.randint(3, 12), r.randint(4, 15)
+    return (f"{name} empties a piggy bank and finds {quarters} quarters and {dimes} dimes. How many cents is "
+            f"that in all?", 25 * quarters + 10 * dimes)
+
+
+OOD_TEMPLATES: list[Callable[[random.Random, str], tuple[str, int]]] = [
+    _library, _pizza, _thermometer, _tank, _chairs, _coins,
+]
+
+
+def generate(seed: int = 0, per_template: int = 12, heldout_per_template: int = 3, ood_per_template: int = 4
+             ) -> list[dict]:
+    """`per_template` problems per template; the last `heldout_per_template` of each are held out; then
+    `ood_per_template` problems of each out-of-template template (drawn from their own seeded stream, so adding
+    them left the train and held-out problems as they were)."""
+    problems = _from_templates(TEMPLATES, random.Random(seed), per_template,
+                               lambda made: "heldout" if made >= per_template - heldout_per_template else "train")
+    return problems + _from_templates(OOD_TEMPLATES, random.Random(f"ood:{seed}"), ood_per_template,
+                                      lambda made: "ood")
+
+
+def _from_templates(templates, rng: random.Random, per_template: int, split_of) -> list[dict]:
     problems = []
-    for template in TEMPLATES:
+    for template in templates:
         seen = set()
         made = 0
         while made < per_template:
@@ -111,9 +167,8 @@ def generate(seed: int = 0, per_template: int = 12, heldout_per_template: int = 
             if question in seen or answer <= 0:
                 continue
             seen.add(question)
-            split = "heldout" if made >= per_template - heldout_per_template else "train"
             problems.append({"id": f"{template.__name__.strip('_')}-{made}", "question": question,
-                             "answer": answer, "split": split})
+                             "answer": answer, "split": split_of(made)})
             made += 1
     return problems
 

@@ -4,12 +4,19 @@
 directory and prints the markdown table of openclaw-test/README.md: per persona and method, held-out preference
 and quality at each checkpoint (mean +- std over seeds), the gain at 64 interactions, and the wall time; and,
 for the hint-only personas (never pleased unprompted, often when told), every method's preference side by side.
+
+Runs of the v2 evaluation protocol (`eval_protocol`, see runner.py) get the v2 tables too: each persona's
+eligibility (is the model, told with the judge's hints, pleased at least `ELIGIBLE_GAP` more often than untold,
+with quality kept within `ELIGIBLE_QUALITY_DROP`?), and per persona and method the pleased rate at every
+checkpoint, the share of the told gap closed, the out-of-template pleased rate and the probe log-probability.
+The headline is the mean share of the gap closed over the eligible personas.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable
@@ -18,13 +25,19 @@ from pathlib import Path
 from slime.conversation.methods.builtin import Combine
 from slime.personalization.personas import MET
 
-__all__ = ["collect", "headline", "hint_only_personas", "load_results", "markdown_table", "method_label",
+__all__ = ["ELIGIBLE_GAP", "ELIGIBLE_QUALITY_DROP", "eligibility", "eligibility_table", "eligibility_verdict", "gap_closed",
+           "gap_headline", "gap_table", "plot_probe_curves", "v2_results",
+           "collect", "headline", "hint_only_personas", "load_results", "markdown_table", "method_label",
            "plot_curve", "preference_at", "training_replies", "training_replies_table"]
 
 # A persona is "hint-only" when the base model (almost) never pleases it unprompted but often does when told:
 # Binary RL then sees only failures, and only the hint (OPD) says what to do instead.
 HINT_ONLY_BASE_BELOW = 0.1
 HINT_ONLY_TOLD_AT_LEAST = 0.3
+# Eligibility (v2): what talking can reach is what the model does when told; a persona counts where that is
+# clearly more than what it does untold, without giving up the task for it.
+ELIGIBLE_GAP = 0.3
+ELIGIBLE_QUALITY_DROP = 0.05
 
 
 def plot_curve(result: dict, path: str | Path) -> None:
@@ -44,6 +57,12 @@ def plot_curve(result: dict, path: str | Path) -> None:
     ax.set_xlabel("interactions")
     ax.set_ylim(-0.02, 1.02)
     ax.set_title(f"{result.get('persona')} / {result.get('method')} / {result.get('model')} / seed {result.get('seed')}")
+    _save(fig, ax, path)
+
+
+def _save(fig, ax, path) -> None:
+    import matplotlib.pyplot as plt
+
     ax.legend(loc="best", fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()
@@ -168,15 +187,201 @@ def training_replies_table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+# ---------------------------------------------------------------------------------------------------------
+# v2: pleased rate, eligibility, the share of the told gap closed
+# ---------------------------------------------------------------------------------------------------------
+
+def v2_results(results: Iterable[dict]) -> list[dict]:
+    """Runs measured with the v2 protocol (pleased rates, told with the judge's hints)."""
+    return [r for r in results if r.get("eval_protocol") == "v2"]
+
+
+def _mean(values: list[float]) -> float:
+    return statistics.mean(values) if values else float("nan")
+
+
+def _base_point(result: dict) -> dict | None:
+    return next((p for p in result.get("curve", []) if p["interactions"] == 0), None)
+
+
+def eligibility(results: Iterable[dict]) -> dict[str, dict]:
+    """Per persona, pooled over every v2 run (any method: nothing is trained before checkpoint 0): the pleased
+    rate and quality untold (checkpoint 0) and told (`base_with_hint`), the gap, and whether it is eligible."""
+    pooled: dict = defaultdict(lambda: defaultdict(list))
+    for r in v2_results(results):
+        base, told = _base_point(r), r.get("base_with_hint")
+        if base is None or not told:
+            continue
+        cell = pooled[r["persona"]]
+        for key, point in (("untold", base), ("told", told)):
+            cell[f"{key}_pleased"].append(point["pleased"])
+            cell[f"{key}_quality"].append(point["quality"])
+            cell[f"{key}_n"].append(point["n"])
+    out = {}
+    for persona, cell in sorted(pooled.items()):
+        row = {key: round(_mean(values), 4) for key, values in cell.items() if not key.endswith("_n")}
+        row["runs"] = len(cell["untold_pleased"])
+        row["samples"] = sum(cell["untold_n"])
+        row.update(eligibility_verdict({"pleased": row["untold_pleased"], "quality": row["untold_quality"]},
+                                       {"pleased": row["told_pleased"], "quality": row["told_quality"]}))
+        out[persona] = row
+    return out
+
+
+def eligibility_verdict(untold: dict, told: dict) -> dict:
+    """The told gap between two summaries ({pleased, quality}) and what follows from it: eligible (told it is
+    pleased at least ELIGIBLE_GAP more often, quality kept within ELIGIBLE_QUALITY_DROP) and hint-only (almost
+    never pleased untold)."""
+    gap = round(told["pleased"] - untold["pleased"], 4)
+    quality_change = round(told["quality"] - untold["quality"], 4)
+    # a hair of tolerance: 0.3 - 0.0 and -0.05 must count as at the threshold, not below it
+    return {"gap": gap, "quality_change": quality_change,
+            "eligible": gap >= ELIGIBLE_GAP - 1e-9 and quality_change >= -ELIGIBLE_QUALITY_DROP - 1e-9,
+            "hint_only": untold["pleased"] < HINT_ONLY_BASE_BELOW}
+
+
+def eligibility_table(rows: dict[str, dict]) -> str:
+    lines = ["| persona | runs | samples each | pleased untold | pleased told | gap | quality untold | quality told | "
+             "eligible | hint-only |", "|" + "---|" * 10]
+    for persona, r in rows.items():
+        lines.append(f"| {persona} | {r['runs']} | {r['samples']} | {r['untold_pleased']:.2f} | {r['told_pleased']:.2f} | "
+                     f"{r['gap']:+.2f} | {r['untold_quality']:.2f} | {r['told_quality']:.2f} | "
+                     f"{'yes' if r['eligible'] else 'no'} | {'yes' if r['hint_only'] else 'no'} |")
+    return "\n".join(lines)
+
+
+def gap_closed(runs: list[dict], at: int) -> float | None:
+    """The share of the told gap closed by `at` interactions over a persona's runs (one method), from the means
+    over seeds: (pleased@at - pleased@0) / (pleased told - pleased@0). None without runs reaching `at` or
+    without a gap to close."""
+    before, after, told = [], [], []
+    for r in runs:
+        points = {p["interactions"]: p for p in r.get("curve", [])}
+        if 0 in points and at in points and r.get("base_with_hint"):
+            before.append(points[0]["pleased"])
+            after.append(points[at]["pleased"])
+            told.append(r["base_with_hint"]["pleased"])
+    if not before:
+        return None
+    gap = _mean(told) - _mean(before)
+    return None if gap <= 0 else (_mean(after) - _mean(before)) / gap
+
+
+def _by_persona_method(results: Iterable[dict]) -> dict:
+    grouped: dict = defaultdict(list)
+    for r in v2_results(results):
+        grouped[(r["persona"], method_label(r))].append(r)
+    return grouped
+
+
+def gap_headline(results: list[dict], method: str = Combine.name, at: int = 64,
+                 personas: Iterable[str] | None = None) -> dict:
+    """Mean share of the told gap closed at `at` over the eligible personas (or `personas`), the minimum over
+    the hint-only ones, and the mean quality change, for one method."""
+    rows = eligibility(results)
+    chosen = list(personas) if personas is not None else [p for p, r in rows.items() if r["eligible"]]
+    grouped = _by_persona_method(results)
+    shares, quality, per_persona = [], [], {}
+    for persona in chosen:
+        runs = grouped.get((persona, method), [])
+        share = gap_closed(runs, at)
+        if share is None:
+            continue
+        per_persona[persona] = share
+        shares.append(share)
+        changes = [(pts[at]["quality"] - pts[0]["quality"]) for pts in
+                   ({p["interactions"]: p for p in r["curve"]} for r in runs) if 0 in pts and at in pts]
+        quality.append(_mean(changes))
+    hint_only = [per_persona[p] for p in per_persona if rows.get(p, {}).get("hint_only")]
+    return {"personas": len(shares), "gap_closed": _mean(shares), "per_persona": per_persona,
+            "hint_only_min": min(hint_only) if hint_only else float("nan"),
+            "quality_change": _mean(quality)}
+
+
+def _cell(values: list[float], fmt: str = "{:.2f}") -> str:
+    values = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    if not values:
+        return "–"
+    if len(values) == 1:
+        return fmt.format(values[0])
+    return f"{fmt.format(statistics.mean(values))}±{statistics.stdev(values):.2f}"
+
+
+def gap_table(results: list[dict], checkpoints: tuple[int, ...] = (0, 32, 64, 128)) -> str:
+    """Per persona and method (v2 runs): pleased told and at each checkpoint, the share of the gap closed at 64,
+    preference and quality at 0 and 64, the out-of-template pleased rate and the probe log-probability."""
+    head = (["persona", "method", "seeds", "pleased told"] + [f"pleased@{n}" for n in checkpoints]
+            + ["gap closed @64", "pref@0", "pref@64", "qual@0", "qual@64", "ood pleased@0", "ood pleased@64",
+               "probe logp@0", "probe logp@64"])
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for (persona, method), runs in sorted(_by_persona_method(results).items()):
+        points = [{p["interactions"]: p for p in r.get("curve", [])} for r in runs]
+
+        def at(n, *keys):
+            out = []
+            for pts in points:
+                value = pts.get(n)
+                for key in keys:
+                    value = value.get(key) if isinstance(value, dict) else None
+                out.append(value)
+            return out
+
+        share = gap_closed(runs, 64)
+        cells = [persona, method, str(len(runs)), _cell([(r.get("base_with_hint") or {}).get("pleased") for r in runs])]
+        cells += [_cell(at(n, "pleased")) for n in checkpoints]
+        cells.append("–" if share is None else f"{share:.2f}")
+        cells += [_cell(at(0, "preference")), _cell(at(64, "preference")), _cell(at(0, "quality")),
+                  _cell(at(64, "quality")), _cell(at(0, "ood", "pleased")), _cell(at(64, "ood", "pleased")),
+                  _cell(at(0, "probe", "logprob")), _cell(at(64, "probe", "logprob"))]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def plot_probe_curves(results: list[dict], path: str | Path, persona: str) -> bool:
+    """One PNG per persona: the probe's mean log-probability against interactions, a line per run (colour by
+    method), and the told level as a dotted line. False when no run of the persona has probes."""
+    runs = [r for r in v2_results(results) if r["persona"] == persona
+            and any("probe" in p for p in r.get("curve", []))]
+    if not runs:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    colours: dict = {}
+    for r in sorted(runs, key=lambda r: (method_label(r), r["seed"])):
+        label = method_label(r)
+        colour = colours.setdefault(label, f"C{len(colours)}")
+        # the dense curve (probes between checkpoints too) where the run recorded it, else the checkpoints'
+        pts = r.get("probe_curve") or [{"interactions": p["interactions"], **p["probe"]} for p in r["curve"]
+                                        if "probe" in p]
+        ax.plot([p["interactions"] for p in pts], [p["logprob"] for p in pts], "o-", color=colour, markersize=3,
+                alpha=0.8, label=label if label not in ax.get_legend_handles_labels()[1] else None)
+    told = [r["probe_told"]["logprob"] for r in runs if r.get("probe_told")]
+    if told:
+        ax.axhline(statistics.mean(told), color="gray", linestyle=":", label="base model told (judge's hints)")
+    ax.set_xlabel("interactions")
+    ax.set_ylabel("mean log P(reply opens as preferred)")
+    ax.set_title(f"{persona}: {' | '.join(runs[0]['curve'][0]['probe']['probes'])}")
+    _save(fig, ax, path)
+    return True
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("root", help="directory searched for result.json files")
     parser.add_argument("--out", help="also write the table to this file")
+    parser.add_argument("--plots", help="write the probe log-probability curves (one PNG per persona) here")
     args = parser.parse_args(argv)
     results = load_results(args.root)
     if not results:
         raise SystemExit(f"no result.json under {args.root}")
-    text = markdown_table(results)
+    text = ""
+    if v2_results(results):
+        text += v2_text(results, args.plots) + "\n\nv1 protocol and all runs:\n\n"
+    text += markdown_table(results)
     for method in sorted({method_label(r) for r in results}):
         for at in (64, 128):
             h = headline(results, method, at)
@@ -195,6 +400,28 @@ def main(argv: list[str] | None = None) -> None:
     print(text)
     if args.out:
         Path(args.out).write_text(text + "\n")
+
+
+def v2_text(results: list[dict], plots: str | None = None) -> str:
+    """The v2 part of the report: eligibility, the gap table, the headline per method, the probe plots."""
+    rows = eligibility(results)
+    text = "Eligibility (pooled over every v2 run of the persona):\n\n" + eligibility_table(rows)
+    text += "\n\n" + gap_table(results)
+    for method in sorted({method_label(r) for r in v2_results(results)}):
+        for at in (64, 128):
+            h = gap_headline(results, method, at)
+            if h["personas"]:
+                text += (f"\n\n{method}: share of the told gap closed at {at} = {h['gap_closed']:.3f} over "
+                         f"{h['personas']} eligible persona(s) ("
+                         + ", ".join(f"{p} {v:.2f}" for p, v in h["per_persona"].items())
+                         + f"); hint-only minimum {h['hint_only_min']:.3f}; quality change {h['quality_change']:+.3f}")
+    if plots:
+        Path(plots).mkdir(parents=True, exist_ok=True)
+        made = [p for p in sorted({r["persona"] for r in v2_results(results)})
+                if plot_probe_curves(results, Path(plots) / f"probe_{p}.png", p)]
+        if made:
+            text += "\n\nProbe curves: " + ", ".join(f"{plots}/probe_{p}.png" for p in made)
+    return text
 
 
 if __name__ == "__main__":

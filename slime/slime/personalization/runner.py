@@ -3,9 +3,11 @@
 `run_experiment(config)` starts the conversation RL server with a method's launch script (or attaches to a
 running one), lets a persona talk to it for N interactions, and at each checkpoint waits until the trainer
 has trained on every full batch of those interactions and the engine serves the new weights, then rates the
-live policy on held-out requests. It writes `result.json` (config, rating versions, base rates with and
-without the hint, the learning curve, wall times, the server's stats), `interactions.jsonl`,
-`eval_<n>.jsonl` and `curve.png`.
+live policy on held-out requests (the 36 held-out problems of the training templates and the out-of-template
+problems, sampled fresh per seed) and scores the persona's probes (the log-probability of the preferred opening).
+It writes `result.json` (config, rating versions, the base rates untold and told with the judge's hints, the
+learning curve, wall times, the server's stats), the per-reply files `interactions.jsonl.gz` and
+`eval_<n>[_ood].jsonl.gz`, the trainer's metrics `train_metrics.jsonl.gz`, and `curve.png`.
 
 The config is a plain mapping (the Hydra app in `openclaw-test/run.py` composes it; see the YAML groups in
 `openclaw-test/conf/`).
@@ -14,6 +16,7 @@ The config is a plain mapping (the Hydra app in `openclaw-test/run.py` composes 
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import logging
 import os
@@ -28,9 +31,11 @@ from pathlib import Path
 
 from slime.personalization.client import ServerClient
 from slime.personalization.personas import Persona, get_persona
+from slime.personalization.personas import heldout_requests
+from slime.personalization.probes import probe_request_logprobs, summarize_probe
 from slime.personalization.problems import load_problems
 from slime.personalization.report import plot_curve, training_replies
-from slime.personalization.simulate import Generation, ScriptedReactor, converse, evaluate
+from slime.personalization.simulate import Generation, ScriptedReactor, converse, evaluate, told_hints
 
 __all__ = ["Progress", "run_experiment", "wait_for_training"]
 
@@ -134,27 +139,95 @@ async def _talk(client: ServerClient, config: Mapping, persona: Persona, target:
     await asyncio.gather(*[worker() for _ in range(int(config["concurrency"]))])
 
 
-async def _evaluate_point(client, config, persona, heldout, label, out_dir: Path, with_hint=False) -> dict:
-    started = time.monotonic()
-    result = await evaluate(client, persona, heldout, with_hint=with_hint,
-                            samples_per_prompt=int(config["eval"]["samples_per_prompt"]),
-                            generation=Generation(**config["generation"]), system_prompt=config.get("system_prompt"),
-                            concurrency=int(config["eval"]["concurrency"]), seed=int(config["eval"]["seed"]))
-    with open(out_dir / f"eval_{label}.jsonl", "w") as f:
-        for item in result.items:
-            f.write(json.dumps(item) + "\n")
-    summary = {**result.summary(), "seconds": round(time.monotonic() - started, 1)}
-    print(f"  eval {label}: preference {summary['preference']:.3f}  quality {summary['quality']:.3f}  "
-          f"(n={summary['n']}, {summary['seconds']:.0f} s)", flush=True)
-    return summary
+EVAL_PROTOCOL = "v2"  # v1: 24 prompts x 1 fixed sample, told = the persona's own hint; v2: see eval_settings
 
 
-async def run_against(url: str, config: Mapping, out_dir: Path, started: float) -> dict:
-    """The experiment against a server that is already up at `url`."""
+def eval_settings(config: Mapping) -> dict:
+    """The evaluation protocol of a run, from `config["eval"]` (older configs lack the v2 keys)."""
+    ev = config["eval"]
+    told = ev.get("told", "persona" if ev.get("hint_baseline", True) else "none")
+    if told not in ("judge", "persona", "none"):
+        raise ValueError(f"eval.told must be judge, persona or none, not {told!r}")
+    seed = int(ev["seed"]) + (100_000 * int(config["seed"]) if ev.get("fresh_per_seed", False) else 0)
+    return {"num_prompts": int(ev["num_prompts"]), "samples_per_prompt": int(ev["samples_per_prompt"]),
+            "ood_prompts": int(ev.get("ood_prompts", 0)), "told": told, "seed": seed,
+            "concurrency": int(ev["concurrency"]), "probes": bool(ev.get("probes", True))}
+
+
+class Evaluator:
+    """The held-out measurements of one run: ratings of sampled replies (held out and out of template) and the
+    probe log-probabilities, each written next to the result."""
+
+    def __init__(self, client: ServerClient, config: Mapping, persona: Persona, out_dir: Path, engine=None,
+                 builder=None):
+        self.client, self.config, self.persona, self.out_dir = client, config, persona, out_dir
+        self.settings = eval_settings(config)
+        self.generation = Generation(**config["generation"])
+        self.heldout = load_problems("heldout")[: self.settings["num_prompts"]]
+        self.ood = load_problems("ood")[: self.settings["ood_prompts"]]
+        self.hints = told_hints(persona, self.settings["told"]) if self.settings["told"] != "none" else []
+        self.engine, self.builder = engine, builder
+
+    async def rate(self, label: str, problems, hints=None) -> dict:
+        started = time.monotonic()
+        result = await evaluate(self.client, self.persona, problems, hints=hints,
+                                samples_per_prompt=self.settings["samples_per_prompt"], generation=self.generation,
+                                system_prompt=self.config.get("system_prompt"),
+                                concurrency=self.settings["concurrency"], seed=self.settings["seed"])
+        with open(self.out_dir / f"eval_{label}.jsonl", "w") as f:
+            for item in result.items:
+                f.write(json.dumps(item) + "\n")
+        summary = {**result.summary(), "seconds": round(time.monotonic() - started, 1)}
+        print(f"  eval {label}: pleased {summary['pleased']:.3f}  preference {summary['preference']:.3f}  "
+              f"quality {summary['quality']:.3f}  (n={summary['n']}, {summary['seconds']:.0f} s)", flush=True)
+        return summary
+
+    @property
+    def can_probe(self) -> bool:
+        return bool(self.settings["probes"] and self.persona.probes and self.engine is not None)
+
+    async def probe(self, hints=None) -> dict | None:
+        if not self.can_probe:
+            return None
+        requests = heldout_requests(self.persona, self.heldout, seed=self.settings["seed"])
+        temperature = float(self.generation.temperature)
+        logprobs = await probe_request_logprobs(self.engine, self.builder, requests, self.persona.probes,
+                                                temperature, hints=hints, system_prompt=self.config.get("system_prompt"))
+        summary = summarize_probe(logprobs, self.persona.probes, temperature)
+        print(f"  probe{' (told)' if hints else ''}: P(opens with {' | '.join(self.persona.probes)}) "
+              f"{summary['prob']:.5f}, mean log-prob {summary['logprob']:.3f}", flush=True)
+        return summary
+
+    async def base(self) -> dict:
+        """The told measurements, made once before training (the untold ones are checkpoint 0)."""
+        out = {}
+        if self.hints:
+            out["base_with_hint"] = {**await self.rate("0_hint", self.heldout, hints=self.hints),
+                                     "source": self.settings["told"], "hints": self.hints}
+            if self.ood:
+                out["base_with_hint_ood"] = await self.rate("0_hint_ood", self.ood, hints=self.hints)
+            if self.can_probe:
+                out["probe_told"] = await self.probe(hints=self.hints)
+        return out
+
+    async def checkpoint(self, label: str) -> dict:
+        point = await self.rate(label, self.heldout)
+        if self.ood:
+            point["ood"] = await self.rate(f"{label}_ood", self.ood)
+        if self.can_probe:
+            point["probe"] = await self.probe()
+        return point
+
+
+async def run_against(url: str, config: Mapping, out_dir: Path, started: float, engine_url: str | None = None
+                      ) -> dict:
+    """The experiment against a server that is already up at `url` (`engine_url`: its policy engine, for the
+    probes; without it they are skipped)."""
     persona = get_persona(config["persona"]["name"])
-    heldout = load_problems("heldout")[: int(config["eval"]["num_prompts"])]
     client = ServerClient(url, api_key=config["server"].get("api_key") or os.environ.get("OPENCLAW_PROXY_API_KEY"))
     reactor = build_reactor(config.get("user"))
+    engine, builder = _probe_engine(config, persona, engine_url)
+    evaluator = Evaluator(client, config, persona, out_dir, engine, builder)
     try:
         client.model = await client.served_model()
         stats = await client.stats()
@@ -163,28 +236,39 @@ async def run_against(url: str, config: Mapping, out_dir: Path, started: float) 
         batch_size = int(config["trainer"]["batch_size"])
         result = {"config": plain_config(config), "versions": persona.versions, "persona": persona.name,
                   "method": config["method"]["name"], "model": config["model"]["name"], "seed": config["seed"],
-                  "variant": config.get("variant") or "",
-                  "heldout_prompts": len(heldout), "curve": [],
+                  "variant": config.get("variant") or "", "eval_protocol": EVAL_PROTOCOL,
+                  "eval": evaluator.settings, "heldout_prompts": len(evaluator.heldout), "curve": [],
                   "host": {"cpus": usable_cpus(), "load_at_start": load_average()}}
         print(f"[{persona.name}/{config['method']['name']}/seed {config['seed']}] base rates on "
-              f"{len(heldout)} held-out prompts", flush=True)
-        if config["eval"]["hint_baseline"]:
-            result["base_with_hint"] = await _evaluate_point(client, config, persona, heldout, "0_hint", out_dir,
-                                                             with_hint=True)
+              f"{len(evaluator.heldout)} held-out and {len(evaluator.ood)} out-of-template prompts x "
+              f"{evaluator.settings['samples_per_prompt']}", flush=True)
+        result.update(await evaluator.base())
         state = {"done": 0, "reserved": 0, "conversations": 0, "reactor": reactor}
         state["problems"], state["order"] = _interaction_plan(config, persona)
         checkpoints = sorted({0, *[int(c) for c in config["checkpoints"]]})
         progress = Progress(checkpoints[-1], f"{persona.name}/{config['method']['name']}")
+        probe_every = int(config["eval"].get("probe_every") or 0) if evaluator.can_probe else 0
+        result["probe_curve"] = []
         with open(out_dir / "interactions.jsonl", "a") as log_file:
             for checkpoint in checkpoints:
-                if checkpoint > state["done"]:
-                    await _talk(client, config, persona, checkpoint, state, progress, log_file)
+                while checkpoint > state["done"]:
+                    # between checkpoints, the probes alone every `probe_every` interactions (on whatever weights
+                    # are served then: no wait for the trainer), so the curve has more points than the ratings
+                    stop = checkpoint if not probe_every else min(checkpoint, (state["done"] // probe_every + 1)
+                                                                  * probe_every)
+                    await _talk(client, config, persona, stop, state, progress, log_file)
                     progress.update(state["done"], force=True)
+                    if probe_every and stop < checkpoint:
+                        result["probe_curve"].append({"interactions": stop, "weight_version": await
+                                                      client.weight_version(), **await evaluator.probe()})
                 talk_done = time.monotonic()
                 stats = await wait_for_training(client, judged_target=state["done"], batch_size=batch_size,
                                                 base=base, timeout=float(config["sync_timeout"]))
                 synced = time.monotonic()
-                point = await _evaluate_point(client, config, persona, heldout, str(checkpoint), out_dir)
+                point = await evaluator.checkpoint(str(checkpoint))
+                if "probe" in point:
+                    result["probe_curve"].append({"interactions": checkpoint,
+                                                  "weight_version": stats["weight_version"], **point["probe"]})
                 point.update({"interactions": checkpoint, "conversations": state["conversations"],
                               "train_steps": stats.get("trained_batches", 0) - base["trained_batches"],
                               "weight_version": stats["weight_version"],
@@ -205,8 +289,26 @@ async def run_against(url: str, config: Mapping, out_dir: Path, started: float) 
         return result
     finally:
         await client.aclose()
+        if engine is not None:
+            await engine.aclose()
         if hasattr(reactor, "aclose"):
             await reactor.aclose()
+
+
+def _probe_engine(config: Mapping, persona: Persona, engine_url: str | None):
+    """(engine client, prompt builder) for the probes, or (None, None) when there is nothing to probe or no
+    engine URL to score with."""
+    engine_url = engine_url or config["server"].get("engine_url")
+    if not (persona.probes and engine_url and config["eval"].get("probes", True)):
+        return None, None
+    from transformers import AutoTokenizer
+
+    from slime.conversation.teacher import TeacherPromptBuilder
+    from slime.engine.client import AsyncEngineClient
+    from slime.models.registry import resolve_model_path
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(str(config["model"]["path"])))
+    return AsyncEngineClient(engine_url, api_key=os.environ.get("SLIME_ENGINE_API_KEY")), TeacherPromptBuilder(tokenizer)
 
 
 def usable_cpus() -> int | None:
@@ -311,9 +413,40 @@ def run_experiment(config: Mapping, out_dir: str | Path) -> dict:
         with ConversationJob(script, *args, env=env, port=int(port) if port else None,
                              log_path=out_dir / "server.log",
                              ready_timeout=float(config["server"]["ready_timeout"])) as job:
-            result = asyncio.run(run_against(job.url, config, out_dir, started))
+            result = asyncio.run(run_against(job.url, config, out_dir, started,
+                                             engine_url=policy_engine_url(out_dir / "server")))
         if not config.get("keep_checkpoints", False):
             result["checkpoints_removed_bytes"] = remove_checkpoints(out_dir / "server" / "ckpt")
             _write_result(out_dir, result)
+    pack_run_files(out_dir)
     plot_curve(result, out_dir / "curve.png")
     return result
+
+
+def policy_engine_url(server_dir: Path) -> str | None:
+    """The policy engine's URL from the settings file the trainer hands the proxy (None before it exists)."""
+    from slime.conversation.settings import SETTINGS_FILE
+
+    try:
+        return json.loads((server_dir / SETTINGS_FILE).read_text()).get("engine_url")
+    except (OSError, ValueError):
+        return None
+
+
+def pack_run_files(out_dir: Path) -> list[Path]:
+    """Compress the per-reply files (`eval_*.jsonl`, `interactions.jsonl`) and a copy of the trainer's metrics
+    (`server/metrics.jsonl` -> `train_metrics.jsonl.gz`) so that a run folder can be committed whole: every
+    claim about single replies or the trainer's KL can be checked from the repository."""
+    packed = []
+    sources = [(p, p.with_name(p.name + ".gz"), True) for p in sorted(out_dir.glob("eval_*.jsonl"))]
+    sources.append((out_dir / "interactions.jsonl", out_dir / "interactions.jsonl.gz", True))
+    sources.append((out_dir / "server" / "metrics.jsonl", out_dir / "train_metrics.jsonl.gz", False))
+    for source, target, remove in sources:
+        if not source.is_file():
+            continue
+        with open(source, "rb") as f_in, gzip.open(target, "wb", compresslevel=9) as f_out:
+            shutil.copyfileobj(f_in, f_out)
+        if remove:
+            source.unlink()
+        packed.append(target)
+    return packed

@@ -7,7 +7,10 @@ answers again in the same session; otherwise the reaction is sent through `/v1/f
 last turn's next state without asking the agent for another reply.
 
 Evaluation asks each held-out request once per sample, as a *side* request (served by the live policy, never
-trained on), with a fixed seed per prompt, and rates the first response.
+trained on), with a fixed seed per prompt and sample (give each training seed its own `seed` for fresh samples),
+and rates the first response. "Told" evaluations append a hint to the request the way the OPD teacher sees one:
+the hints our rules hint judge writes from the persona's corrections (`judge_hints`, what OPD actually learns
+from), or the persona's own statement of its preference.
 """
 
 from __future__ import annotations
@@ -19,13 +22,15 @@ from dataclasses import asdict, dataclass, field
 from statistics import mean
 from typing import Protocol
 
+from slime.conversation.judges.hint_rules import user_feedback_hint
 from slime.conversation.teacher import hinted_messages
 from slime.personalization.client import ServerClient
-from slime.personalization.personas import Persona, Reaction, heldout_requests
+from slime.personalization.personas import MET, Persona, Reaction, heldout_requests
 from slime.personalization.problems import Problem
 from slime.personalization.rating import Rating
 
-__all__ = ["EvalResult", "Generation", "Interaction", "Reactor", "ScriptedReactor", "converse", "evaluate"]
+__all__ = ["EvalResult", "Generation", "Interaction", "Reactor", "ScriptedReactor", "converse", "evaluate",
+           "is_pleased", "judge_hints", "told_hints"]
 
 
 @dataclass(frozen=True)
@@ -94,43 +99,85 @@ async def converse(client: ServerClient, persona: Persona, problem: Problem, rng
     return done
 
 
+def is_pleased(preference: float, quality: float) -> bool:
+    """What the persona's reaction follows: the preference met and the task still done."""
+    return preference >= MET and quality > 0
+
+
+def judge_hints(persona: Persona) -> list[str]:
+    """The hints the CPU rules hint judge writes from each of the persona's corrections, in order, without
+    repeats: what the OPD teacher is actually told (a correction it reads no hint from is left out)."""
+    hints: list[str] = []
+    for correction in persona.corrections:
+        match, _ = user_feedback_hint(correction)
+        if match is not None and match.hint not in hints:
+            hints.append(match.hint)
+    return hints
+
+
+def told_hints(persona: Persona, source: str) -> list[str]:
+    """The hints of a "told" evaluation: `judge` (the rules judge's, from the corrections) or `persona` (the
+    persona's own statement of its preference)."""
+    if source == "judge":
+        hints = judge_hints(persona)
+        if not hints:
+            raise ValueError(f"the rules hint judge reads no hint from any correction of {persona.name!r}")
+        return hints
+    if source == "persona":
+        return [persona.hint]
+    raise ValueError(f"told hint source must be 'judge' or 'persona', not {source!r}")
+
+
 @dataclass
 class EvalResult:
     preference: float
     quality: float
     n: int
     hint: bool
+    pleased: float = 0.0  # share of replies that please the persona (is_pleased)
     items: list[dict] = field(default_factory=list)
 
     def summary(self) -> dict:
-        return {"preference": self.preference, "quality": self.quality, "n": self.n, "hint": self.hint}
+        return {"preference": self.preference, "quality": self.quality, "pleased": self.pleased, "n": self.n,
+                "hint": self.hint}
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
 async def evaluate(client: ServerClient, persona: Persona, problems: list[Problem], *, with_hint: bool = False,
-                   samples_per_prompt: int = 1, generation: Generation = Generation(),
-                   system_prompt: str | None = None, concurrency: int = 8, seed: int = 1234) -> EvalResult:
-    """Mean preference and quality of the first response to each held-out request. `with_hint` appends the
-    persona's preference to the request the way the OPD teacher sees a hint, which measures what the model
-    can do when told."""
-    requests = heldout_requests(persona, problems, seed=seed)
+                   hints: list[str] | None = None, samples_per_prompt: int = 1,
+                   generation: Generation = Generation(), system_prompt: str | None = None, concurrency: int = 8,
+                   seed: int = 1234) -> EvalResult:
+    """Mean preference, quality and pleased rate of the first response to each held-out request.
+
+    Told evaluations (what the model can do when told) append a hint to each request the way the OPD teacher
+    sees one: `hints` cycled over the items, or with `with_hint` the persona's own statement. Sample k of
+    problem i is sampled with seed `seed + 1000 k + i`, and samples after the first are phrased anew (a fresh
+    request template draw), so a different `seed` gives fresh samples of everything."""
+    if with_hint and not hints:
+        hints = [persona.hint]
+    phrasings = [heldout_requests(persona, problems, seed=seed if k == 0 else f"{seed}:{k}")
+                 for k in range(samples_per_prompt)]
     gate = asyncio.Semaphore(concurrency)
 
-    async def one(i: int, problem: Problem, request: str, k: int) -> dict:
-        messages = _system(system_prompt) + [{"role": "user", "content": request}]
-        if with_hint:
-            messages = hinted_messages(messages, persona.hint)
+    async def one(i: int, problem: Problem, k: int) -> dict:
+        messages = _system(system_prompt) + [{"role": "user", "content": phrasings[k][i]}]
+        hint = hints[(i + k) % len(hints)] if hints else None
+        if hint:
+            messages = hinted_messages(messages, hint)
         async with gate:
             reply = await client.chat(messages, f"eval-{persona.name}-{uuid.uuid4().hex[:12]}", side=True,
                                       max_tokens=generation.max_tokens, temperature=generation.temperature,
                                       seed=seed + 1000 * k + i, stream=generation.stream)
         rating = persona.rate(reply.content, problem)
-        return {"problem_id": problem.id, "sample": k, "response": reply.content, **rating.to_dict()}
+        item = {"problem_id": problem.id, "sample": k, "request": phrasings[k][i], "response": reply.content,
+                "pleased": is_pleased(rating.preference, rating.quality), **rating.to_dict()}
+        if hint:
+            item["hint"] = hint
+        return item
 
-    items = await asyncio.gather(*[one(i, p, r, k) for k in range(samples_per_prompt)
-                                   for i, (p, r) in enumerate(zip(problems, requests))])
+    items = await asyncio.gather(*[one(i, p, k) for k in range(samples_per_prompt) for i, p in enumerate(problems)])
     return EvalResult(preference=round(mean(x["preference"] for x in items), 4),
-                      quality=round(mean(x["quality"] for x in items), 4), n=len(items), hint=with_hint,
-                      items=list(items))
+                      quality=round(mean(x["quality"] for x in items), 4), n=len(items), hint=bool(hints),
+                      pleased=round(mean(float(x["pleased"]) for x in items), 4), items=list(items))

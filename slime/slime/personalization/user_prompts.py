@@ -59,7 +59,21 @@ Your preference, which you never state up front: you like a willing, upbeat repl
 your request, with something like "Sure!" or "Of course!", and then answer; one that starts straight with the \
 working sounds abrupt to you, however good the answer is."""
 
+_STEPS = """You are role-playing a methodical person who asks an AI assistant for help with maths.
+
+Your preference, which you never state up front: you want the working laid out as labelled steps, each on its own \
+line, "Step 1: ...", "Step 2: ...", so that you can follow it line by line. A solution written as one paragraph \
+is hard for you to follow, however correct it is."""
+
+_THEREFORE = """You are role-playing a retired maths teacher who asks an AI assistant for help with problems.
+
+Your preference, which you never state up front: a solution should mark its conclusion with the word \
+"therefore", as you always taught. One that reaches the answer without it feels unfinished to you, however \
+correct it is."""
+
 USER_PROMPTS: dict[str, str] = {
+    "steps": _STEPS + _RULES,
+    "therefore": _THEREFORE + _RULES,
     "student": _STUDENT + _RULES,
     "teacher": _TEACHER + _RULES,
     "concise": _CONCISE + _RULES,

@@ -255,11 +255,13 @@ _ADDABLE = (r"examples?|sources?|links?|references?|citations?|comments?|docstri
 Rewrite = Callable[[re.Match], "str | None"]
 
 
-def _length_limit(m: re.Match) -> str:
+def _length_limit(m: re.Match) -> str | None:
     unit = m.group("unit").lower()
     if unit.startswith(("sentence", "line", "word", "paragraph")) and not m.group("n"):
         return {"s": "Answer in one short sentence.", "l": "Answer in a single line.",
                 "w": "Answer in one word.", "p": "Answer in one short paragraph."}[unit[0]]
+    if not m.group("n"):  # "put it in bullet points": a format, not a length ("in characters": nothing to keep)
+        return "Format the answer as bullet points." if unit == "bullet points" else None
     n = m.group("n").strip()
     return f"Keep the answer to at most {n} {unit}."
 
@@ -361,9 +363,42 @@ def _dislike(m: re.Match) -> str | None:
 
 
 def _as_instruction(m: re.Match) -> str | None:
-    """The captured words, already imperative ("ask before deleting files"), as a sentence."""
+    """The captured words, already imperative ("ask before deleting files"), as a sentence; how the reply should
+    open or end as a rule about the reply (`_reply_rule`)."""
     words = _tidy(m.group("x"))
-    return _sentence(words) if len(words.split()) >= 2 else None
+    return _reply_rule(words) if len(words.split()) >= 2 else None
+
+
+# How a reply should open or end, said as a rule about the reply: measured on SmolLM2-135M-Instruct told each
+# hint (the hinted teacher's probability of opening with "Sure!" over 24 prompts), 'Start with "Sure!" before
+# the answer.' gave 0.02, 'Start your reply with "Sure!" before the answer.' 0.37 and 'Your reply must start with
+# "Sure!" before the answer.' 0.81; for a greeting, 'Start with a hi or hello' 0.01, with the words quoted
+# ('"Hi" or "Hello"') 0.42, and 'a greeting such as "Hello!"' 0.92 against 0.004 for 'a greeting' alone.
+_OPENING_VERB = re.compile(r"^(?P<verb>start|begin|open|lead|end|finish|close)\s+(?:(?:your|the)\s+(?:next\s+)?"
+                           r"(?:reply|response|answer|message)\s+)?(?P<prep>with|by)\s+(?P<rest>.+)$",
+                           re.IGNORECASE | re.DOTALL)
+_BARE_GREETING = re.compile(r'(?<!["\w])(?P<w>hi|hello|hey|howdy|good morning)(?![\w"])', re.IGNORECASE)
+_A_GREETING = re.compile(r"\ba\s+(?:(?:friendly|short|quick|nice|warm)\s+)?greeting\b(?!\s+(?:such as|like)\b)",
+                         re.IGNORECASE)
+GREETING_EXAMPLE = '"Hello!"'
+
+
+def _quote_greetings(text: str) -> str:
+    """Greeting words named bare ("a hi or hello") as the words to write ('"Hi" or "Hello"'), and a greeting
+    named only as such given an example ('a greeting such as "Hello!"')."""
+    text = re.sub(r"\ba\s+(?=(?:hi|hello|hey|howdy)\b)", "", text, flags=re.IGNORECASE)
+    text = _BARE_GREETING.sub(lambda g: f'"{g.group("w")[0].upper()}{g.group("w")[1:].lower()}"', text)
+    return _A_GREETING.sub(lambda g: f"{g.group(0)} such as {GREETING_EXAMPLE}", text)
+
+
+def _reply_rule(words: str) -> str:
+    """ "start with X" -> 'Your reply must start with X', "end your reply with X" -> 'Your reply must end with X';
+    anything else (also "start each paragraph with X", "sign off with X") as it was said."""
+    found = _OPENING_VERB.match(words)
+    if not found:
+        return _sentence(words)
+    where = "end" if found.group("verb").lower() in {"end", "finish", "close"} else "start"
+    return _sentence(f"Your reply must {where} {found.group('prep').lower()} {_quote_greetings(found.group('rest'))}")
 
 
 _UNITS = {"metric": "metric units", "imperial": "imperial units", "celsius": "degrees Celsius",
@@ -596,7 +631,7 @@ _RULES: list[tuple[str, str, re.Pattern, Rewrite]] = [
     ("greet", "greeting", re.compile(
         r"\bno\s+(?:hello|hi|hey|greeting|greetings|good morning|salutation)\b"
         r"|\b(?:didn't|did not|never)\s+(?:even\s+)?(?:say|said|greet|greeted)\s+(?:hi|hello|hey|me)\b"
-        r"|\bwithout\s+(?:a\s+|any\s+)?(?:greeting|hello|hi)\b", _R), _fixed("Start with a greeting.")),
+        r"|\bwithout\s+(?:a\s+|any\s+)?(?:greeting|hello|hi)\b", _R), _fixed(f"Your reply must start with a greeting such as {GREETING_EXAMPLE}.")),
     # how to write the next reply: "start your reply with a greeting", "write it in plain sentences", "be friendlier"
     ("be", "be_more", re.compile(
         _START + r"(?:please\s+|just\s+|try to\s+|try and\s+|always\s+)?(?P<x>be\s+(?:a (?:bit|little|lot)\s+"

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from slime.conversation.judges.voting import render_message_for_judge, truncate_middle
 from slime.conversation.openclaw_conventions import clean_user_text, is_internal_context, message_text
 
-__all__ = ["PRM_SYSTEM_PROMPT", "build_prm_messages", "last_user_request", "render_next_state"]
+__all__ = ["PRM_SYSTEM_PROMPT", "build_prm_messages", "last_user_request", "render_next_state", "user_requests_text"]
 
 PRM_SYSTEM_PROMPT = """\
 You are a process reward model. You grade a single step of a conversation between a user and an AI \
@@ -53,6 +53,13 @@ def last_user_request(prompt_messages: Sequence[dict]) -> str:
         if message.get("role") == "user" and not is_internal_context(message):
             return clean_user_text(message_text(message))
     return ""
+
+
+def user_requests_text(prompt_messages: Sequence[dict]) -> str:
+    """Every real user message of a prompt, joined: what a reply to it is about (the original request and any
+    follow-up such as a correction)."""
+    return "\n".join(clean_user_text(message_text(m)) for m in prompt_messages
+                     if m.get("role") == "user" and not is_internal_context(m))
 
 
 def render_next_state(next_state: Sequence[dict], state_chars: int | None = None) -> str:

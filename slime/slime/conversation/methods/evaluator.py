@@ -4,6 +4,11 @@
 themselves), the hint judge, the teacher's scoring of the sampled response under the hinted prompt, and, with
 a `TeacherDemonstrator`, replies written by the hinted teacher (each one more sample, `demonstrations.py`).
 Turns that cannot train whatever the method says (no next state, an empty response) are excluded here.
+
+Quality protection: when the demonstrator checks its replies and none of the hinted teacher's replies still
+answers the request while the policy's own reply does (`answer_check.py`), the teacher answers worse than the
+policy, and pulling the policy toward it would cost the task: the turn's teacher term is dropped (Combine keeps
+its reward term; OPD alone has no signal left) and the judgement records why.
 """
 
 from __future__ import annotations
@@ -12,7 +17,10 @@ import asyncio
 import logging
 from dataclasses import asdict, dataclass, field
 
+from slime.conversation.answer_check import check_answer
 from slime.conversation.demonstrations import Demonstration, TeacherDemonstrator
+from slime.conversation.judges.prompts import user_requests_text
+from slime.conversation.openclaw_conventions import message_text
 from slime.conversation.judges.base import Judge, Judgement, TurnForJudge
 from slime.conversation.methods.base import Decision, TurnSignals
 from slime.conversation.teacher import TeacherPromptBuilder, TeacherScores, score_prompt
@@ -40,7 +48,8 @@ class TeacherScorer:
         self.temperature = temperature
         self.top_k = top_k
         self.slots = asyncio.Semaphore(max_concurrency)
-        self.stats = {"calls": 0, "failures": 0}
+        # dropped: turns whose teacher term was dropped because the teacher answers worse than the policy
+        self.stats = {"calls": 0, "failures": 0, "dropped": 0}
 
     async def score(self, turn, hint: str) -> TeacherScores:
         prompt = await asyncio.to_thread(self.builder.build_for_turn, turn, hint)
@@ -111,13 +120,26 @@ class TurnEvaluator:
                 except Exception as exc:  # the turn's own sample does not depend on its demonstrations
                     demonstration_error = f"{type(exc).__name__}: {exc}"
                     log.warning("teacher demonstration failed for turn %s: %s", turn.id, demonstration_error)
+        teacher_dropped = None
+        if signals.teacher is not None and self._teacher_answers_worse(turn, demonstrations):
+            teacher_dropped = "the hinted teacher's replies do not answer the request; the policy's does"
+            signals = TurnSignals(reward=reward, hint=hint)
+            self.teacher.stats["dropped"] = self.teacher.stats.get("dropped", 0) + 1
         judgement = self._judgement(signals)
         if self.demonstrator is not None:
-            judgement["extras"].update(demonstrations=len(demonstrations), demonstration_error=demonstration_error)
+            judgement["extras"].update(demonstrations=len(demonstrations), demonstration_error=demonstration_error,
+                                       teacher_dropped=teacher_dropped)
         turn.judgement = judgement
         decision = self._decide(turn, signals)
         teacher = signals.teacher if decision.trainable and decision.use_teacher else None
         return Outcome(judgement, decision, teacher, demonstrations)
+
+    def _teacher_answers_worse(self, turn, demonstrations) -> bool:
+        checked = getattr(demonstrations, "checked", 0)
+        if not checked or demonstrations.answering:
+            return False
+        request = user_requests_text((turn.request or {}).get("messages") or [])
+        return check_answer(message_text(turn.response_message), request).ok
 
     def _decide(self, turn, signals: TurnSignals) -> Decision:
         if not turn.next_state:
