@@ -2,7 +2,8 @@
 
 For every eligible persona (the model told with the hints our judge writes from the persona's corrections is
 pleased at least 0.3 more often than untold, quality kept; measured by `python -m
-slime.personalization.base_rates`, committed as openclaw-test/results/eligibility.json) and every seed, one
+slime.personalization.base_rates`, committed as openclaw-test/results/eligibility.json, pooled with the committed
+runs' own untold and told evaluations) and every seed, one
 openclaw-test run (the Hydra config of `openclaw-test/run.py`, composed here with the same overrides): start the
 default Combine server on SmolLM2-135M-Instruct, rate the base model untold and told on the held-out requests
 (the baseline and the ceiling, measured in the same run), let the simulated user talk to it for 64 interactions,
@@ -42,9 +43,8 @@ def compose(overrides: list[str]):
         return hydra_compose(config_name="config", overrides=overrides)
 
 
-def eligible_personas(path: Path = ELIGIBILITY) -> list[str]:
-    rows = json.loads(path.read_text())
-    return [name for name, row in rows.items() if row.get("eligible")]
+def base_rates(path: Path = ELIGIBILITY) -> list[dict]:
+    return [json.loads(path.read_text())] if path.is_file() else []
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,10 +59,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("overrides", nargs="*", help="more Hydra overrides, e.g. trainer.lr=2e-5")
     args = parser.parse_args(argv)
 
-    from slime.personalization.report import eligibility, gap_headline
+    from slime.personalization.report import eligibility, gap_headline, load_results
     from slime.personalization.runner import run_experiment
 
-    personas = args.personas.split(",") if args.personas else eligible_personas()
+    # eligibility as the README's table measures it: the committed base rates pooled with the committed runs
+    measured = base_rates()
+    committed = load_results(ELIGIBILITY.parent)
+    personas = args.personas.split(",") if args.personas else \
+        [name for name, row in eligibility(committed, measured).items() if row["eligible"]]
+    if not personas:
+        print(f"no eligible persona in {ELIGIBILITY.name}; name some with --personas")
     seeds = [int(s) for s in args.seeds.split(",")]
     print(f"personas: {', '.join(personas)}; seeds {seeds}; {args.method}; {args.interactions} interactions",
           flush=True)
@@ -77,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{persona}/seed {seed}: pleased {before['pleased']:.3f} -> {after['pleased']:.3f} (told "
                   f"{result['base_with_hint']['pleased']:.3f}), quality {before['quality']:.3f} -> "
                   f"{after['quality']:.3f} ({result['wall_seconds'] / 60:.1f} min)", flush=True)
-    rows = eligibility(results)
+    rows = eligibility(results, measured)
     for persona in personas:
         runs = [r for r in results if r["persona"] == persona]
         at = [r["curve"][-1] for r in runs]
@@ -87,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{statistics.mean(p['pleased'] for p in at):.3f}; quality @0 {row.get('untold_quality', float('nan')):.3f} "
               f"told {row.get('told_quality', float('nan')):.3f} @{args.interactions} "
               f"{statistics.mean(p['quality'] for p in at):.3f}{'  (hint-only)' if row.get('hint_only') else ''}")
-    headline = gap_headline(results, args.method, args.interactions, personas=personas)
+    headline = gap_headline(results, args.method, args.interactions, personas=personas, base_rates=measured)
     print(f"per persona share of the gap closed: "
           + ", ".join(f"{p} {v:.3f}" for p, v in headline["per_persona"].items()))
     print(f"hint-only minimum {headline['hint_only_min']:.3f} (goal >= {HINT_ONLY_GOAL}); mean quality change "

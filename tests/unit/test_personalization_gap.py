@@ -61,18 +61,38 @@ def test_v2_results_keeps_only_tagged_runs():
     assert len(v2_results(RUNS)) == len(RUNS) - 1
 
 
-def test_eligibility_pools_every_run_of_a_persona():
+def test_eligibility_pools_the_runs_of_distinct_seeds():
     rows = eligibility(RUNS)
     assert list(rows) == ["concise", "emoji", "student", "upbeat"]
     up = rows["upbeat"]
-    # told (0.5, 0.5, 0.6) -> 0.5333; untold 0 in all three; quality 0.5 -> 0.48
-    assert up["runs"] == 3 and up["samples"] == 216
-    assert up["told_pleased"] == pytest.approx(0.5333, abs=1e-4) and up["untold_pleased"] == 0.0
-    assert up["gap"] == pytest.approx(0.5333, abs=1e-4) and up["quality_change"] == pytest.approx(-0.02)
+    # seeds 0 and 1 (the rl run of seed 0 sampled the same base replies as combine's: counted once):
+    # told (0.5, 0.5) -> 0.5; untold 0 in both; quality 0.5 -> 0.48
+    assert up["runs"] == 2 and up["samples"] == 144
+    assert up["told_pleased"] == pytest.approx(0.5) and up["untold_pleased"] == 0.0
+    assert up["gap"] == pytest.approx(0.5) and up["quality_change"] == pytest.approx(-0.02)
     assert up["eligible"] and up["hint_only"]
     assert rows["concise"]["gap"] == pytest.approx(0.6) and not rows["concise"]["eligible"]  # quality -0.1
     assert rows["student"]["gap"] == pytest.approx(0.1) and not rows["student"]["eligible"]
     assert rows["emoji"]["eligible"] and not rows["emoji"]["hint_only"]
+
+
+def test_eligibility_pools_base_rate_measurements_of_other_seeds():
+    rates = {"upbeat": {"told": "judge", "split": "heldout", "seed": 101234,
+                        "without_hint": {"pleased": 0.1, "quality": 0.5, "n": 72},
+                        "with_hint": {"pleased": 0.4, "quality": 0.44, "n": 72}},
+             # told with the persona's own words, or on another split: not what eligibility is about
+             "concise": {"told": "persona", "seed": 7, "without_hint": {"pleased": 0.0, "quality": 0.5, "n": 72},
+                         "with_hint": {"pleased": 0.9, "quality": 0.5, "n": 72}}}
+    up = eligibility(RUNS, [rates])["upbeat"]
+    # seeds 0, 1 from runs and 101234 from the file: told (0.5, 0.5, 0.4), untold (0, 0, 0.1), told quality
+    # (0.48, 0.48, 0.44) against 0.5 each
+    assert up["runs"] == 3 and up["samples"] == 216
+    assert up["gap"] == pytest.approx(0.4667 - 0.0333, abs=1e-3)
+    assert up["quality_change"] == pytest.approx(-0.0333, abs=1e-3)
+    assert eligibility(RUNS, [rates])["concise"]["runs"] == 1  # the persona-told row was not pooled
+    # a file measured with a seed a run already used adds nothing
+    same = {"upbeat": {**rates["upbeat"], "seed": 1234}}
+    assert eligibility([{**RUNS[0], "eval": {"seed": 1234}}], [same])["upbeat"]["runs"] == 1
 
 
 def test_eligibility_thresholds_are_inclusive():
@@ -125,7 +145,7 @@ def test_gap_table_rows():
 
 def test_eligibility_table_and_report_text():
     text = eligibility_table(eligibility(RUNS))
-    assert "| upbeat | 3 | 216 | 0.00 | 0.53 | +0.53 | 0.50 | 0.48 | yes | yes |" in text
+    assert "| upbeat | 2 | 144 | 0.00 | 0.50 | +0.50 | 0.50 | 0.48 | yes | yes |" in text
     assert "| concise | 1 | 72 | 0.30 | 0.90 | +0.60 | 0.50 | 0.40 | no | no |" in text
     full = report.v2_text(RUNS)
     assert "combine: share of the told gap closed at 64 = 0.450 over 2 eligible persona(s) (emoji 0.50, upbeat 0.40)" \

@@ -8,6 +8,7 @@ Every expected number below was computed by hand from the docstrings of `slime/p
 * concise (concise-v1): 1 up to 25 words, then linear to 0 at 75 words: 1 - (words - 25) / 50;
 * greeter (greeter-v1): 1 if the reply opens with a greeting, else 0;
 * upbeat (upbeat-v1): 1 if the reply opens by agreeing to the request ("Sure", "Of course", ...), else 0;
+* numbered (numbered-v1): numbered items at line starts ("1. ", "2) "): 0.5 per item, at most 1;
 * therefore (therefore-v1): 1 if the word "therefore" appears anywhere (any case, a whole word), else 0;
 * steps (steps-v1): labelled steps, each at the start of a line ("Step 1", up to 3 non-word characters such as
   "**" before it): 0.5 per label, at most 1;
@@ -194,6 +195,21 @@ STEPS_EXAMPLES = [
      0.0, 0.0, "empty"),
 ]
 
+NUMBERED_EXAMPLES = [
+    ("1. Ana buys 2 notebooks at $4 each: 2 x $4 = $8.\n2. Her change is $50 - $8 = $42.",
+     1.0, 1.0, "two items at line starts; on topic; last number 42"),
+    ("To solve it:\n1) 2 x $4 = $8\n2) $50 - $8 = $42\n3) Ana gets $42 back.",
+     1.0, 1.0, "'1)' counts too; three items still 1"),
+    ("1. 2 x $4 = $8, and $50 - $8 = $42.",
+     0.5, 1.0, "one item is half"),
+    ("Step 1: 2 x $4 = $8\nStep 2: $50 - $8 = $42",
+     0.0, 1.0, "step labels are not a numbered list"),
+    ("- 2 x $4 = $8\n- $50 - $8 = $40",
+     0.0, 0.5, "bullets are not numbered; 40 is wrong"),
+    ("",
+     0.0, 0.0, "empty"),
+]
+
 THEREFORE_EXAMPLES = [
     ("Ana spends 2 x $4 = $8. Therefore her change is $50 - $8 = $42.",
      1.0, 1.0, "'Therefore' marks the conclusion; on topic; last number 42"),
@@ -293,6 +309,11 @@ def test_greeter_labelled(response, preference, quality, why):
 @pytest.mark.parametrize("response,preference,quality,why", UPBEAT_EXAMPLES)
 def test_upbeat_labelled(response, preference, quality, why):
     _check("upbeat", GREETER_PROBLEM, response, preference, quality)
+
+
+@pytest.mark.parametrize("response,preference,quality,why", NUMBERED_EXAMPLES)
+def test_numbered_labelled(response, preference, quality, why):
+    _check("numbered", GREETER_PROBLEM, response, preference, quality)
 
 
 @pytest.mark.parametrize("response,preference,quality,why", THEREFORE_EXAMPLES)

@@ -40,7 +40,7 @@ async def measure_base_rates(url: str, personas: list[str], num_prompts: int, sa
             persona = get_persona(name)
             hints = told_hints(persona, told)
             row = {"versions": persona.versions, "preference_kind": persona.preference_kind, "told": told,
-                   "hints": hints, "split": split}
+                   "hints": hints, "split": split, "seed": seed, "samples": samples}
             for key, with_hints in (("without_hint", None), ("with_hint", hints)):
                 result = await evaluate(client, persona, problems, hints=with_hints, samples_per_prompt=samples,
                                         generation=generation, seed=seed)

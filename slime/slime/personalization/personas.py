@@ -191,6 +191,16 @@ def labelled_steps(response: str, problem: Problem) -> tuple[float, dict]:
     return min(1.0, labels / 2), {"step_labels": labels}
 
 
+_LIST_ITEM = re.compile(r"(?m)^\s*\d+[.)]\s+\S")
+
+
+def numbered_list(response: str, problem: Problem) -> tuple[float, dict]:
+    """numbered-v1: the reply is laid out as a numbered list ("1. ...", "2) ..." at line starts); half for one
+    item, full from two on."""
+    items = len(_LIST_ITEM.findall(response))
+    return min(1.0, items / 2), {"list_items": items}
+
+
 _THEREFORE = re.compile(r"(?i)\btherefore\b")
 
 
@@ -299,6 +309,19 @@ PERSONAS: dict[str, Persona] = {
                      "write it as Step 1, Step 2 please"),
         preference_fn=labelled_steps,
         probes=("Step 1:",),
+    ),
+    # A format: SmolLM2-135M rarely numbers its working unprompted and does when told, still on the problem.
+    "numbered": Persona(
+        name="numbered",
+        description="a user who wants the answer laid out as a numbered list",
+        preference_kind="format",
+        rating_version="numbered-v1",
+        hint="Format the answer as a numbered list.",
+        requests=("{question}", "{question} can you walk me through it?", "how do I solve this? {question}"),
+        corrections=("too messy. write it as a numbered list", "hard to follow, please use a numbered list next time",
+                     "not very clear. use a numbered list"),
+        preference_fn=numbered_list,
+        probes=("1.",),
     ),
     # A vocabulary: SmolLM2-135M says "therefore" now and then unprompted (Binary RL has something to reinforce)
     # and far more often when told, without losing the problem.

@@ -38,6 +38,8 @@ HINT_ONLY_TOLD_AT_LEAST = 0.3
 # clearly more than what it does untold, without giving up the task for it.
 ELIGIBLE_GAP = 0.3
 ELIGIBLE_QUALITY_DROP = 0.05
+# v2's hint-only: pleased (almost) never untold, i.e. under 1 reply in 20 (72 samples: at most 3)
+HINT_ONLY_PLEASED_BELOW = 0.05
 
 
 def plot_curve(result: dict, path: str | Path) -> None:
@@ -204,15 +206,27 @@ def _base_point(result: dict) -> dict | None:
     return next((p for p in result.get("curve", []) if p["interactions"] == 0), None)
 
 
-def eligibility(results: Iterable[dict]) -> dict[str, dict]:
-    """Per persona, pooled over every v2 run (any method: nothing is trained before checkpoint 0): the pleased
-    rate and quality untold (checkpoint 0) and told (`base_with_hint`), the gap, and whether it is eligible."""
-    pooled: dict = defaultdict(lambda: defaultdict(list))
+def eligibility(results: Iterable[dict], base_rates: Iterable[dict] = ()) -> dict[str, dict]:
+    """Per persona, pooled over the v2 runs and the base-rate measurements (`base_rates.py` files, told with the
+    judge's hints) of distinct evaluation seeds (any method: nothing is trained before checkpoint 0, so runs of
+    one seed measured the same replies): the pleased rate and quality untold (checkpoint 0) and told
+    (`base_with_hint`), the gap, and whether it is eligible."""
+    measured = []  # (persona, seed, untold summary, told summary)
     for r in v2_results(results):
         base, told = _base_point(r), r.get("base_with_hint")
-        if base is None or not told:
+        if base is not None and told:
+            measured.append((r["persona"], (r.get("eval") or {}).get("seed", r["seed"]), base, told))
+    for rates in base_rates:
+        for persona, row in rates.items():
+            if row.get("told") == "judge" and row.get("split", "heldout") == "heldout":
+                measured.append((persona, row.get("seed"), row["without_hint"], row["with_hint"]))
+    pooled: dict = defaultdict(lambda: defaultdict(list))
+    seen = set()
+    for persona, seed, base, told in measured:
+        if (persona, seed) in seen:
             continue
-        cell = pooled[r["persona"]]
+        seen.add((persona, seed))
+        cell = pooled[persona]
         for key, point in (("untold", base), ("told", told)):
             cell[f"{key}_pleased"].append(point["pleased"])
             cell[f"{key}_quality"].append(point["quality"])
@@ -231,17 +245,17 @@ def eligibility(results: Iterable[dict]) -> dict[str, dict]:
 def eligibility_verdict(untold: dict, told: dict) -> dict:
     """The told gap between two summaries ({pleased, quality}) and what follows from it: eligible (told it is
     pleased at least ELIGIBLE_GAP more often, quality kept within ELIGIBLE_QUALITY_DROP) and hint-only (almost
-    never pleased untold)."""
+    never pleased untold: HINT_ONLY_PLEASED_BELOW)."""
     gap = round(told["pleased"] - untold["pleased"], 4)
     quality_change = round(told["quality"] - untold["quality"], 4)
     # a hair of tolerance: 0.3 - 0.0 and -0.05 must count as at the threshold, not below it
     return {"gap": gap, "quality_change": quality_change,
             "eligible": gap >= ELIGIBLE_GAP - 1e-9 and quality_change >= -ELIGIBLE_QUALITY_DROP - 1e-9,
-            "hint_only": untold["pleased"] < HINT_ONLY_BASE_BELOW}
+            "hint_only": untold["pleased"] < HINT_ONLY_PLEASED_BELOW}
 
 
 def eligibility_table(rows: dict[str, dict]) -> str:
-    lines = ["| persona | runs | samples each | pleased untold | pleased told | gap | quality untold | quality told | "
+    lines = ["| persona | seeds | samples each | pleased untold | pleased told | gap | quality untold | quality told | "
              "eligible | hint-only |", "|" + "---|" * 10]
     for persona, r in rows.items():
         lines.append(f"| {persona} | {r['runs']} | {r['samples']} | {r['untold_pleased']:.2f} | {r['told_pleased']:.2f} | "
@@ -275,10 +289,10 @@ def _by_persona_method(results: Iterable[dict]) -> dict:
 
 
 def gap_headline(results: list[dict], method: str = Combine.name, at: int = 64,
-                 personas: Iterable[str] | None = None) -> dict:
+                 personas: Iterable[str] | None = None, base_rates: Iterable[dict] = ()) -> dict:
     """Mean share of the told gap closed at `at` over the eligible personas (or `personas`), the minimum over
     the hint-only ones, and the mean quality change, for one method."""
-    rows = eligibility(results)
+    rows = eligibility(results, base_rates)
     chosen = list(personas) if personas is not None else [p for p, r in rows.items() if r["eligible"]]
     grouped = _by_persona_method(results)
     shares, quality, per_persona = [], [], {}
@@ -380,7 +394,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"no result.json under {args.root}")
     text = ""
     if v2_results(results):
-        text += v2_text(results, args.plots) + "\n\nv1 protocol and all runs:\n\n"
+        text += v2_text(results, args.plots, load_base_rates(args.root)) + "\n\nv1 protocol and all runs:\n\n"
     text += markdown_table(results)
     for method in sorted({method_label(r) for r in results}):
         for at in (64, 128):
@@ -402,14 +416,21 @@ def main(argv: list[str] | None = None) -> None:
         Path(args.out).write_text(text + "\n")
 
 
-def v2_text(results: list[dict], plots: str | None = None) -> str:
+def load_base_rates(root: str | Path) -> list[dict]:
+    """Every `eligibility.json` (`base_rates.py --out`) below `root`."""
+    return [json.loads(p.read_text()) for p in sorted(Path(root).rglob("eligibility.json"))]
+
+
+def v2_text(results: list[dict], plots: str | None = None, base_rates: Iterable[dict] = ()) -> str:
     """The v2 part of the report: eligibility, the gap table, the headline per method, the probe plots."""
-    rows = eligibility(results)
-    text = "Eligibility (pooled over every v2 run of the persona):\n\n" + eligibility_table(rows)
+    base_rates = list(base_rates)
+    rows = eligibility(results, base_rates)
+    text = ("Eligibility (pooled over the v2 runs and base-rate measurements of distinct evaluation seeds):\n\n"
+            + eligibility_table(rows))
     text += "\n\n" + gap_table(results)
     for method in sorted({method_label(r) for r in v2_results(results)}):
         for at in (64, 128):
-            h = gap_headline(results, method, at)
+            h = gap_headline(results, method, at, base_rates=base_rates)
             if h["personas"]:
                 text += (f"\n\n{method}: share of the told gap closed at {at} = {h['gap_closed']:.3f} over "
                          f"{h['personas']} eligible persona(s) ("

@@ -71,7 +71,14 @@ Your preference, which you never state up front: a solution should mark its conc
 "therefore", as you always taught. One that reaches the answer without it feels unfinished to you, however \
 correct it is."""
 
+_NUMBERED = """You are role-playing a busy parent checking homework help from an AI assistant.
+
+Your preference, which you never state up front: you want the answer laid out as a numbered list, one item per \
+line, so that you can scan it quickly. A solution written as running text is hard for you to follow, however \
+correct it is."""
+
 USER_PROMPTS: dict[str, str] = {
+    "numbered": _NUMBERED + _RULES,
     "steps": _STEPS + _RULES,
     "therefore": _THEREFORE + _RULES,
     "student": _STUDENT + _RULES,
