@@ -95,7 +95,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{statistics.mean(p['quality'] for p in at):.3f}{'  (hint-only)' if row.get('hint_only') else ''}")
     headline = gap_headline(results, args.method, args.interactions, personas=personas, base_rates=measured)
     print(f"per persona share of the gap closed: "
-          + ", ".join(f"{p} {v:.3f}" for p, v in headline["per_persona"].items()))
+          + ", ".join(f"{p} {v:.3f}" for p, v in headline["per_persona"].items())
+          + (f"; no share (these runs' told gap under 0.3): {', '.join(headline['skipped'])}"
+             if headline["skipped"] else ""))
     print(f"hint-only minimum {headline['hint_only_min']:.3f} (goal >= {HINT_ONLY_GOAL}); mean quality change "
           f"{headline['quality_change']:+.3f} (goal >= {-MAX_QUALITY_DROP}); {len(results)} run(s), "
           f"{(time.monotonic() - started) / 60:.1f} min")

@@ -26,6 +26,9 @@ LABELLED = [
     ("Of course!\n\n", BUS, False, "opening only"),
     ("Sure! Here's the step-by-step explanation:", BUS, False, "opening only"),
     ("Sure! 1. First", BUS, False, "opening only"),  # a list marker is not a result
+    ("Sure! Step 1:", BUS, False, "opening only"),  # nor is a step label
+    ("Hello there! I'm here to help you with your homework. What's your question? Step 1:", BUS, False, "off topic"),
+    ("Sure, I can help with that one, just give me a moment please\nOk.", SEA, False, "off topic"),
     ("Hello there! I'm here to help you with your math homework. What's your question?", BUS, False, "off topic"),
     ("Ahoy matey! Let's sail the seas of numbers together, arr! Adventure awaits us all today.", BUS, False,
      "off topic"),

@@ -135,6 +135,9 @@ def test_how_the_reply_opens_is_said_as_a_rule_about_the_reply():
         "lead with the answer please": "Your reply must start with the answer.",
         "end with a question to check i understood": "Your reply must end with a question to check i understood.",
         "start each paragraph with a heading": "Start each paragraph with a heading.",
+        "start by checking the logs first": "Start by checking the logs first.",
+        'please start with "well hi there"': 'Your reply must start with "well hi there".',
+        "start with the history of hi-fi audio": "Your reply must start with the history of hi-fi audio.",
         "write the email without exclamation marks, and sign off with my name":
             "Write the email without exclamation marks. Sign off with the user's name.",
     }

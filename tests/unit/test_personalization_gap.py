@@ -95,6 +95,15 @@ def test_eligibility_pools_base_rate_measurements_of_other_seeds():
     assert eligibility([{**RUNS[0], "eval": {"seed": 1234}}], [same])["upbeat"]["runs"] == 1
 
 
+def test_runs_told_with_the_personas_own_words_are_not_pooled():
+    own = _run("solo", "combine", 0, 0.9, 0.5, [_point(0, 0.0)])
+    own["base_with_hint"]["source"] = "persona"
+    judged = _run("solo", "combine", 1, 0.2, 0.5, [_point(0, 0.0)])
+    judged["base_with_hint"]["source"] = "judge"
+    row = eligibility([own, judged])["solo"]
+    assert row["runs"] == 1 and row["told_pleased"] == pytest.approx(0.2)
+
+
 def test_eligibility_thresholds_are_inclusive():
     at_edge = [_run("edge", "combine", 0, 0.3, 0.45, [_point(0, 0.0)])]
     row = eligibility(at_edge)["edge"]
@@ -111,6 +120,8 @@ def test_gap_closed_is_a_ratio_of_seed_means():
     assert gap_closed(upbeat, 128) is None  # no run reaches 128
     no_gap = [_run("x", "combine", 0, 0.2, 0.5, [_point(0, 0.3), _point(64, 0.5)])]
     assert gap_closed(no_gap, 64) is None  # told below untold: nothing to close
+    tiny = [_run("x", "combine", 0, 0.015, 0.5, [_point(0, 0.0), _point(64, 0.5)])]
+    assert gap_closed(tiny, 64) is None  # 0.5 / 0.015 would be 33: a share of noise is not reported
     overshoot = [_run("x", "combine", 0, 0.5, 0.5, [_point(0, 0.0), _point(64, 0.75)])]
     assert gap_closed(overshoot, 64) == pytest.approx(1.5)  # reported as measured, not clipped
 
@@ -122,9 +133,12 @@ def test_gap_headline_over_eligible_personas():
     assert h["gap_closed"] == pytest.approx(0.45) and h["hint_only_min"] == pytest.approx(0.4)
     # quality changes: emoji 0.4 - 0.5 = -0.1, upbeat 0 -> -0.05
     assert h["quality_change"] == pytest.approx(-0.05)
+    assert h["skipped"] == []
     # an explicit persona list replaces the eligibility choice
     assert gap_headline(RUNS, "combine", 64, personas=["concise"])["per_persona"] == \
         pytest.approx({"concise": (0.8 - 0.3) / (0.9 - 0.3)})
+    # student's told gap (0.1) is too small to divide: listed, not averaged
+    assert gap_headline(RUNS, "combine", 64, personas=["student", "emoji"])["skipped"] == ["student"]
     nothing = gap_headline(RUNS, "opd", 64)
     assert nothing["personas"] == 0 and math.isnan(nothing["gap_closed"]) and math.isnan(nothing["hint_only_min"])
 

@@ -29,10 +29,11 @@ __all__ = ["AnswerCheck", "check_answer"]
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z']*|\d+(?:[.,]\d+)*")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
-# list markers ("1. First", "2) Then"): at the start of the reply, a line or a sentence; not results
-_ENUMERATOR = re.compile(r"(?:^|\n|[.!?:]\s)\s*(\d+)[.)]\s")
+# list markers ("1. First", "2) Then", "Step 1:"): at the start of the reply, a line or a sentence, or after
+# "step"; not results
+_ENUMERATOR = re.compile(r"(?:^|\n|[.!?:]\s)\s*(\d+)[.)]\s|\bstep\s+(\d+)\b", re.IGNORECASE)
 # the opening sentence: up to the first sentence end (., !, ?, :) or line break, within the first 12 words
-_OPENING = re.compile(r"^\W*(?:\S+\s+){0,11}?\S*?[.!?:](?=\s|$)|^[^\n]*\n")
+_OPENING = re.compile(r"^\W*(?:\S+\s+){0,11}?\S*?[.!?:](?=\s|$)|^[ \t]*(?:\S+[ \t]+){0,11}?\S+[ \t]*\n")
 _FUNCTION_WORDS = frozenset("""
 the and for are but not you all any can had her was one our out his has him how its may new now old see two way
 who boy did get let put say she too use yes yet off own why got per via than into
@@ -72,10 +73,14 @@ def check_answer(reply: str, request: str, *, min_body_words: int = 8, min_share
         return AnswerCheck(False, "empty", 0, (), (), ())
     opening = _OPENING.match(text)
     body = text[opening.end():] if opening and opening.end() < len(text) else ""
-    body_words = len(_WORD.findall(body)) if body else (len(words) if len(words) > 12 else 0)
+    # a reply with no separate opening is all body once it is longer than an opening can be
+    body_words = len(_WORD.findall(body)) if body else (len(words) if len(words) >= 12 else 0)
     asked = _numbers(request)
-    markers = _ENUMERATOR.findall(text)
-    said = [n.replace(",", "") for n in _NUMBER.findall(text)]
+    # results are the numbers the request does not hold, list markers and step labels aside, in the body (a
+    # reply that is one short sentence is its own body: "The answer is 32.")
+    counted = body if body else text
+    markers = [a or b for a, b in _ENUMERATOR.findall(counted)]
+    said = [n.replace(",", "") for n in _NUMBER.findall(counted)]
     # a marker's number still counts where the reply also writes it elsewhere ("1. ... is 1 more")
     results = tuple(sorted({n for n in said if n not in asked and said.count(n) > markers.count(n)}))
     shared_numbers = tuple(sorted(asked & _numbers(text)))

@@ -214,7 +214,7 @@ def eligibility(results: Iterable[dict], base_rates: Iterable[dict] = ()) -> dic
     measured = []  # (persona, seed, untold summary, told summary)
     for r in v2_results(results):
         base, told = _base_point(r), r.get("base_with_hint")
-        if base is not None and told:
+        if base is not None and told and told.get("source", "judge") == "judge":
             measured.append((r["persona"], (r.get("eval") or {}).get("seed", r["seed"]), base, told))
     for rates in base_rates:
         for persona, row in rates.items():
@@ -267,7 +267,7 @@ def eligibility_table(rows: dict[str, dict]) -> str:
 def gap_closed(runs: list[dict], at: int) -> float | None:
     """The share of the told gap closed by `at` interactions over a persona's runs (one method), from the means
     over seeds: (pleased@at - pleased@0) / (pleased told - pleased@0). None without runs reaching `at` or
-    without a gap to close."""
+    when these runs' own told gap is under ELIGIBLE_GAP."""
     before, after, told = [], [], []
     for r in runs:
         points = {p["interactions"]: p for p in r.get("curve", [])}
@@ -278,7 +278,8 @@ def gap_closed(runs: list[dict], at: int) -> float | None:
     if not before:
         return None
     gap = _mean(told) - _mean(before)
-    return None if gap <= 0 else (_mean(after) - _mean(before)) / gap
+    # a share of a gap this small is noise over noise (0.5 / 0.015 = 33): only an eligible-sized gap is divided
+    return None if gap < ELIGIBLE_GAP - 1e-9 else (_mean(after) - _mean(before)) / gap
 
 
 def _by_persona_method(results: Iterable[dict]) -> dict:
@@ -295,11 +296,12 @@ def gap_headline(results: list[dict], method: str = Combine.name, at: int = 64,
     rows = eligibility(results, base_rates)
     chosen = list(personas) if personas is not None else [p for p, r in rows.items() if r["eligible"]]
     grouped = _by_persona_method(results)
-    shares, quality, per_persona = [], [], {}
+    shares, quality, per_persona, skipped = [], [], {}, []
     for persona in chosen:
         runs = grouped.get((persona, method), [])
         share = gap_closed(runs, at)
         if share is None:
+            skipped.append(persona)
             continue
         per_persona[persona] = share
         shares.append(share)
@@ -307,7 +309,7 @@ def gap_headline(results: list[dict], method: str = Combine.name, at: int = 64,
                    ({p["interactions"]: p for p in r["curve"]} for r in runs) if 0 in pts and at in pts]
         quality.append(_mean(changes))
     hint_only = [per_persona[p] for p in per_persona if rows.get(p, {}).get("hint_only")]
-    return {"personas": len(shares), "gap_closed": _mean(shares), "per_persona": per_persona,
+    return {"personas": len(shares), "gap_closed": _mean(shares), "per_persona": per_persona, "skipped": skipped,
             "hint_only_min": min(hint_only) if hint_only else float("nan"),
             "quality_change": _mean(quality)}
 
@@ -378,7 +380,8 @@ def plot_probe_curves(results: list[dict], path: str | Path, persona: str) -> bo
         ax.axhline(statistics.mean(told), color="gray", linestyle=":", label="base model told (judge's hints)")
     ax.set_xlabel("interactions")
     ax.set_ylabel("mean log P(reply opens as preferred)")
-    ax.set_title(f"{persona}: {' | '.join(runs[0]['curve'][0]['probe']['probes'])}")
+    probes = next(p["probe"]["probes"] for r in runs for p in r["curve"] if "probe" in p)
+    ax.set_title(f"{persona}: {' | '.join(probes)}")
     _save(fig, ax, path)
     return True
 

@@ -377,7 +377,7 @@ def _as_instruction(m: re.Match) -> str | None:
 _OPENING_VERB = re.compile(r"^(?P<verb>start|begin|open|lead|end|finish|close)\s+(?:(?:your|the)\s+(?:next\s+)?"
                            r"(?:reply|response|answer|message)\s+)?(?P<prep>with|by)\s+(?P<rest>.+)$",
                            re.IGNORECASE | re.DOTALL)
-_BARE_GREETING = re.compile(r'(?<!["\w])(?P<w>hi|hello|hey|howdy|good morning)(?![\w"])', re.IGNORECASE)
+_BARE_GREETING = re.compile(r'(?<!["\'\w-])(?P<w>hi|hello|hey|howdy|good morning)(?![\w"\'-])', re.IGNORECASE)
 _A_GREETING = re.compile(r"\ba\s+(?:(?:friendly|short|quick|nice|warm)\s+)?greeting\b(?!\s+(?:such as|like)\b)",
                          re.IGNORECASE)
 GREETING_EXAMPLE = '"Hello!"'
@@ -395,10 +395,14 @@ def _reply_rule(words: str) -> str:
     """ "start with X" -> 'Your reply must start with X', "end your reply with X" -> 'Your reply must end with X';
     anything else (also "start each paragraph with X", "sign off with X") as it was said."""
     found = _OPENING_VERB.match(words)
-    if not found:
+    # "start by checking the logs" is about what to do first, not how the reply reads: as said
+    if not found or (found.group("prep").lower() == "by" and re.match(r"\w+ing\b", found.group("rest"))):
         return _sentence(words)
     where = "end" if found.group("verb").lower() in {"end", "finish", "close"} else "start"
-    return _sentence(f"Your reply must {where} {found.group('prep').lower()} {_quote_greetings(found.group('rest'))}")
+    rest = found.group("rest")
+    if where == "start" and not re.search(r"[\"']", rest):  # a quotation is the user's own words, kept as is
+        rest = _quote_greetings(rest)
+    return _sentence(f"Your reply must {where} {found.group('prep').lower()} {rest}")
 
 
 _UNITS = {"metric": "metric units", "imperial": "imperial units", "celsius": "degrees Celsius",
