@@ -76,7 +76,9 @@ def load_results(root: str | Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(Path(root).rglob("result.json"))]
 
 
-def _stat(values: list[float]) -> str:
+def _stat(values: list) -> str:
+    """mean±std of the values a run recorded (None and NaN, i.e. not recorded, left out); one value alone; "–"."""
+    values = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
     if not values:
         return "–"
     if len(values) == 1:
@@ -314,15 +316,6 @@ def gap_headline(results: list[dict], method: str = Combine.name, at: int = 64,
             "quality_change": _mean(quality)}
 
 
-def _cell(values: list[float], fmt: str = "{:.2f}") -> str:
-    values = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
-    if not values:
-        return "–"
-    if len(values) == 1:
-        return fmt.format(values[0])
-    return f"{fmt.format(statistics.mean(values))}±{statistics.stdev(values):.2f}"
-
-
 def gap_table(results: list[dict], checkpoints: tuple[int, ...] = (0, 32, 64, 128)) -> str:
     """Per persona and method (v2 runs): pleased told and at each checkpoint, the share of the gap closed at 64,
     preference and quality at 0 and 64, the out-of-template pleased rate and the probe log-probability."""
@@ -343,12 +336,12 @@ def gap_table(results: list[dict], checkpoints: tuple[int, ...] = (0, 32, 64, 12
             return out
 
         share = gap_closed(runs, 64)
-        cells = [persona, method, str(len(runs)), _cell([(r.get("base_with_hint") or {}).get("pleased") for r in runs])]
-        cells += [_cell(at(n, "pleased")) for n in checkpoints]
+        cells = [persona, method, str(len(runs)), _stat([(r.get("base_with_hint") or {}).get("pleased") for r in runs])]
+        cells += [_stat(at(n, "pleased")) for n in checkpoints]
         cells.append("–" if share is None else f"{share:.2f}")
-        cells += [_cell(at(0, "preference")), _cell(at(64, "preference")), _cell(at(0, "quality")),
-                  _cell(at(64, "quality")), _cell(at(0, "ood", "pleased")), _cell(at(64, "ood", "pleased")),
-                  _cell(at(0, "probe", "logprob")), _cell(at(64, "probe", "logprob"))]
+        cells += [_stat(at(0, "preference")), _stat(at(64, "preference")), _stat(at(0, "quality")),
+                  _stat(at(64, "quality")), _stat(at(0, "ood", "pleased")), _stat(at(64, "ood", "pleased")),
+                  _stat(at(0, "probe", "logprob")), _stat(at(64, "probe", "logprob"))]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

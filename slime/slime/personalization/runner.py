@@ -226,9 +226,10 @@ async def run_against(url: str, config: Mapping, out_dir: Path, started: float, 
     persona = get_persona(config["persona"]["name"])
     client = ServerClient(url, api_key=config["server"].get("api_key") or os.environ.get("OPENCLAW_PROXY_API_KEY"))
     reactor = build_reactor(config.get("user"))
-    engine, builder = _probe_engine(config, persona, engine_url)
-    evaluator = Evaluator(client, config, persona, out_dir, engine, builder)
+    engine = None
     try:
+        engine, builder = _probe_engine(config, persona, engine_url)
+        evaluator = Evaluator(client, config, persona, out_dir, engine, builder)
         client.model = await client.served_model()
         stats = await client.stats()
         base = {"judged": stats["judged"], "trained_batches": stats.get("trained_batches", 0),

@@ -145,18 +145,16 @@ class EvalResult:
         return asdict(self)
 
 
-async def evaluate(client: ServerClient, persona: Persona, problems: list[Problem], *, with_hint: bool = False,
+async def evaluate(client: ServerClient, persona: Persona, problems: list[Problem], *,
                    hints: list[str] | None = None, samples_per_prompt: int = 1,
                    generation: Generation = Generation(), system_prompt: str | None = None, concurrency: int = 8,
                    seed: int = 1234) -> EvalResult:
     """Mean preference, quality and pleased rate of the first response to each held-out request.
 
     Told evaluations (what the model can do when told) append a hint to each request the way the OPD teacher
-    sees one: `hints` cycled over the items, or with `with_hint` the persona's own statement. Sample k of
+    sees one: `hints` cycled over the items (`told_hints` gives the judge's or the persona's own). Sample k of
     problem i is sampled with seed `seed + 1000 k + i`, and samples after the first are phrased anew (a fresh
     request template draw), so a different `seed` gives fresh samples of everything."""
-    if with_hint and not hints:
-        hints = [persona.hint]
     phrasings = [heldout_requests(persona, problems, seed=seed if k == 0 else f"{seed}:{k}")
                  for k in range(samples_per_prompt)]
     gate = asyncio.Semaphore(concurrency)
