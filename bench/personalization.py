@@ -51,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--personas", default=None, help=f"default: the eligible ones in {ELIGIBILITY.name}")
-    parser.add_argument("--method", default="combine")
+    parser.add_argument("--method", default="combine_head",
+                        help="an openclaw-test method config (default: combine_head, the default Combine there)")
     parser.add_argument("--model", default="smollm2")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--interactions", type=int, default=64)
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("overrides", nargs="*", help="more Hydra overrides, e.g. trainer.lr=2e-5")
     args = parser.parse_args(argv)
 
-    from slime.personalization.report import eligibility, gap_headline, load_results
+    from slime.personalization.report import eligibility, gap_headline, load_results, method_label
     from slime.personalization.runner import run_experiment
 
     # eligibility as the README's table measures it: the committed base rates pooled with the committed runs
@@ -93,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{statistics.mean(p['pleased'] for p in at):.3f}; quality @0 {row.get('untold_quality', float('nan')):.3f} "
               f"told {row.get('told_quality', float('nan')):.3f} @{args.interactions} "
               f"{statistics.mean(p['quality'] for p in at):.3f}{'  (hint-only)' if row.get('hint_only') else ''}")
-    headline = gap_headline(results, args.method, args.interactions, personas=personas, base_rates=measured)
+    label = method_label(results[0]) if results else args.method  # e.g. "combine_topk [fwd-head4]"
+    headline = gap_headline(results, label, args.interactions, personas=personas, base_rates=measured)
     print(f"per persona share of the gap closed: "
           + ", ".join(f"{p} {v:.3f}" for p, v in headline["per_persona"].items())
           + (f"; no share (these runs' told gap under 0.3): {', '.join(headline['skipped'])}"

@@ -1,5 +1,5 @@
 """openclaw-test's runner end to end on the tiny model (mechanics, not learning): the Hydra app starts the
-Combine server, simulated users talk to it for exactly N interactions, every checkpoint waits for the trainer
+Combine server (the default method: the top-K head term), simulated users talk to it for exactly N interactions, every checkpoint waits for the trainer
 and evaluates held-out requests as side turns, and the result files are written; multirun over seeds attaches
 to one running server. The tiny random model answers nonsense, so the persona's complaints drive training."""
 
@@ -45,7 +45,11 @@ def test_a_run_starts_the_server_talks_trains_evaluates_and_writes_results(tmp_p
     assert "interactions" in done.stdout and "ETA" in done.stdout  # progress lines
 
     result = json.loads((out / "result.json").read_text())
-    assert result["persona"] == "upbeat" and result["method"] == "combine" and result["model"] == "tiny"
+    assert result["persona"] == "upbeat" and result["model"] == "tiny"
+    # the default method: Combine with the top-K teacher term on the first 4 response positions (forward KL)
+    assert (result["method"], result["variant"]) == ("combine_topk", "fwd-head4")
+    assert [str(a) for a in result["config"]["method"]["extra_args"]] == [
+        "--distill-divergence", "forward", "--distill-head-positions", "4"]
     assert result["versions"] == {"persona": "upbeat-v1", "quality": "quality-v1"}
     assert result["eval_protocol"] == "v2" and result["eval"]["told"] == "judge"
     assert [p["interactions"] for p in result["curve"]] == [0, 4, 8]

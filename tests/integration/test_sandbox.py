@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from slime.agentic import sandbox as sb
-from slime.agentic.sandbox import Sandbox, SandboxLimits, uid_processes
+from slime.agentic.sandbox import Sandbox, SandboxLimits, UidPool, uid_processes
 
 _CAP = sb.detect_capability("bwrap")
 pytestmark = pytest.mark.skipif(not _CAP.available, reason=f"no bwrap sandbox on this host: {_CAP.problem}")
@@ -459,3 +459,25 @@ def test_64_sandboxes_in_parallel_leave_nothing_behind(base_dir):
     assert os.listdir(base_dir) == []
     assert not (set(uids) & sb.default_uid_pool().leased)
     print(f"64 parallel python sandboxes: {elapsed:.2f} s")
+
+
+def test_reap_uid_kills_a_dead_owners_leftovers_but_never_a_live_sandboxs(tmp_path):
+    pool = UidPool(31000, 4, lock_dir=str(tmp_path / "locks"))
+    uid = pool.acquire()
+    # a process of that uid, as a crashed server's sandbox could leave (started outside any sandbox here)
+    orphan = subprocess.Popen(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "sleep", "300"],
+                              start_new_session=True)
+    try:
+        deadline = time.monotonic() + 5
+        while not uid_processes([uid]) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert sb.reap_uid(uid, pool) is False and uid_processes([uid])  # leased: someone's live sandbox
+        pool.release(uid)
+        assert sb.reap_uid(uid, pool) is True
+        orphan.wait(timeout=5)
+        assert uid_processes([uid]) == [] and orphan.returncode == -9
+        assert pool.try_acquire(uid)  # released again after the sweep
+    finally:
+        if orphan.poll() is None:
+            orphan.kill()
+            orphan.wait()

@@ -91,15 +91,15 @@ def test_the_code_interpreter_runs_in_the_sandbox(monkeypatch):
 def test_with_a_prm_every_step_is_judged_by_the_prm_engine(engine_server, tiny_model_path):
     """The tiny model as the PRM: its votes are noise (mostly invalid), but every step gets its m votes through the
     engine's chat API, and the scores line up with the steps."""
-    from slime.agentic import toolcall
+    from slime.agentic import prm
 
     args = _args(engine_server.url, tiny_model_path, prm_enable=True, prm_engine_url=engine_server.url, prm_m=2,
                  prm_temperature=1.0, prm_max_new_tokens=8, prm_step_coef=1.0)
-    toolcall._JUDGES.clear()
+    prm._JUDGES.clear()
     out = asyncio.run(generate(args, Sample(group_index=0, index=1, prompt="What is 3+4?", label="7"), _params()))
     scores = out.metadata["step_wise"]["prm_scores"]
     assert len(scores) == out.metadata["turns"] and all(s is None or -1 <= s <= 1 for s in scores)
-    [judge] = toolcall._JUDGES.values()
+    [judge] = prm._JUDGES.values()
     assert judge.stats["steps"] == out.metadata["turns"]
     assert judge.stats["votes"] + judge.stats["failed_calls"] == 2 * out.metadata["turns"]
     asyncio.run(reward_func(args, out))

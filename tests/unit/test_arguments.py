@@ -425,6 +425,12 @@ def test_kl_loss_coef_needs_use_kl_loss():
     fails("--kl-loss-coef", 0.01, match="--kl-loss-coef 0.01 has no effect without --use-kl-loss")
 
 
+def test_distill_head_positions_default_to_every_token_and_refuse_a_negative_count():
+    assert parse().distill_head_positions == 0
+    assert parse("--distill-head-positions", 4).distill_head_positions == 4
+    fails("--distill-head-positions", -1, match="--distill-head-positions must be >= 0")
+
+
 def test_kl_loss_topk_needs_a_kl_loss_and_the_fsdp_backend():
     args = parse("--use-kl-loss", "--kl-loss-coef", 0.05, "--kl-loss-topk", 20)
     assert args.kl_loss_topk == 20 and args.ref_model_needed

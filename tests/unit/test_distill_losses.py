@@ -482,6 +482,54 @@ def test_combine_topk_uses_the_chosen_divergence(no_combine_env):
     torch.testing.assert_close(grad, rl_grad + kl_grad, atol=1e-12, rtol=0)
 
 
+def test_head_position_weights_put_a_samples_weight_on_its_first_trained_tokens():
+    mask = torch.tensor([[1, 1, 1, 1, 1, 1], [0, 1, 0, 1, 1, 0], [1, 0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0]],
+                        dtype=torch.float64)
+    weights = distill.head_position_weights(mask, 2)
+    # 6 trained tokens, the first two carry all of them; masked positions (a tool output) are not counted
+    torch.testing.assert_close(weights[0], torch.tensor([3, 3, 0, 0, 0, 0], dtype=torch.float64))
+    torch.testing.assert_close(weights[1], torch.tensor([0, 1.5, 0, 1.5, 0, 0], dtype=torch.float64))
+    torch.testing.assert_close(weights[2], torch.tensor([1, 0, 0, 0, 0, 0], dtype=torch.float64))  # shorter than N
+    assert weights[3].abs().sum() == 0  # nothing trained: no weight, no NaN
+    torch.testing.assert_close(weights.sum(-1), mask.sum(-1))
+    x = torch.arange(24, dtype=torch.float64).view(4, 6)
+    # the per-sample masked mean of x * weights is the mean of x over each sample's first two trained tokens
+    assert ppo_utils.sum_of_sample_mean(x * weights, mask).item() == pytest.approx((0 + 1) / 2 + (7 + 9) / 2 + 12)
+    with pytest.raises(ValueError, match="positions must be >= 1"):
+        distill.head_position_weights(mask, 0)
+
+
+@pytest.mark.parametrize("divergence", ["reverse", "forward"])
+def test_topk_loss_on_the_head_positions_is_the_head_mean_and_trains_nothing_after_it(divergence):
+    batch = topk_batch()
+    logits = student_logits()
+    loss, _ = topk_distillation_loss_function(args_for(distill_divergence=divergence, distill_head_positions=2),
+                                              batch, logits, sample_mean_reduce(batch["loss_mask"]))
+    per_token = distill.kl_over_bins(
+        distill.with_tail_bin(distill.student_topk_log_probs(logits, batch["teacher_topk_indices"])),
+        distill.with_tail_bin(batch["teacher_topk_log_probs"]), divergence)
+    # samples 0 and 1 have >= 2 trained tokens, sample 2 none: the loss is the mean KL of the first two positions
+    expected = per_token[0, :2].mean() + per_token[1, :2].mean()
+    torch.testing.assert_close(loss, expected, atol=1e-12, rtol=0)
+    loss.backward()
+    assert logits.grad[:, 2:].abs().max() == 0 and logits.grad[:2, :2].abs().min() >= 0
+    assert logits.grad[0, 0].abs().max() > 0
+    everywhere, _ = topk_distillation_loss_function(args_for(distill_divergence=divergence), batch, student_logits(),
+                                                    sample_mean_reduce(batch["loss_mask"]))
+    assert abs(everywhere.item() - loss.item()) > 1e-6  # 0 keeps the old every-token loss
+
+
+def test_combine_topk_head_positions_weigh_only_the_distillation_term(no_combine_env):
+    batch, logits = combine_topk_batch()
+    args = args_for(distill_divergence="forward", distill_head_positions=1)
+    kl_loss, _, kl_grad = run_loss(topk_distillation_loss_function, args, batch, logits)
+    rl_loss, _, rl_grad = run_loss(policy_loss_function, args, batch, logits)
+    loss, _, grad = run_loss(combine_topk_loss_function, args, batch, logits)
+    torch.testing.assert_close(loss, rl_loss + kl_loss, atol=1e-12, rtol=0)
+    torch.testing.assert_close(grad, rl_grad + kl_grad, atol=1e-12, rtol=0)
+    assert rl_grad[:, 1:].abs().max() > 0 and kl_grad[:, 1:].abs().max() == 0
+
+
 def test_an_unknown_divergence_is_refused():
     bins = torch.log_softmax(torch.zeros(2, 3), -1)
     assert distill.kl_over_bins(bins, bins, "forward").abs().max() == 0

@@ -18,11 +18,12 @@ REPO = Path(__file__).resolve().parents[2]
 METHOD_FOLDERS = ("openclaw-rl", "openclaw-opd", "openclaw-combine", "terminal-rl", "gui-rl", "swe-rl", "toolcall-rl")
 # the method entry points pick one of the launch scripts (GPU or CPU): tests/unit/test_entry_points.py
 ENTRY_POINTS = {"run_binary_rl.sh", "run_opd_training.sh", "run_combine_training.sh",
-                "run_toolcall_agent.sh"}  # the tool-call entry point: tests/unit/test_toolcall_scripts.py
+                "run_toolcall_agent.sh",  # the tool-call entry point: tests/unit/test_toolcall_scripts.py
+                "run_terminal_agent.sh"}  # the terminal entry point: tests/unit/test_terminal_scripts.py
 GPU_SCRIPTS = sorted(str(p.relative_to(REPO)) for folder in METHOD_FOLDERS for p in (REPO / folder).glob("run_*.sh")
                      if not p.name.startswith("run_cpu_") and p.name not in ENTRY_POINTS)
 # the agentic settings' GPU scripts (no conversation method): their own tests at the end of this file
-AGENTIC_GPU_SCRIPTS = ("toolcall-rl/run_qwen3_4b_retool.sh",)
+AGENTIC_GPU_SCRIPTS = ("toolcall-rl/run_qwen3_4b_retool.sh", "terminal-rl/run_qwen3_8b_terminal.sh")
 CONVERSATION_GPU_SCRIPTS = [s for s in GPU_SCRIPTS if s not in AGENTIC_GPU_SCRIPTS]
 LAYOUT_VARS = ("NUM_GPUS", "ACTOR_GPUS", "ROLLOUT_GPUS", "PRM_GPUS", "ROLLOUT_TP", "PRM_TP", "TRAIN_TP", "TP",
                "NNODES", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT", "DRY_RUN", "CUDA_VISIBLE_DEVICES", "PORT", "HOST")
@@ -151,6 +152,8 @@ def test_two_nodes_of_eight():
     ("toolcall-rl/run_qwen3_4b_retool.sh", dict(TRAIN_TP="x"), "TRAIN_TP must be a non-negative integer, got 'x'"),
     ("toolcall-rl/run_qwen3_4b_retool.sh", dict(ROLLOUT_GPUS="6"), "exceeds NUM_GPUS=8 x NNODES=1 = 8"),
     ("toolcall-rl/run_qwen3_4b_retool.sh", dict(ROLLOUT_GPUS="3"), "ROLLOUT_GPUS=3 is not a multiple of ROLLOUT_TP=2"),
+    ("terminal-rl/run_qwen3_8b_terminal.sh", dict(TRAIN_TP="x"), "TRAIN_TP must be a non-negative integer, got 'x'"),
+    ("terminal-rl/run_qwen3_8b_terminal.sh", dict(ROLLOUT_GPUS="6"), "exceeds NUM_GPUS=8 x NNODES=1 = 8"),
 ])
 def test_impossible_layouts_fail_up_front(script, env, message):
     done = _run(script, "--dry-run", **env)
@@ -256,3 +259,33 @@ def test_retool_needs_hf_ckpt():
     done = _run("toolcall-rl/run_qwen3_4b_retool.sh", "--dry-run", HF_CKPT="")
     assert done.returncode != 0 and "set HF_CKPT to the ReTool SFT checkpoint of Qwen3-4B" in done.stderr
     assert "torchrun" not in done.stdout
+
+
+# --- terminal RL on Qwen3-8B: upstream's terminal_qwen3_8b_rl.sh layout
+
+
+@pytest.mark.parametrize("attach", [False, True], ids=["started", "attached"])
+def test_terminal_dry_run_prints_the_setting_the_layout_and_a_command_the_trainer_accepts(attach, monkeypatch):
+    script = "terminal-rl/run_qwen3_8b_terminal.sh"
+    assert script in GPU_SCRIPTS
+    env = {"ENV_SERVER_URL": "http://10.0.0.9:18080"} if attach else {}
+    done = _run(script, "--dry-run", "--lr", "2e-6", **env)
+    torchrun, argv = _torchrun(done)
+    assert torchrun == ["--nnodes", "1", "--node-rank", "0", "--master-addr", "127.0.0.1", "--master-port", "29500",
+                        "--nproc-per-node", "4"]
+    out = done.stdout
+    assert out.splitlines()[0] == (
+        "terminal RL: 16 tasks x 8 episodes per rollout, at most 10 turns, one sample per turn, tasks "
+        "terminal-rl/tasks, environments: " + ("http://10.0.0.9:18080" if attach else "4 pool server(s) started by the trainer"))
+    assert "  rollout-1: node 0 GPUs [6,7] CUDA_VISIBLE_DEVICES=6,7 port 15020  <- this node" in out
+    monkeypatch.chdir(REPO)
+    args = parse_args(argv, mode="async", world_size=4)
+    assert args.lr == 2e-6 and args.input_key == "task" and Path(args.prompt_data).is_file()
+    assert args.custom_generate_function_path == "slime.agentic.terminal.agent.generate"
+    assert args.custom_rm_path == "slime.agentic.terminal.agent.reward_func" and args.dynamic_history
+    assert (args.max_turns, args.max_parse_errors, args.env_provider) == (10, 3, "terminal")
+    assert Path(args.terminal_tasks_dir).is_dir() and args.env_server_url == ("http://10.0.0.9:18080" if attach else None)
+    assert (args.num_rollout, args.rollout_batch_size, args.n_samples_per_prompt) == (2000, 16, 8)
+    assert (args.rollout_max_response_len, args.rollout_max_context_len) == (8192, 16384)
+    assert args.use_kl_loss and args.kl_loss_coef == 0.01 and args.kl_loss_type == "k3"
+    assert args.save_interval == 3 and args.rotary_base == 1e6 and args.tensor_model_parallel_size == 4

@@ -301,3 +301,12 @@ def test_capability_is_detected_once(monkeypatch, fresh_capability):
     sb.detect_capability("rlimits")
     sb.detect_capability("rlimits")
     assert calls.count("bwrap") == 1
+
+
+def test_a_particular_uid_is_leased_only_when_nobody_holds_it(tmp_path):
+    a, b = UidPool(30000, 2, lock_dir=str(tmp_path)), UidPool(30000, 2, lock_dir=str(tmp_path))
+    assert a.try_acquire(30001) and not a.try_acquire(30001) and not b.try_acquire(30001)
+    a.release(30001)
+    assert b.try_acquire(30001)
+    with pytest.raises(ValueError, match="outside this pool's range"):
+        a.try_acquire(29999)

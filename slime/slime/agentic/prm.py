@@ -75,7 +75,11 @@ class StepJudge:
 
     async def score(self, problem: str, history: str, action: str, observation: str, *, step_index: int,
                     seed: int = 0) -> float | None:
-        messages = judge_messages(problem, history, action, observation, step_index)
+        return await self.score_messages(judge_messages(problem, history, action, observation, step_index),
+                                         step_index=step_index, seed=seed)
+
+    async def score_messages(self, messages: list[dict], *, step_index: int, seed: int = 0) -> float | None:
+        """m votes on judge messages a setting built itself (e.g. the terminal judge's); their mean or None."""
         votes = await asyncio.gather(*(self._vote(messages, seed * 1_000_003 + step_index * 1_009 + v)
                                        for v in range(self.m)))
         self.stats["steps"] += 1
@@ -83,3 +87,42 @@ class StepJudge:
         if score is None:
             self.stats["unjudged_steps"] += 1
         return score
+
+
+_JUDGES: dict = {}
+
+
+def judge_from_args(args, *, rules, llm=None):
+    """The step judge of `--step-judge` for a setting, one per event loop (its engine client is bound to the loop):
+    `rules` -> `rules()` (the setting's CPU judge); `llm` -> a `StepJudge` on the PRM engine (`--prm-enable` or
+    `--prm-engine-url`; m `--prm-m` votes at `--prm-temperature`), wrapped by `llm(judge)` when the setting frames
+    the judge's input itself; `module:factory` -> `factory(args)`. Default: `llm` when a PRM engine is configured,
+    else None (no step judge)."""
+    url = getattr(args, "prm_engine_url", None)
+    group = getattr(args, "judge_engines", None)
+    kind = getattr(args, "step_judge", None)
+    if kind is None:
+        kind = "llm" if getattr(args, "prm_enable", False) and (url or group) else None
+    if kind is None:
+        return None
+    key = (id(asyncio.get_running_loop()), kind, url or (group.url if group else None), rules, llm)
+    if key in _JUDGES:
+        return _JUDGES[key]
+    if kind == "rules":
+        judge = rules()
+    elif kind == "llm":
+        if not (url or group):
+            raise ValueError("--step-judge llm needs a PRM engine: --prm-enable (hosted) or --prm-engine-url URL")
+        from slime.rollout.default_rollout import get_engine_client
+
+        judge = StepJudge(get_engine_client(args, url or group.url), m=int(getattr(args, "prm_m", 3) or 3),
+                          temperature=float(getattr(args, "prm_temperature", 0.6)),
+                          max_new_tokens=int(getattr(args, "prm_max_new_tokens", 1024) or 1024))
+        if llm is not None:
+            judge = llm(judge)
+    else:
+        from slime.utils.plugins import import_factory
+
+        judge = import_factory(kind, "--step-judge", "built-in judges: llm, rules")(args)
+    _JUDGES[key] = judge
+    return judge

@@ -44,6 +44,20 @@ at once), with thin ``*_sync`` wrappers::
         r = await box.run(["cat", "a.txt"])      # a list is an argv
         r = await box.run_python("print(1 + 1)")
     r = await run_python("import sympy; print(sympy.factorint(360))")   # one shot: fresh dir, removed after
+
+Long-lived processes: :meth:`Sandbox.spawn` starts one process with the same argv construction (prlimit, bwrap,
+setpriv, the clean environment) and returns at once with its pipes (a :class:`SandboxProcess`). It holds the
+sandbox while it lives (``run`` refuses meanwhile), its lifetime is bounded (``limits.timeout_s``), and however
+it ends (its exit or crash, ``kill()``/``aclose()``, the lifetime, a cancelled event loop, ``close()``) the
+namespace is killed and the uid swept exactly as after a timed-out run; then the sandbox takes commands again.
+Everything it writes is the sandbox's: read its stdout with timeouts and bounded lines (``stdout_limit``)::
+
+    proc = await box.spawn(["python", "-u", "-c", PROGRAM], timeout=3600)   # lifetime: one hour
+    proc.stdin.write(b'{"op": "ping"}\n'); await proc.stdin.drain()
+    line = await asyncio.wait_for(proc.stdout.readline(), 10)
+    await proc.kill()                                                        # free and clean again
+
+(:mod:`slime.agentic.shell_sessions` runs its tmux shell host this way.)
 """
 
 from __future__ import annotations
@@ -338,6 +352,23 @@ class UidPool:
             f"(set {UID_RANGE_ENV}=FIRST-LAST for a larger range)"
         )
 
+    def try_acquire(self, uid: int) -> bool:
+        """Lease this particular uid if nobody holds it (True), else leave it (False)."""
+        if uid not in self.uids:
+            raise ValueError(f"uid {uid} is outside this pool's range {self.first}-{self.first + self.count - 1}")
+        with self._lock:
+            if uid in self._held:
+                return False
+            os.makedirs(self.lock_dir, mode=0o700, exist_ok=True)
+            fd = os.open(os.path.join(self.lock_dir, f"{uid}.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                return False
+            self._held[uid] = fd
+            return True
+
     def release(self, uid: int) -> None:
         with self._lock:
             fd = self._held.pop(uid, None)
@@ -432,6 +463,20 @@ def _kill_uid_processes(uid: int) -> None:
             logger.error("sandbox: processes of uid %d still alive after %.0f s: %s", uid, _SWEEP_DEADLINE_S, procs)
             return
         time.sleep(0.005)
+
+
+def reap_uid(uid: int, pool: UidPool | None = None) -> bool:
+    """Kill what a dead owner left running as a sandbox `uid` (e.g. a recorded lease of a crashed server), but only
+    while nobody holds the uid: a uid leased again since then belongs to a live sandbox, whose processes are not
+    ours to kill. True when the uid was free and is now empty."""
+    pool = pool or default_uid_pool()
+    if uid not in pool.uids or not pool.try_acquire(uid):
+        return False
+    try:
+        _kill_uid_processes(uid)
+    finally:
+        pool.release(uid)
+    return True
 
 
 def _children(pid: int) -> list[int]:
@@ -677,6 +722,7 @@ class Sandbox:
         self._restore_mode = 0o700
         self._busy = False
         self._closed = False
+        self._spawned: SandboxProcess | None = None  # the last process `spawn` started
         try:
             if self._owned:
                 base = os.fspath(base_dir) if base_dir is not None else tempfile.gettempdir()
@@ -709,7 +755,11 @@ class Sandbox:
             return
         self._closed = True
         try:
-            if self.uid is not None and self.isolation == "rlimits":
+            spawned = getattr(self, "_spawned", None)
+            if spawned is not None and spawned.returncode is None:  # still alive: kill it (and sweep, below)
+                spawned.killed = True
+                self._kill_tree(spawned.pid)
+            if self.uid is not None and (self.isolation == "rlimits" or spawned is not None):
                 _kill_uid_processes(self.uid)
             if self._owned:
                 shutil.rmtree(self.path, ignore_errors=True)
@@ -767,22 +817,18 @@ class Sandbox:
             return setpriv_argv(self.uid, self.uid, self.capability.setpriv or "setpriv") + argv
         return argv
 
-    async def run(
-        self,
-        command: Command,
-        *,
-        input: bytes | str | None = None,
-        env: Mapping[str, str] | None = None,
-        timeout: float | None = None,
-        limits: SandboxLimits | None = None,
-        cwd: str | None = None,
-    ) -> SandboxResult:
-        """Run `command` (a string: `bash -lc`; a sequence: an argv) in the work directory (or `cwd` inside
-        it) and return once it and everything it started are gone."""
+    def _check_free(self) -> None:
         if self._closed:
             raise SandboxError("sandbox is closed")
         if self._busy:
-            raise SandboxError("this Sandbox is already running a command (one at a time; use one Sandbox per task)")
+            raise SandboxError(
+                "this Sandbox is already running a command or holds a spawned process (one at a time; use one "
+                "Sandbox per task)"
+            )
+
+    async def _prepare(self, command: Command, *, env, timeout, limits, cwd):
+        """(argv, env, exec cwd, limits, rlimits) for `command`: what `run` and `spawn` execute."""
+        self._check_free()
         limits = limits or self.limits
         if timeout is not None:
             limits = replace(limits, timeout_s=timeout)
@@ -805,6 +851,21 @@ class Sandbox:
         exec_cwd = "/" if self.isolation == "bwrap" else (os.path.join(self.path, cwd) if cwd else self.path)
         if self.capability.prlimit:  # else _execute sets them in a pre-exec hook
             argv = prlimit_argv(rlimits, self.capability.prlimit) + argv
+        return argv, full_env, exec_cwd, limits, rlimits
+
+    async def run(
+        self,
+        command: Command,
+        *,
+        input: bytes | str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        limits: SandboxLimits | None = None,
+        cwd: str | None = None,
+    ) -> SandboxResult:
+        """Run `command` (a string: `bash -lc`; a sequence: an argv) in the work directory (or `cwd` inside
+        it) and return once it and everything it started are gone."""
+        argv, full_env, exec_cwd, limits, rlimits = await self._prepare(command, env=env, timeout=timeout, limits=limits, cwd=cwd)
         self._busy = True
         try:
             return await self._execute(argv, full_env, exec_cwd, limits, rlimits, input)
@@ -931,11 +992,158 @@ class Sandbox:
         env = {"PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1", **(env or {})}
         return await self.run(argv, input=code, env=env, timeout=timeout, limits=limits, cwd=cwd)
 
+    async def spawn(
+        self,
+        command: Command,
+        *,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        limits: SandboxLimits | None = None,
+        cwd: str | None = None,
+        stdout_limit: int = 1 << 20,
+    ) -> SandboxProcess:
+        """Start one long-lived process in the sandbox (same argv, isolation, uid, rlimits and clean environment
+        as :meth:`run`) and return at once with pipes to its stdin and stdout (stderr is kept, bounded, for
+        diagnostics). The sandbox is busy while it lives: `run` and another `spawn` refuse. Its lifetime is
+        bounded by ``limits.timeout_s`` (or `timeout`); when it ends, however it ends (exit, crash, lifetime,
+        :meth:`SandboxProcess.kill`, a cancelled caller, :meth:`close`), the namespace is killed and the uid swept
+        exactly as after a timed-out run, and the sandbox is free again. `stdout_limit` is the StreamReader's
+        buffer limit (the longest line `readline` accepts; reading pauses when that much is unread)."""
+        if isinstance(stdout_limit, bool) or not isinstance(stdout_limit, int) or stdout_limit < 1024:
+            raise ValueError(f"stdout_limit must be an int >= 1024, got {stdout_limit!r}")
+        argv, full_env, exec_cwd, limits, rlimits = await self._prepare(command, env=env, timeout=timeout, limits=limits, cwd=cwd)
+        loop = asyncio.get_running_loop()
+        exited = loop.create_future()
+        self._busy = True
+        try:
+            transport, protocol = await loop.subprocess_exec(
+                lambda: _ExitProtocol(exited, loop, limit=stdout_limit),
+                *argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=full_env,
+                cwd=exec_cwd,
+                start_new_session=True,
+                preexec_fn=None if self.capability.prlimit else functools.partial(_apply_rlimits, rlimits),
+            )
+        except BaseException as e:
+            self._busy = False
+            if isinstance(e, (OSError, subprocess.SubprocessError)):
+                raise SandboxError(f"could not start the sandbox ({argv[0]}): {e}") from e
+            raise
+        process = SandboxProcess(self, asyncio.subprocess.Process(transport, protocol, loop), transport, exited, limits)
+        self._spawned = process
+        return process
+
     def run_sync(self, command: Command, **kwargs) -> SandboxResult:
         return _run_coroutine(self.run(command, **kwargs))
 
     def run_python_sync(self, code: str, **kwargs) -> SandboxResult:
         return _run_coroutine(self.run_python(code, **kwargs))
+
+
+class SandboxProcess:
+    """A long-lived process started by :meth:`Sandbox.spawn`: ``stdin`` (an asyncio StreamWriter) and ``stdout``
+    (an asyncio StreamReader) are its pipes. A supervisor task waits for it to end (or kills it when its lifetime
+    passes), then kills whatever is left of the sandbox (the namespace, then every process of the uid) and frees
+    the sandbox. Every byte it writes is the sandbox's: read ``stdout`` with a timeout and bounded lines."""
+
+    def __init__(self, box: Sandbox, proc: asyncio.subprocess.Process, transport, exited: asyncio.Future, limits: SandboxLimits):
+        self.box = box
+        self.pid = proc.pid
+        self.limits = limits
+        self.stdin: asyncio.StreamWriter = proc.stdin
+        self.stdout: asyncio.StreamReader = proc.stdout
+        self.timed_out = False  # the lifetime (limits.timeout_s) passed and it was killed
+        self.killed = False  # kill() (or the sandbox's close()) ended it
+        self._proc = proc
+        self._transport = transport
+        self._exited = exited
+        self._stderr = OutputCapture(limits.max_output_bytes)
+        self._stderr_task = asyncio.ensure_future(_pump(proc.stderr, self._stderr))
+        self.started = time.monotonic()
+        self._supervisor = asyncio.ensure_future(self._supervise())
+
+    @property
+    def returncode(self) -> int | None:
+        """None while it runs; then the exit status (negative: killed by that signal). bubblewrap reports a child
+        killed by signal N as 128 + N, and which of the two dies first when the sandbox is killed is a race: both
+        read as -N, as `run` reads them."""
+        rc = self._proc.returncode
+        if rc is not None and self.box.isolation == "bwrap" and 128 < rc <= 128 + 64:
+            return -(rc - 128)
+        return rc
+
+    @property
+    def alive(self) -> bool:
+        return not self._exited.done()
+
+    @property
+    def finished(self) -> bool:
+        """The process is gone and the sandbox has been cleaned up and freed."""
+        return self._supervisor.done()
+
+    def stderr_text(self) -> str:
+        """What it wrote to stderr so far (head and tail, invalid UTF-8 replaced)."""
+        return self._stderr.text()
+
+    async def _supervise(self) -> None:
+        box = self.box
+        try:
+            try:
+                await asyncio.wait_for(asyncio.shield(self._exited), self.limits.timeout_s)
+            except TimeoutError:
+                self.timed_out = True
+                logger.warning("sandbox: spawned process %d passed its lifetime of %.0f s: killed", self.pid, self.limits.timeout_s)
+                await asyncio.to_thread(box._kill_tree, self.pid)
+                await self._exited
+            if not box._closed:  # close() swept the uid itself before releasing it (it may be leased again now)
+                if box.isolation == "rlimits":
+                    await asyncio.to_thread(box._kill_tree, self.pid, False)
+                elif box.uid is not None and await asyncio.to_thread(_uid_has_processes_fast, box.uid):
+                    # the namespace died with its init; what the kernel killed with it may still be exiting
+                    await asyncio.to_thread(_kill_uid_processes, box.uid)
+            try:
+                self.stdin.close()
+            except (BrokenPipeError, ConnectionResetError, RuntimeError):
+                pass
+            # let what it wrote last reach the readers (not forever: nobody may be reading stdout)
+            drained = asyncio.ensure_future(self._proc.wait())
+            await asyncio.wait([drained, self._stderr_task], timeout=_DRAIN_GRACE_S)
+            drained.cancel()
+        except BaseException:  # cancelled (the loop is shutting down): nothing may outlive it
+            if not box._closed:
+                try:
+                    box._kill_tree(self.pid, self._proc.returncode is None)
+                except SandboxError:
+                    pass
+            raise
+        finally:
+            self._stderr_task.cancel()
+            self._transport.close()  # what stdout already holds stays readable, then EOF
+            box._busy = False
+
+    async def wait(self) -> int:
+        """Until it has ended and the sandbox is clean; the exit status."""
+        await asyncio.shield(self._supervisor)
+        return self.returncode
+
+    async def kill(self) -> int:
+        """SIGKILL it and everything it started (the namespace, then the uid's processes); returns once the
+        sandbox is free. Idempotent."""
+        if self.alive:
+            self.killed = True
+            await asyncio.to_thread(self.box._kill_tree, self.pid)
+        return await self.wait()
+
+    aclose = kill
+
+    async def __aenter__(self) -> SandboxProcess:
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.kill()
 
 
 _live_sandboxes: weakref.WeakSet[Sandbox] = weakref.WeakSet()
@@ -956,8 +1164,8 @@ class _ExitProtocol(asyncio.subprocess.SubprocessStreamProtocol):
     """asyncio's own subprocess protocol, plus a future set when the process exits (not when its pipes close:
     a background child may hold them open)."""
 
-    def __init__(self, exited: asyncio.Future, loop: asyncio.AbstractEventLoop):
-        super().__init__(limit=_READ_CHUNK, loop=loop)
+    def __init__(self, exited: asyncio.Future, loop: asyncio.AbstractEventLoop, limit: int = _READ_CHUNK):
+        super().__init__(limit=limit, loop=loop)
         self._exited = exited
 
     def process_exited(self) -> None:
@@ -1053,6 +1261,7 @@ __all__ = [
     "SandboxBusy",
     "SandboxError",
     "SandboxLimits",
+    "SandboxProcess",
     "SandboxResult",
     "SandboxUnavailable",
     "UidPool",

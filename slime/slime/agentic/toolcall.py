@@ -324,33 +324,9 @@ async def generate(args, sample: Sample, sampling_params: dict) -> Sample | list
 
 def _step_judge(args):
     """The PRM of `--step-judge` (default: `llm` when a PRM engine is configured, else none)."""
-    url = getattr(args, "prm_engine_url", None)
-    group = getattr(args, "judge_engines", None)
-    kind = getattr(args, "step_judge", None)
-    if kind is None:
-        kind = "llm" if getattr(args, "prm_enable", False) and (url or group) else None
-    if kind is None:
-        return None
-    key = (id(asyncio.get_running_loop()), kind, url or (group.url if group else None))
-    if key in _JUDGES:
-        return _JUDGES[key]
-    if kind == "rules":
-        judge = RuleStepJudge()
-    elif kind == "llm":
-        if not (url or group):
-            raise ValueError("--step-judge llm needs a PRM engine: --prm-enable (hosted) or --prm-engine-url URL")
-        from slime.agentic.prm import StepJudge
-        from slime.rollout.default_rollout import get_engine_client
+    from slime.agentic.prm import judge_from_args
 
-        judge = StepJudge(get_engine_client(args, url or group.url), m=int(getattr(args, "prm_m", 3) or 3),
-                          temperature=float(getattr(args, "prm_temperature", 0.6)),
-                          max_new_tokens=int(getattr(args, "prm_max_new_tokens", 1024) or 1024))
-    else:
-        from slime.utils.plugins import import_factory
-
-        judge = import_factory(kind, "--step-judge", "built-in judges: llm, rules")(args)
-    _JUDGES[key] = judge
-    return judge
+    return judge_from_args(args, rules=RuleStepJudge)
 
 
 class RuleStepJudge:
@@ -377,9 +353,6 @@ class RuleStepJudge:
             return -1.0  # cut off, or no action at all
         printed = [block.strip() for block in re.findall(r"<interpreter>\n(.*?)\n</interpreter>", history, re.DOTALL)]
         return 1.0 if any(answer.strip() and answer.strip() in block for block in printed) else -1.0
-
-
-_JUDGES: dict = {}
 
 
 def _judge_step(judge, tokenizer, sample: Sample, before: list[int], action_ids: list[int], observation: str,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import secrets
 import time
 from contextlib import asynccontextmanager
 
@@ -15,6 +14,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ValidationError
 
 from slime.engine import chat_api, generate_api
+from slime.utils.bearer_auth import BearerAuth  # noqa: F401  (re-exported: the proxy imports it from here)
 from slime.engine.engine import Engine, raise_if_failed
 from slime.engine.protocol import APIError, ChatCompletionRequest, GenerateRequest, validation_error
 from slime.engine.scheduler import SamplingConfig, Sequence
@@ -23,7 +23,6 @@ from slime.engine.weights import WeightUpdateError
 log = logging.getLogger(__name__)
 
 # Liveness must answer without credentials so that orchestrators can probe it.
-_OPEN_PATHS = {"/health"}
 
 
 async def _parse(request: Request, model: type[BaseModel]):
@@ -79,29 +78,6 @@ async def _run_watched(engine: Engine, request: Request, sequences: list[Sequenc
         await engine.run(sequences)
     finally:
         watcher.cancel()
-
-
-class BearerAuth:
-    """Require `Authorization: Bearer KEY` on every path but liveness.
-
-    A plain ASGI middleware rather than `@app.middleware("http")`: the latter wraps the request body
-    stream in a way that hides client disconnects from handlers, and the engine needs to see them to
-    free the batch slots of abandoned requests.
-    """
-
-    def __init__(self, app, key: str, open_paths: frozenset[str] | set[str] = frozenset(_OPEN_PATHS)):
-        self.app = app
-        self.expected = f"Bearer {key}".encode()
-        self.open_paths = open_paths
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] == "http" and scope["path"] not in self.open_paths:
-            given = dict(scope["headers"]).get(b"authorization", b"")
-            if not secrets.compare_digest(given, self.expected):
-                err = APIError(401, "missing or wrong API key (Authorization: Bearer ...)", type="authentication_error")
-                await JSONResponse(err.body(), status_code=401)(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
 
 
 def install_error_handlers(app: FastAPI, logger: logging.Logger) -> None:

@@ -237,7 +237,7 @@ async def run_against(url: str, config: Mapping, out_dir: Path, started: float, 
         batch_size = int(config["trainer"]["batch_size"])
         result = {"config": plain_config(config), "versions": persona.versions, "persona": persona.name,
                   "method": config["method"]["name"], "model": config["model"]["name"], "seed": config["seed"],
-                  "variant": config.get("variant") or "", "eval_protocol": EVAL_PROTOCOL,
+                  "variant": run_variant(config), "eval_protocol": EVAL_PROTOCOL,
                   "eval": evaluator.settings, "heldout_prompts": len(evaluator.heldout), "curve": [],
                   "host": {"cpus": usable_cpus(), "load_at_start": load_average()}}
         print(f"[{persona.name}/{config['method']['name']}/seed {config['seed']}] base rates on "
@@ -338,6 +338,12 @@ def _write_result(out_dir: Path, result: dict) -> None:
     tmp = out_dir / "result.json.tmp"
     tmp.write_text(json.dumps(result, indent=1) + "\n")
     tmp.replace(out_dir / "result.json")
+
+
+def run_variant(config) -> str:
+    """The run's variant tag: `variant=...` when given, else the method's own tag (a method config that is a
+    measured configuration of another method, e.g. combine_head = combine_topk [fwd-head4])."""
+    return str(config.get("variant") or (config.get("method") or {}).get("variant") or "")
 
 
 def plain_config(config: Mapping) -> dict:

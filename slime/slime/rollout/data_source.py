@@ -147,7 +147,10 @@ def load_prompt_samples(
             if isinstance(tools, str):
                 tools = json.loads(tools)
             prompt = render_prompt(tokenizer, prompt, tools, chat_template_kwargs)
-        if max_prompt_len is not None and _prompt_length(tokenizer, prompt) > max_prompt_len:
+        # an object prompt (a terminal task, an SWE instance) is no text: its custom generate function renders the
+        # model's prompt itself, so no length can be checked here
+        if max_prompt_len is not None and not isinstance(prompt, dict) and \
+                _prompt_length(tokenizer, prompt) > max_prompt_len:
             too_long += 1
             continue
         metadata = row.get(metadata_key) if metadata_key else None

@@ -296,6 +296,17 @@ def _add_algorithm_flags(g):
     g.add_argument("--max-turns", type=int, default=None, help="agent rollouts: generation turns per trajectory")
     g.add_argument("--max-tool-calls", type=int, default=None, help="agent rollouts: tool calls per trajectory")
     g.add_argument("--tool-timeout", type=float, default=None, help="agent rollouts: seconds per tool call")
+    g.add_argument("--max-parse-errors", type=int, default=None,
+                   help="terminal/SWE agents: malformed tool calls per episode before it ends as FAILED (default 3)")
+    g.add_argument("--env-server-url", default=None,
+                   help="agent rollouts: the environment service (a pool server or router; env ENV_SERVER_URL); "
+                        "default: the trainer starts --env-workers pool servers itself")
+    g.add_argument("--env-workers", type=int, default=None,
+                   help="pool servers the trainer starts when no --env-server-url is given (a router when > 1)")
+    g.add_argument("--env-provider", default=None,
+                   help="what the started pool servers lease (terminal, command, or module:factory)")
+    g.add_argument("--terminal-tasks-dir", default=None,
+                   help="terminal agents: the task folders (terminal-bench layout) the started pool servers serve")
     g.add_argument("--step-judge", default=None,
                    help="agent rollouts: the PRM that scores each step: llm (the PRM engine of --prm-enable / "
                         "--prm-engine-url, \\boxed{±1} votes; the default when one is configured), rules (the "
@@ -330,6 +341,10 @@ def _add_algorithm_flags(g):
     g.add_argument("--distill-divergence", choices=["reverse", "forward"], default="reverse",
                    help="top-K distillation losses: reverse KL(student || teacher) (upstream, mode-seeking) or "
                         "forward KL(teacher || student) (mass-covering: pulls up tokens the policy rarely samples)")
+    g.add_argument("--distill-head-positions", type=int, default=0,
+                   help="top-K distillation losses: N > 0 puts each sample's whole distillation term on its first N "
+                        "trained response tokens (where an opening such as \"Sure!\" is decided), weighted as much as "
+                        "the whole sample; 0: every token")
     g.add_argument("--opd-advantage-bound", type=float, default=None,
                    help="clamp the per-token OPD advantage teacher - old to [-B, B] (env OPENCLAW_OPD_ADVANTAGE_BOUND)")
     g.add_argument("--combine-w-rl", type=float, default=None,
@@ -565,11 +580,11 @@ _POSITIVE = ("actor_num_nodes", "actor_num_gpus_per_node", "rollout_num_gpus_per
              "rollout_max_context_len", "rollout_max_prompt_len", "over_sampling_batch_size",
              "update_weights_interval", "eval_interval", "n_samples_per_eval_prompt", "eval_max_response_len",
              "eval_max_context_len", "save_interval", "engine_threads", "keep_weight_versions", "log_interval",
-             "num_epoch", "prm_num_gpus_per_engine", "distributed_timeout_minutes")
+             "num_epoch", "prm_num_gpus_per_engine", "distributed_timeout_minutes", "max_parse_errors", "env_workers")
 # the conversation settings (--prm-m, --session-idle-ttl, ...) are range-checked by ConversationSettings.check_values
 _NON_NEGATIVE = ("num_rollout", "rollout_num_gpus", "prm_num_gpus", "lr_warmup_iters", "lr_decay_iters",
                  "lr", "min_lr", "weight_decay", "clip_grad", "kl_loss_coef", "entropy_coef", "eps_clip",
-                 "eps_clip_high", "rollout_temperature", "adam_eps")
+                 "eps_clip_high", "rollout_temperature", "adam_eps", "distill_head_positions")
 
 
 def _check_positive(args):

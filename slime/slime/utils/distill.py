@@ -94,6 +94,22 @@ def entropy_over_bins(bins: torch.Tensor) -> torch.Tensor:
     return -(bins.exp() * bins).sum(-1)
 
 
+def head_position_weights(mask: torch.Tensor, positions: int) -> torch.Tensor:
+    """`[b, R]` weights that give each sample's whole weight to its first `positions` trained tokens.
+
+    A per-sample masked mean of `x * weights` is then the mean of `x` over those first tokens, and a masked
+    token sum counts them as often as the sample has trained tokens, so either reduction weighs the head as
+    much as a whole sample would weigh. Why: a preferred opening ("Sure!", "Step 1:") is decided at the first
+    response positions; averaged over a 150-token reply, a distillation term there is diluted 40-fold.
+    "Trained tokens" follow the mask, so tool outputs inside a multi-turn response do not count as positions.
+    """
+    if positions < 1:
+        raise ValueError(f"positions must be >= 1, got {positions}")
+    m = mask.to(torch.float32) if not mask.is_floating_point() else mask
+    head = m * (torch.cumsum(m, dim=-1) <= positions).to(m.dtype)
+    return head * m.sum(-1, keepdim=True) / head.sum(-1, keepdim=True).clamp(min=1.0)
+
+
 def topk_reverse_kl(
     logits: torch.Tensor,
     teacher_topk_log_probs: torch.Tensor,

@@ -118,7 +118,8 @@ def sft_loss_function(args, batch: dict, logits: torch.Tensor, reduce) -> tuple[
 
 def _topk_kl(args, batch: dict, logits: torch.Tensor, reduce) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(reduced KL between the student and the teacher over the teacher's top-K tokens + a tail bin, the
-    student's K+1 bins, the per-token validity of the teacher rows). The direction is `--distill-divergence`:
+    student's K+1 bins, the per-token validity of the teacher rows). The direction is `--distill-divergence`;
+    `--distill-head-positions N` puts each sample's whole term on its first N trained tokens (0: every token):
     "reverse" KL(student || teacher), upstream's, or "forward" KL(teacher || student). Rows that are not a
     distribution (padding of samples without a teacher) are invalid and contribute exactly 0."""
     if batch.get("teacher_topk_log_probs") is None or batch.get("teacher_topk_indices") is None:
@@ -129,7 +130,11 @@ def _topk_kl(args, batch: dict, logits: torch.Tensor, reduce) -> tuple[torch.Ten
     teacher = distill.with_tail_bin(distill.sanitize_teacher_topk_log_probs(teacher_log_probs)).to(student.dtype)
     valid = distill.valid_teacher_topk_rows(teacher_log_probs).to(student.dtype)
     divergence = getattr(args, "distill_divergence", None) or "reverse"
-    return reduce(distill.kl_over_bins(student, teacher, divergence) * valid), student, valid
+    per_token = distill.kl_over_bins(student, teacher, divergence) * valid
+    head = getattr(args, "distill_head_positions", 0) or 0
+    if head:  # --distill-head-positions N: the term lives on each reply's first N trained tokens
+        per_token = per_token * distill.head_position_weights(batch["loss_mask"], head).to(per_token.dtype)
+    return reduce(per_token), student, valid
 
 
 def topk_distillation_loss_function(args, batch: dict, logits: torch.Tensor, reduce) -> tuple[torch.Tensor, dict]:

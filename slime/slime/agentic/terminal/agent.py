@@ -1,0 +1,483 @@
+"""The terminal agent's turn loop (upstream's, without CAMEL): messages kept directly, one model turn at a time,
+tool calls executed through the environment service, one training sample per turn.
+
+    --custom-generate-function-path slime.agentic.terminal.agent.generate
+    --custom-rm-path slime.agentic.terminal.agent.reward_func
+
+Per episode: allocate a lease (`request_id = "{task_key}:{seed}:{group_index}:{index}"`, so a retried allocate is
+recognised), reset it (the task's instruction and the tool schemas come back), then per turn:
+
+1. render the messages with the policy's chat template and the tools (`render_prompt_ids`); if they do not fit
+   `max_input_tokens`, drop whole turns from the middle (the system prompt and the task stay, the latest turns
+   stay, a one-line note says how many messages were left out): a cut at message granularity, never inside a
+   special token as upstream's raw token cut was;
+2. generate (exact ids and log-probs of what was sampled);
+3. parse Qwen-style tool calls (`<tool_call>\\n{"name": ..., "arguments": {...}}\\n</tool_call>`, several per turn
+   allowed) strictly: a block whose JSON does not parse, or that lacks a string name or an object of arguments, is
+   a *parse error*: the model sees a `json_parse_error` observation saying what was wrong;
+4. run the calls one after another (`heartbeat` + `exec_tool`); each result is a `tool` message.
+
+The episode ends when a turn has neither tool calls nor parse errors (the final answer), after `max_parse_errors`
+parse errors in all (FAILED), after `max_steps` turns (`MAX_STEPS`, TRUNCATED), when the context cannot hold the
+task and the last turn (TRUNCATED), with an empty final message (FAILED: upstream's ABORTED would take the task's
+whole group out of the batch here), or when the engine aborts the turn (ABORTED). The task's tests run unless the
+episode FAILED or was ABORTED (a truncated episode is still tested); reward = 2 * passed / total - 1.
+FAILED and ABORTED episodes keep their reward for the group's statistics but their samples train nothing
+(`remove_sample`), as upstream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import re
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from slime.agentic import rewards
+from slime.agentic.env_service.client import EnvServiceError
+from slime.utils.types import Sample
+
+logger = logging.getLogger(__name__)
+
+SYSTEM_PROMPT = (
+    "You are an expert Linux engineer working in a terminal. You solve the user's task by calling the shell tools; "
+    "every command runs in your working directory /app unless you change it. Look before you act (ls, cat), make "
+    "one step at a time, and check your result. Write longer scripts to a file with shell_write_content_to_file, "
+    "then run them. When the task is done, answer with a short summary and no tool call."
+)
+PARSE_ERROR_NAME = "json_parse_error"
+DEFAULT_MAX_STEPS = 10
+DEFAULT_MAX_PARSE_ERRORS = 3
+OMITTED_NOTE = "[{n} earlier messages were left out to fit the context]"
+
+_TOOL_CALL_BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
+
+
+# ------------------------------------------------------------------------------------------------ parsing
+
+
+@dataclass
+class ToolCall:
+    name: str
+    arguments: dict
+
+
+@dataclass
+class ParsedTurn:
+    content: str  # the text outside the tool-call blocks
+    calls: list[ToolCall] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # one reason per malformed block
+
+
+def parse_tool_calls(text: str) -> ParsedTurn:
+    """Every `<tool_call>` block of a model turn, strictly: each must hold one JSON object with a string `name` and
+    an object `arguments` (a JSON string holding an object is accepted, as OpenAI sends them). An unterminated
+    block at the end of the text (cut by the token limit) is a parse error too."""
+    calls, errors = [], []
+    for match in _TOOL_CALL_BLOCK.finditer(text):
+        body = match.group(1).strip()
+        if not match.group(0).endswith("</tool_call>"):
+            errors.append("the <tool_call> block is not closed with </tool_call>")
+            continue
+        try:
+            call = json.loads(body, strict=False)
+        except ValueError as e:
+            errors.append(f"the tool call is not valid JSON ({e})")
+            continue
+        if not isinstance(call, dict) or not isinstance(call.get("name"), str) or not call["name"]:
+            errors.append('the tool call must be a JSON object with a string "name"')
+            continue
+        arguments = call.get("arguments", {})
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments, strict=False)
+            except ValueError as e:
+                errors.append(f'the "arguments" string is not valid JSON ({e})')
+                continue
+        if not isinstance(arguments, dict):
+            errors.append('"arguments" must be a JSON object')
+            continue
+        calls.append(ToolCall(call["name"], arguments))
+    content = _TOOL_CALL_BLOCK.sub("", text).strip()
+    return ParsedTurn(content, calls, errors)
+
+
+def parse_error_observation(reason: str) -> str:
+    return (f"JSON Parse Error: {reason}. The tool call format is incorrect. Call a tool with exactly: "
+            '<tool_call>\n{"name": "<tool name>", "arguments": {...}}\n</tool_call>')
+
+
+# ------------------------------------------------------------------------------------------------ context
+
+
+def turn_groups(messages: list[dict], head: int) -> list[list[int]]:
+    """Indices of the messages after the first `head`, grouped by turn (an assistant message and the tool
+    messages that answer it), so a cut never separates a call from its result."""
+    groups: list[list[int]] = []
+    for i in range(head, len(messages)):
+        if messages[i]["role"] == "assistant" or not groups:
+            groups.append([i])
+        else:
+            groups[-1].append(i)
+    return groups
+
+
+def fit_messages(messages: list[dict], count_tokens: Callable[[list[dict]], int], max_tokens: int,
+                 head: int = 2) -> tuple[list[dict], int] | None:
+    """(messages that fit `max_tokens`, how many were left out), keeping the first `head` messages and as many
+    of the latest whole turns as fit, with a note in place of the left-out middle; None if not even the head and
+    the last turn fit."""
+    if count_tokens(messages) <= max_tokens:
+        return messages, 0
+    groups = turn_groups(messages, head)
+    for keep in range(len(groups) - 1, 0, -1):  # drop the oldest turns first
+        kept = [i for group in groups[-keep:] for i in group]
+        omitted = len(messages) - head - len(kept)
+        candidate = messages[:head] + [{"role": "user", "content": OMITTED_NOTE.format(n=omitted)}] + \
+            [messages[i] for i in kept]
+        if count_tokens(candidate) <= max_tokens:
+            return candidate, omitted
+    return None
+
+
+# ------------------------------------------------------------------------------------------------ policy
+
+
+@dataclass
+class Turn:
+    input_ids: list[int]
+    output_ids: list[int]
+    logprobs: list[float]
+    text: str
+    finish_reason: str
+    omitted_messages: int = 0
+    latency_ms: float = 0.0
+
+
+class TurnPolicy(Protocol):
+    async def generate_turn(self, messages: list[dict], tools: list[dict]) -> Turn | None:
+        """One model turn for these messages, or None when they cannot fit the context."""
+
+
+class EngineTurnPolicy:
+    """A policy served by an engine speaking our protocol (`/generate` with exact ids and log-probs)."""
+
+    def __init__(self, client, tokenizer, sampling_params: dict, max_context_tokens: int):
+        self.client, self.tokenizer = client, tokenizer
+        self.sampling_params = dict(sampling_params)
+        self.max_new_tokens = int(self.sampling_params.get("max_new_tokens") or 1024)
+        self.max_input_tokens = max_context_tokens - self.max_new_tokens
+        if self.max_input_tokens <= 0:
+            raise ValueError(f"the context ({max_context_tokens} tokens) leaves no room for a prompt beside "
+                             f"{self.max_new_tokens} new tokens")
+
+    def render(self, messages: list[dict], tools: list[dict]) -> list[int]:
+        from slime.models.chat_template import render_prompt_ids
+
+        return render_prompt_ids(self.tokenizer, messages, tools)
+
+    async def generate_turn(self, messages: list[dict], tools: list[dict]) -> Turn | None:
+        fitted = fit_messages(messages, lambda m: len(self.render(m, tools)), self.max_input_tokens)
+        if fitted is None:
+            return None
+        shown, omitted = fitted
+        input_ids = self.render(shown, tools)
+        start = time.monotonic()
+        output = await self.client.generate(input_ids=input_ids, sampling_params=self.sampling_params,
+                                            return_logprob=True)
+        meta = output.get("meta_info") or {}
+        entries = meta.get("output_token_logprobs") or []
+        return Turn(input_ids=input_ids, output_ids=[int(e[1]) for e in entries],
+                    logprobs=[float(e[0]) for e in entries], text=output.get("text", ""),
+                    finish_reason=(meta.get("finish_reason") or {}).get("type", "stop"), omitted_messages=omitted,
+                    latency_ms=(time.monotonic() - start) * 1000)
+
+
+class ScriptedTurnPolicy:
+    """A policy that says the given turns in order (then a closing answer): scripted agents for the service's load
+    test and for tests of the loop. Ids are the text's bytes, so turn samples stay well-formed."""
+
+    def __init__(self, turns: list[str], final: str = "Done."):
+        self.turns, self.final = list(turns), final
+
+    async def generate_turn(self, messages: list[dict], tools: list[dict]) -> Turn:
+        text = self.turns.pop(0) if self.turns else self.final
+        prompt = json.dumps(messages).encode()
+        return Turn(input_ids=list(prompt[-64:]), output_ids=list(text.encode()), logprobs=[0.0] * len(text.encode()),
+                    text=text, finish_reason="stop")
+
+
+def tool_call_text(name: str, arguments: dict, thought: str = "") -> str:
+    """A turn that calls one tool, in the format `parse_tool_calls` reads."""
+    call = json.dumps({"name": name, "arguments": arguments})
+    return f"{thought}\n<tool_call>\n{call}\n</tool_call>" if thought else f"<tool_call>\n{call}\n</tool_call>"
+
+
+# ------------------------------------------------------------------------------------------------ episode
+
+
+@dataclass
+class Episode:
+    task_key: str
+    turns: list[Turn] = field(default_factory=list)
+    messages: list[dict] = field(default_factory=list)
+    status: str = "completed"  # completed | truncated | failed | aborted
+    stop_reason: str = ""
+    parse_errors: int = 0
+    tool_calls: int = 0
+    accuracy: float = 0.0
+    evaluation: dict | None = None
+    error: str | None = None
+
+    @property
+    def reward(self) -> float:
+        return 2.0 * self.accuracy - 1.0
+
+
+@dataclass(frozen=True)
+class AgentSettings:
+    max_steps: int = DEFAULT_MAX_STEPS  # MAX_STEPS: model turns per episode
+    max_parse_errors: int = DEFAULT_MAX_PARSE_ERRORS
+    system_prompt: str = SYSTEM_PROMPT
+
+    @classmethod
+    def from_args(cls, args) -> AgentSettings:
+        return cls(max_steps=int(getattr(args, "max_turns", None) or os.environ.get("MAX_STEPS") or DEFAULT_MAX_STEPS),
+                   max_parse_errors=int(getattr(args, "max_parse_errors", None) or DEFAULT_MAX_PARSE_ERRORS))
+
+
+async def run_episode(policy: TurnPolicy, env, task_key: str, task_meta: dict, settings: AgentSettings, *,
+                      request_id: str | None = None, on_turn: Callable[..., Awaitable[None]] | None = None) -> Episode:
+    """One episode on a fresh lease of `env` (an `EnvClient`); the lease is always closed."""
+    episode = Episode(task_key)
+    lease = (await env.allocate(task_key, request_id))["lease_id"]
+    try:
+        reset = await env.reset(lease, task_meta)
+        tools = reset.get("tool_schemas") or []
+        messages = [{"role": "system", "content": settings.system_prompt},
+                    {"role": "user", "content": reset.get("user_msg", "")}]
+        while True:
+            if len(episode.turns) >= settings.max_steps:
+                episode.status, episode.stop_reason = "truncated", "max_steps"
+                break
+            turn = await policy.generate_turn(messages, tools)
+            if turn is None:
+                episode.status, episode.stop_reason = "truncated", "context_full"
+                break
+            episode.turns.append(turn)
+            parsed = parse_tool_calls(turn.text)
+            messages.append({"role": "assistant", "content": turn.text})
+            results = []
+            for call in parsed.calls:
+                await env.heartbeat(lease)
+                try:
+                    observation = str((await env.exec_tool(lease, call.name, call.arguments)).get("observation", ""))
+                except EnvServiceError as e:
+                    if e.status != 504:
+                        raise
+                    # the environment's time limit for one call: an observation, never a repeat of the command
+                    observation = f"[TOOL_ERROR] {call.name}: no answer within the environment's time limit ({e.message})"
+                episode.tool_calls += 1
+                results.append((call, observation))
+                messages.append({"role": "tool", "name": call.name, "content": results[-1][1]})
+            for reason in parsed.errors:
+                episode.parse_errors += 1
+                messages.append({"role": "tool", "name": PARSE_ERROR_NAME, "content": parse_error_observation(reason)})
+            if on_turn is not None:
+                await on_turn(episode, turn, parsed, results)
+            if turn.finish_reason == "abort":
+                episode.status, episode.stop_reason = "aborted", "engine_abort"
+                break
+            if episode.parse_errors >= settings.max_parse_errors:
+                episode.status, episode.stop_reason = "failed", "parse_errors"
+                break
+            if not parsed.calls and not parsed.errors:
+                if not turn.text.strip():
+                    # upstream's ABORTED; here FAILED: an aborted sample takes its whole group out of the batch
+                    # (it means "the engine stopped", e.g. for a weight update), while this episode's outcome
+                    # still counts for the group and only its own turns are not trained
+                    episode.status, episode.stop_reason = "failed", "empty_final_message"
+                else:
+                    episode.status, episode.stop_reason = "completed", "final_answer"
+                break
+        if episode.status not in ("failed", "aborted"):
+            episode.evaluation = await env.evaluate(lease)
+            episode.accuracy = float(episode.evaluation.get("accuracy", episode.evaluation.get("score", 0.0)))
+        episode.messages = messages
+    finally:
+        try:
+            await env.close(lease)
+        except Exception as e:  # the episode's result stands; the service's reaper frees the lease
+            logger.warning("terminal agent: closing lease %s failed: %r", lease, e)
+    return episode
+
+
+# ------------------------------------------------------------------------------------------------ samples
+
+
+def task_of(sample: Sample) -> tuple[str, dict]:
+    """(task_key, task_meta) from a sample whose prompt is upstream's `task` object (`--input-key task`)."""
+    prompt = sample.prompt
+    if isinstance(prompt, str):
+        try:
+            prompt = json.loads(prompt)
+        except ValueError:
+            raise ValueError(f"a terminal sample's prompt must be a task object, got text {prompt[:80]!r}") from None
+    if isinstance(prompt, dict) and "task" in prompt and isinstance(prompt["task"], dict):
+        prompt = prompt["task"]
+    if not isinstance(prompt, dict) or not prompt.get("task_name"):
+        raise ValueError("a terminal sample's prompt must be an object with task_name (and task_path, instruction)")
+    return f"{prompt['task_name']}:{prompt.get('task_path', '')}", dict(prompt)
+
+
+_STATUS = {"completed": Sample.Status.COMPLETED, "truncated": Sample.Status.TRUNCATED,
+           "failed": Sample.Status.FAILED, "aborted": Sample.Status.ABORTED}
+
+
+def episode_samples(episode: Episode, sample: Sample, prm_scores: list[float | None] | None = None) -> list[Sample]:
+    """One sample per model turn: the prompt ids exactly as sent plus the generated ids and their log-probs (and
+    the turn's PRM score, when a step judge scored it)."""
+    status = _STATUS[episode.status]
+    trainable = episode.status not in ("failed", "aborted")
+    base = {"task_key": episode.task_key, "num_turns": len(episode.turns), "status": episode.status,
+            "stop_reason": episode.stop_reason, "parse_error_count": episode.parse_errors,
+            "tool_calls": episode.tool_calls, "accuracy": episode.accuracy, "evaluation": episode.evaluation}
+    out = []
+    for k, turn in enumerate(episode.turns):
+        meta = {**(sample.metadata or {}), **base, "turn_idx": k, "finish_reason": turn.finish_reason,
+                "latency_ms": round(turn.latency_ms, 1), "omitted_messages": turn.omitted_messages,
+                "step_wise": {"step_indices": [k], "step_token_spans": [[0, len(turn.output_ids)]],
+                              "prm_scores": [prm_scores[k]] if prm_scores else None}}
+        out.append(Sample(group_index=sample.group_index, index=sample.index, prompt=sample.prompt,
+                          label=sample.label, tokens=list(turn.input_ids) + list(turn.output_ids),
+                          response_length=len(turn.output_ids), response=turn.text,
+                          loss_mask=[1] * len(turn.output_ids), rollout_log_probs=list(turn.logprobs),
+                          status=status, metadata=meta, remove_sample=not trainable))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ trainer hooks
+
+_service = None
+_service_lock = threading.Lock()  # rollout threads may call generate at once: one service per process
+
+
+def _env_url(args) -> tuple[str, str | None]:
+    """The environment service's URL: --env-server-url, else $ENV_SERVER_URL, else pool servers this process
+    starts itself (`--env-workers`, the terminal provider over --terminal-tasks-dir)."""
+    global _service
+    url = getattr(args, "env_server_url", None) or os.environ.get("ENV_SERVER_URL")
+    key = os.environ.get("ENV_SERVER_API_KEY") or None
+    if url:
+        return url, key
+    with _service_lock:
+        if _service is None:
+            from slime.agentic.env_service.launch import EnvService
+            from slime.agentic.env_service.settings import PoolSettings
+
+            options = {}
+            tasks_dir = getattr(args, "terminal_tasks_dir", None)
+            if tasks_dir:
+                options["tasks_dir"] = tasks_dir
+            run_dir = getattr(args, "run_dir", None) or "runs/terminal"
+            settings = PoolSettings.from_env(provider=getattr(args, "env_provider", None) or "terminal",
+                                             state_dir=os.path.join(run_dir, "env_service"),
+                                             provider_options=options)
+            service = EnvService(settings, workers=int(getattr(args, "env_workers", None) or 1)).start()
+            import atexit
+
+            atexit.register(service.stop)
+            _service = service
+    return _service.url, _service.api_key
+
+
+def _client(args):
+    """A client for one episode (closed by the caller): an httpx client is bound to the event loop it first ran
+    in, and each rollout runs its own loop, whose id a later loop may reuse."""
+    from slime.agentic.env_service.client import EnvClient
+
+    url, key = _env_url(args)
+    return EnvClient(url, key)
+
+
+def step_judge(args):
+    """The per-turn PRM of `--step-judge`: `rules` (the CPU rule judge), `llm` (the PRM engine with upstream's
+    terminal judge input; the default when a PRM engine is configured), `module:factory`, or none."""
+    from slime.agentic.prm import judge_from_args
+
+    from .prm import TerminalLLMJudge, TerminalRuleJudge
+
+    return judge_from_args(args, rules=TerminalRuleJudge, llm=TerminalLLMJudge)
+
+
+async def generate(args, sample: Sample, sampling_params: dict) -> list[Sample]:
+    """The custom generate hook: one episode for the task in `sample.prompt`, one sample per model turn."""
+    from slime.rollout.data_source import load_tokenizer
+    from slime.rollout.default_rollout import get_engine_client
+
+    tokenizer = load_tokenizer(args.hf_checkpoint)
+    task_key, task_meta = task_of(sample)
+    policy = EngineTurnPolicy(get_engine_client(args), tokenizer, sampling_params,
+                              getattr(args, "rollout_max_context_len", None) or 32768)
+    seed = getattr(args, "rollout_seed", None) or getattr(args, "seed", 0) or 0
+    request_id = f"{task_key}:{seed}:{sample.group_index}:{sample.index}:{time.time_ns()}"
+    judge = step_judge(args)
+    judging = None
+    if judge is not None:
+        from .prm import TurnJudging
+
+        judging = TurnJudging(judge, str(task_meta.get("instruction", "")), seed * 100_003 + (sample.index or 0))
+    try:
+        async with _client(args) as env:
+            episode = await run_episode(policy, env, task_key, task_meta, AgentSettings.from_args(args),
+                                        request_id=request_id, on_turn=judging.on_turn if judging else None)
+        prm_scores = await judging.scores() if judging else None
+    except Exception as e:  # the environment failed: one FAILED sample that trains nothing, the batch goes on
+        if judging is not None:
+            judging.cancel()
+        logger.warning("terminal agent: episode of %s failed: %r", task_key, e)
+        eos = tokenizer.eos_token_id or 0
+        sample.tokens, sample.response_length, sample.response = [eos, eos], 1, ""
+        sample.loss_mask, sample.rollout_log_probs = [0], [0.0]
+        sample.status, sample.remove_sample = Sample.Status.FAILED, True
+        sample.metadata = {**(sample.metadata or {}), "task_key": task_key, "status": "failed",
+                           "stop_reason": "environment_error", "error": repr(e)[:500], "accuracy": 0.0}
+        return [sample]
+    samples = episode_samples(episode, sample, prm_scores)
+    if not samples:  # not even one turn fitted: nothing to train, the outcome still counts for the group
+        sample.tokens, sample.response_length, sample.response = [], 0, ""
+        sample.loss_mask, sample.rollout_log_probs = [], []
+        sample.status, sample.remove_sample = Sample.Status.TRUNCATED, True
+        sample.metadata = {**(sample.metadata or {}), "task_key": task_key, "status": episode.status,
+                           "stop_reason": episode.stop_reason, "accuracy": episode.accuracy}
+        return [sample]
+    return samples
+
+
+async def reward_func(args, item: Sample | list[Sample]):
+    """{"score": 2 * accuracy - 1, "acc": accuracy, ...} per sample (every turn of an episode gets its outcome)."""
+    samples = item if isinstance(item, list) else [item]
+    out = []
+    for s in samples:
+        meta = s.metadata or {}
+        accuracy = float(meta.get("accuracy", 0.0))
+        score = 2.0 * accuracy - 1.0
+        reward = {"score": score, "acc": accuracy, "solved": float(accuracy >= 1.0),
+                  "parse_error": float(int(meta.get("parse_error_count", 0)) > 0),
+                  "truncated": float(meta.get("status") == "truncated")}
+        prm = (meta.get("step_wise") or {}).get("prm_scores")
+        if prm:
+            # the step_wise estimator's target of this turn: outcome + coef * prm (unjudged: the outcome alone)
+            coef = float(getattr(args, "prm_step_coef", 1.0))
+            meta["step_wise"]["step_scores_with_outcome"] = [rewards.compose_step_target(score, p, coef).value
+                                                             for p in prm]
+            if prm[0] is not None:
+                reward["prm_turn_score"] = prm[0]
+        out.append(reward)
+    return out if isinstance(item, list) else out[0]

@@ -1,0 +1,114 @@
+"""Check tasks: for each, a fresh workspace + solution.sh must pass every test (reward 1), and a fresh workspace
+where nothing was done must not (reward < 1; -1 for a well-written task). Reports the measured setup, solution
+and test times.
+
+    python -m slime.agentic.terminal.check                      # every task in terminal-rl/tasks
+    python -m slime.agentic.terminal.check --tasks-dir DIR 'git-*' count-error-lines --concurrency 2 --json out.json
+
+Exit status 0 when every task checks out, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .tasks import TerminalTask, load_tasks
+from .workspace import EvalOutcome, evaluate_solution
+
+DEFAULT_TASKS_DIR = Path(__file__).resolve().parents[4] / "terminal-rl" / "tasks"
+
+
+@dataclass
+class TaskCheck:
+    task: TerminalTask
+    solved: EvalOutcome | None = None
+    unsolved: EvalOutcome | None = None
+    solved_times: dict | None = None
+    unsolved_times: dict | None = None
+    error: str = ""  # setup.sh or solution.sh failed
+
+    @property
+    def ok(self) -> bool:
+        return (not self.error and self.solved is not None and self.solved.success
+                and self.unsolved is not None and self.unsolved.reward < 1.0)
+
+    def line(self) -> str:
+        t = self.task
+        if self.error:
+            return f"FAIL {t.name:30s} {self.error.splitlines()[0]}"
+        s, u, st = self.solved, self.unsolved, self.solved_times
+        return (f"{'ok  ' if self.ok else 'FAIL'} {t.name:30s} {t.category or '-':17s} solution {s.passed}/{s.total} "
+                f"(reward {s.reward:+.2f})  nothing {u.passed}/{u.total} (reward {u.reward:+.2f})  "
+                f"setup {st['setup_s']:.2f}s  solution {st['solution_s']:.2f}s  tests {st['tests_s']:.2f}s")
+
+    def as_dict(self) -> dict:
+        return {
+            "task": self.task.name, "category": self.task.category, "ok": self.ok, "error": self.error,
+            "solved": self.solved.as_dict() if self.solved else None,
+            "unsolved": self.unsolved.as_dict() if self.unsolved else None,
+            "solved_times": self.solved_times, "unsolved_times": self.unsolved_times,
+        }
+
+
+async def check_tasks(tasks: list[TerminalTask], concurrency: int = 2, **workspace_kwargs) -> list[TaskCheck]:
+    """Both runs of every task, `concurrency` workspaces at a time; results in the order of `tasks`."""
+    sem = asyncio.Semaphore(max(1, concurrency))
+    checks = [TaskCheck(t) for t in tasks]
+
+    async def run(check: TaskCheck, solve: bool) -> None:
+        async with sem:
+            try:
+                outcome, times = await evaluate_solution(check.task, solve=solve, **workspace_kwargs)
+            except Exception as e:  # a broken setup.sh or solution.sh: reported, the others go on
+                check.error = check.error or f"{type(e).__name__}: {e}"
+                return
+        if solve:
+            check.solved, check.solved_times = outcome, times
+        else:
+            check.unsolved, check.unsolved_times = outcome, times
+
+    await asyncio.gather(*(run(c, solve) for c in checks for solve in (True, False)))
+    return checks
+
+
+def summary(checks: list[TaskCheck], wall_s: float) -> str:
+    timed = [c for c in checks if c.solved_times and c.unsolved_times]
+
+    def stats(key: str) -> str:
+        values = [c.solved_times[key] for c in timed] + ([c.unsolved_times[key] for c in timed] if key != "solution_s" else [])
+        return f"median {statistics.median(values):.2f}s, max {max(values):.2f}s" if values else "-"
+
+    ok = sum(c.ok for c in checks)
+    return (f"{ok}/{len(checks)} tasks ok; {2 * len(checks)} fresh workspaces in {wall_s:.1f}s wall; "
+            f"setup {stats('setup_s')}; solution {stats('solution_s')}; tests {stats('tests_s')}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("names", nargs="*", help="task names or glob patterns (default: all)")
+    p.add_argument("--tasks-dir", default=os.environ.get("TERMINAL_TASKS_DIR", str(DEFAULT_TASKS_DIR)))
+    p.add_argument("--concurrency", type=int, default=2)
+    p.add_argument("--json", help="write the per-task results and timings here")
+    args = p.parse_args(argv)
+    tasks = load_tasks(args.tasks_dir, args.names or None)
+    start = time.monotonic()
+    checks = asyncio.run(check_tasks(tasks, args.concurrency))
+    wall = time.monotonic() - start
+    for c in checks:
+        print(c.line(), flush=True)
+    print(summary(checks, wall))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"wall_s": wall, "tasks": [c.as_dict() for c in checks]}, indent=2))
+    return 0 if all(c.ok for c in checks) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,412 @@
+"""One terminal task's workspace: its sandbox, its setup, and the evaluation of the episode by the task's tests.
+
+Layout. On the host a private directory (mode 0700, removed by ``close()``) holds the sandbox's work directory
+and a ``tests`` directory. Inside the sandbox (:class:`slime.agentic.sandbox.Sandbox`, bubblewrap, a per-sandbox
+uid, no network) the work directory is ``/app``, the agent's working directory, and the host's ``tests``
+directory is bound at ``/tests``. During the episode ``/tests`` is empty and owned by root, so the agent can
+neither see the tests nor plant anything there (a write fails with "Permission denied"); it is cleared again
+before every evaluation in any case.
+
+* ``setup()`` (done by ``create``): the task's ``setup.sh`` is staged at ``/tests/setup.sh`` and run with
+  ``bash`` in ``/app`` as the sandbox uid (files it creates belong to the agent), with a timeout; then ``/tests``
+  is emptied. A failing or timed-out setup raises :class:`TaskSetupError` (task, exit code, output tail).
+* ``run(command)``: a command as the agent would run it, in ``/app`` (for scripted agents and tests; the shell
+  tools drive the same :attr:`sandbox`).
+* ``run_solution()``: the task's ``solution.sh``, staged and run like the setup.
+* ``run_tests()``: after the episode, once no agent command is running any more (the sandbox runs one command
+  at a time: a shell the agent's tools keep alive in it must be stopped first). ``/tests`` is cleared, filled with the task's ``tests/`` and ``run-tests.sh``
+  (root-owned, read-only to the sandbox uid) and a results directory the uid may write, then ``bash
+  /tests/run-tests.sh`` runs with ``/tests`` as its working directory (so an agent's ``/app/pytest.py`` or
+  ``/app/conftest.py`` is never imported), ``HOME=/tmp`` (no dotfile of the agent's is read) and the timeout
+  ``max_test_timeout_sec``. pytest's JUnit XML is read on the host (see :mod:`.junit`) into an
+  :class:`EvalOutcome`: passed, total, reward ``2*passed/total - 1``, per-test outcomes, timed_out, the tail of
+  the output. ``/tests`` is emptied again afterwards.
+
+Environment of ``run-tests.sh`` (so the same task runs in a Docker image with python3 and pytest, where the
+variables are unset or set by that harness): ``PYTHON`` (the project's interpreter, which is bound read-only
+inside and has pytest; Debian's /usr/bin/python3 may not), ``TEST_DIR=/tests``, ``JUNIT_XML`` (where to write
+the report), ``PYTEST_ADDOPTS`` (``-p no:cacheprovider --junitxml=$JUNIT_XML``, so a user's run-tests.sh that
+calls plain pytest writes the report too), ``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1`` (the venv's plugins cost ~0.5 s
+per run; ``autoload_pytest_plugins=True`` keeps them), ``PYTHONDONTWRITEBYTECODE=1``.
+
+Limits: the tests run as the agent's uid (as in terminal-bench, where they run in the agent's container), so a
+program of the agent's that the tests execute could tamper with the report while the tests run. The tests and
+run-tests.sh themselves cannot be changed by it (root-owned).
+
+API: ``async`` first, with ``*_sync`` wrappers (the sandbox's convention)::
+
+    ws = await TaskWorkspace.create(task)       # sandbox + setup.sh
+    try:
+        await ws.run("ls -la")                  # the agent's commands (or the shell tools on ws.sandbox)
+        outcome = await ws.run_tests()          # outcome.reward, outcome.passed, outcome.total, ...
+    finally:
+        await ws.aclose()
+
+    with TaskWorkspace.create_sync(task) as ws:
+        ws.run_solution_sync(); print(ws.run_tests_sync().reward)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from slime.agentic.sandbox import (
+    Command,
+    Sandbox,
+    SandboxError,
+    SandboxLimits,
+    SandboxResult,
+    UidPool,
+    _run_coroutine,  # the sandbox's sync wrappers' helper: the same convention here
+)
+
+from .junit import JUnitReport, pass_rate_reward, read_junit_xml
+from .tasks import TerminalTask, load_task
+
+logger = logging.getLogger(__name__)
+
+APP_DIR = "/app"
+TESTS_MOUNT = "/tests"
+RESULTS_SUBDIR = ".results"
+JUNIT_NAME = "junit.xml"
+DEFAULT_SETUP_TIMEOUT_S = 120.0
+DEFAULT_SOLUTION_TIMEOUT_S = 120.0
+OUTPUT_TAIL_CHARS = 4000
+
+
+class TaskSetupError(RuntimeError):
+    """setup.sh failed or timed out; the message names the task and holds the output's tail."""
+
+    def __init__(self, message: str, result: SandboxResult | None = None):
+        super().__init__(message)
+        self.result = result
+
+
+@dataclass(frozen=True)
+class EvalOutcome:
+    """The result of running a task's tests after an episode."""
+
+    task: str
+    report: JUnitReport
+    timed_out: bool = False
+    exit_code: int | None = None
+    output_tail: str = ""
+    duration_s: float = 0.0
+    reason: str = ""  # why there is no usable report (empty when the tests ran and were read)
+    outcomes: dict[str, str] = field(default_factory=dict)  # test id -> passed/failed/error/skipped
+
+    @property
+    def passed(self) -> int:
+        return self.report.passed
+
+    @property
+    def total(self) -> int:
+        return self.report.total
+
+    @property
+    def accuracy(self) -> float:
+        return self.report.accuracy
+
+    @property
+    def reward(self) -> float:
+        return pass_rate_reward(self.passed, self.total)
+
+    @property
+    def success(self) -> bool:
+        return self.report.all_passed
+
+    def as_dict(self) -> dict:
+        return {
+            "task": self.task, "passed": self.passed, "total": self.total, "failed": self.report.failed,
+            "errors": self.report.errors, "skipped": self.report.skipped, "accuracy": self.accuracy,
+            "reward": self.reward, "success": self.success, "timed_out": self.timed_out, "exit_code": self.exit_code,
+            "duration_s": round(self.duration_s, 3), "reason": self.reason, "outcomes": dict(self.outcomes),
+        }
+
+
+def _tail(result: SandboxResult, limit: int = OUTPUT_TAIL_CHARS) -> str:
+    text = result.stdout
+    if result.stderr:
+        text = f"{text}\n[stderr]\n{result.stderr}" if text else result.stderr
+    return text[-limit:]
+
+
+class TaskWorkspace:
+    """A task's sandbox with /app and the hidden /tests; see the module docstring. Construction is cheap and
+    synchronous (directories and a uid); ``setup()`` runs setup.sh. One command at a time (the sandbox's rule)."""
+
+    def __init__(
+        self,
+        task: TerminalTask | str | os.PathLike,
+        *,
+        limits: SandboxLimits | None = None,
+        base_dir: str | os.PathLike | None = None,
+        uid_pool: UidPool | None = None,
+        python: str | None = None,
+        env: Mapping[str, str] | None = None,
+        setup_timeout_s: float = DEFAULT_SETUP_TIMEOUT_S,
+        autoload_pytest_plugins: bool = False,
+    ):
+        self.task = task if isinstance(task, TerminalTask) else load_task(task)
+        self.python = python or sys.executable
+        self.setup_timeout_s = float(setup_timeout_s)
+        self.autoload_pytest_plugins = autoload_pytest_plugins
+        self.setup_s: float | None = None  # measured: setup.sh's wall time
+        self.last_eval_s: float | None = None  # measured: the last run_tests' wall time (staging, pytest, parsing)
+        self._closed = True
+        base = os.fspath(base_dir) if base_dir is not None else tempfile.gettempdir()
+        self.root = Path(tempfile.mkdtemp(prefix=f"slime-terminal-{self.task.name[:40]}-", dir=base))
+        try:
+            os.chmod(self.root, 0o700)
+            self.tests_host = self.root / "tests"
+            self.tests_host.mkdir(mode=0o755)
+            os.chmod(self.tests_host, 0o755)  # root-owned: the sandbox uid may enter it but not write into it
+            self.sandbox = Sandbox(
+                limits=limits,
+                base_dir=self.root,
+                mount_at=APP_DIR,
+                rw_binds=[(str(self.tests_host), TESTS_MOUNT)],
+                uid_pool=uid_pool,
+                env=env,
+            )
+        except BaseException:
+            shutil.rmtree(self.root, ignore_errors=True)
+            raise
+        self._closed = False
+
+    # -- lifecycle
+
+    @classmethod
+    async def create(cls, task: TerminalTask | str | os.PathLike, **kwargs) -> TaskWorkspace:
+        """A workspace with setup.sh done; closed again if the setup fails."""
+        ws = await asyncio.to_thread(cls, task, **kwargs)
+        try:
+            await ws.setup()
+        except BaseException:
+            await ws.aclose()
+            raise
+        return ws
+
+    @classmethod
+    def create_sync(cls, task: TerminalTask | str | os.PathLike, **kwargs) -> TaskWorkspace:
+        return _run_coroutine(cls.create(task, **kwargs))
+
+    @property
+    def app_host(self) -> Path:
+        """/app on the host (for inspection; files in it belong to the sandbox uid)."""
+        return Path(self.sandbox.path)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Close the sandbox and remove every directory of the workspace. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.sandbox.close()
+        finally:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self.close)
+
+    def __enter__(self) -> TaskWorkspace:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    async def __aenter__(self) -> TaskWorkspace:
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.aclose()
+
+    def __del__(self) -> None:
+        if not getattr(self, "_closed", True):
+            try:
+                self.close()
+            except Exception as e:  # interpreter shutdown: modules may be gone
+                logger.debug("terminal workspace: close() from __del__ failed: %s", e)
+
+    # -- the hidden /tests directory
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SandboxError(f"the workspace of task {self.task.name!r} is closed")
+
+    def _clear_tests(self) -> None:
+        """Empty /tests (whatever is there, whoever wrote it) and make it root-owned 0755 again."""
+        for entry in list(os.scandir(self.tests_host)):
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            else:
+                try:
+                    os.unlink(entry.path)
+                except FileNotFoundError:
+                    pass
+        os.chown(self.tests_host, os.geteuid(), os.getegid())
+        os.chmod(self.tests_host, 0o755)
+
+    def _stage(self, files: Mapping[str, Path], dirs: Mapping[str, Path] = {}) -> None:
+        """Copy into /tests, root-owned, readable (not writable) by the sandbox uid."""
+        self._clear_tests()
+        for name, src in dirs.items():
+            shutil.copytree(src, self.tests_host / name, symlinks=False, dirs_exist_ok=True,
+                            ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache", "*.pyc"))
+        for name, src in files.items():
+            shutil.copyfile(src, self.tests_host / name)
+        for dirpath, dirnames, filenames in os.walk(self.tests_host):
+            os.chmod(dirpath, 0o755)
+            for f in filenames:
+                p = os.path.join(dirpath, f)
+                os.chmod(p, 0o755 if os.stat(p).st_mode & 0o100 else 0o644)
+
+    async def _run_staged(self, script: Path, name: str, timeout: float, env: Mapping[str, str] | None = None) -> SandboxResult:
+        await asyncio.to_thread(self._stage, {name: script})
+        try:
+            return await self.sandbox.run(["bash", f"{TESTS_MOUNT}/{name}"], timeout=timeout, env={"PYTHON": self.python, **(env or {})})
+        finally:
+            await asyncio.to_thread(self._clear_tests)
+
+    # -- setup, agent commands, solution
+
+    async def setup(self) -> SandboxResult | None:
+        """Run setup.sh in /app (once, before the episode). Raises TaskSetupError when it fails."""
+        self._check_open()
+        if self.task.setup_script is None:
+            self.setup_s = 0.0
+            return None
+        start = time.monotonic()
+        result = await self._run_staged(self.task.setup_script, "setup.sh", self.setup_timeout_s)
+        self.setup_s = time.monotonic() - start
+        if not result.ok:
+            what = f"timed out after {self.setup_timeout_s:g} s" if result.timed_out else f"exited with {result.exit_code}"
+            raise TaskSetupError(f"task {self.task.name!r}: setup.sh {what}:\n{_tail(result, 2000)}", result)
+        return result
+
+    async def run(self, command: Command, **kwargs) -> SandboxResult:
+        """A command in /app as the agent (a string runs as ``bash -lc``); Sandbox.run's keyword arguments."""
+        self._check_open()
+        return await self.sandbox.run(command, **kwargs)
+
+    async def run_solution(self, timeout: float = DEFAULT_SOLUTION_TIMEOUT_S) -> SandboxResult:
+        """Run the task's solution.sh in /app (a scripted agent)."""
+        self._check_open()
+        if self.task.solution_script is None:
+            raise FileNotFoundError(f"task {self.task.name!r} has no solution.sh")
+        return await self._run_staged(self.task.solution_script, "solution.sh", timeout)
+
+    # -- evaluation
+
+    def _test_env(self) -> dict[str, str]:
+        junit = f"{TESTS_MOUNT}/{RESULTS_SUBDIR}/{JUNIT_NAME}"
+        env = {
+            "PYTHON": self.python,
+            "TEST_DIR": TESTS_MOUNT,
+            "JUNIT_XML": junit,
+            "PYTEST_ADDOPTS": f"-p no:cacheprovider --junitxml={junit}",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONNOUSERSITE": "1",
+            "HOME": "/tmp",
+        }
+        if not self.autoload_pytest_plugins:
+            env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+        return env
+
+    def _stage_tests(self) -> Path:
+        self._stage({"run-tests.sh": self.task.run_tests_script}, {".": self.task.tests_dir})
+        results = self.tests_host / RESULTS_SUBDIR
+        results.mkdir(mode=0o700)
+        if self.sandbox.uid is not None:
+            os.chown(results, self.sandbox.uid, self.sandbox.uid)
+        return results / JUNIT_NAME
+
+    async def run_tests(self, timeout: float | None = None) -> EvalOutcome:
+        """Run the task's tests in the sandbox and read their JUnit XML (see the module docstring)."""
+        self._check_open()
+        timeout = float(timeout if timeout is not None else self.task.max_test_timeout_sec)
+        start = time.monotonic()
+        junit_host = await asyncio.to_thread(self._stage_tests)
+        try:
+            # the wall-clock limit is the task's; the per-process CPU limit must not cut a long test run shorter
+            limits = replace(self.sandbox.limits, timeout_s=timeout, cpu_seconds=max(self.sandbox.limits.cpu_seconds, math.ceil(timeout) + 1))
+            result = await self.sandbox.run(["bash", f"{TESTS_MOUNT}/run-tests.sh"], limits=limits, env=self._test_env(), cwd=TESTS_MOUNT)
+            report = await asyncio.to_thread(read_junit_xml, junit_host)
+        finally:
+            await asyncio.to_thread(self._clear_tests)
+        reason = report.reason
+        if result.timed_out:
+            reason = f"the tests timed out after {timeout:g} s" + (f" ({reason})" if reason else "")
+        elif reason and result.exit_code != 0:
+            reason = f"{reason}; run-tests.sh exited with {result.exit_code}"
+        self.last_eval_s = time.monotonic() - start
+        return EvalOutcome(
+            task=self.task.name,
+            report=report,
+            timed_out=result.timed_out,
+            exit_code=result.exit_code,
+            output_tail=_tail(result),
+            duration_s=self.last_eval_s,
+            reason=reason,
+            outcomes=report.outcomes(),
+        )
+
+    # -- sync wrappers
+
+    def setup_sync(self) -> SandboxResult | None:
+        return _run_coroutine(self.setup())
+
+    def run_sync(self, command: Command, **kwargs) -> SandboxResult:
+        return _run_coroutine(self.run(command, **kwargs))
+
+    def run_solution_sync(self, timeout: float = DEFAULT_SOLUTION_TIMEOUT_S) -> SandboxResult:
+        return _run_coroutine(self.run_solution(timeout))
+
+    def run_tests_sync(self, timeout: float | None = None) -> EvalOutcome:
+        return _run_coroutine(self.run_tests(timeout))
+
+
+async def evaluate_solution(task: TerminalTask | str | os.PathLike, *, solve: bool = True, **kwargs) -> tuple[EvalOutcome, dict]:
+    """A fresh workspace, then solution.sh (``solve=True``) or nothing, then the tests; the workspace is removed.
+    Returns the outcome and the measured times in seconds: setup_s, solution_s, tests_s, total_s."""
+    start = time.monotonic()
+    ws = await TaskWorkspace.create(task, **kwargs)
+    try:
+        solution_s = 0.0
+        if solve:
+            t = time.monotonic()
+            result = await ws.run_solution()
+            solution_s = time.monotonic() - t
+            if not result.ok:
+                what = "timed out" if result.timed_out else f"exited with {result.exit_code}"
+                raise RuntimeError(f"task {ws.task.name!r}: solution.sh {what}:\n{_tail(result, 2000)}")
+        outcome = await ws.run_tests()
+        times = {"setup_s": ws.setup_s or 0.0, "solution_s": solution_s, "tests_s": ws.last_eval_s or 0.0}
+    finally:
+        await ws.aclose()
+    times["total_s"] = time.monotonic() - start
+    return outcome, times
+
+
+__all__ = [
+    "APP_DIR",
+    "TESTS_MOUNT",
+    "EvalOutcome",
+    "TaskSetupError",
+    "TaskWorkspace",
+    "evaluate_solution",
+]

@@ -1,0 +1,96 @@
+"""The terminal provider behind a real pool server: a scripted agent solves shipped tasks through the shell tools,
+and the tests decide (JUnit XML -> reward)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import pytest
+
+from slime.agentic import sandbox as sb
+from slime.agentic.env_service.client import EnvClient, EnvServiceError
+from slime.agentic.env_service.launch import PoolServerProcess
+from slime.agentic.env_service.settings import PoolSettings
+from slime.agentic.terminal.agent import AgentSettings, ScriptedTurnPolicy, run_episode
+from slime.agentic.terminal.check import DEFAULT_TASKS_DIR
+from slime.agentic.terminal.scripted import idle_turns, solution_turns
+from slime.agentic.terminal.tasks import load_task
+
+_CAP = sb.detect_capability("bwrap")
+pytestmark = pytest.mark.skipif(not _CAP.available, reason=f"no bwrap sandbox on this host: {_CAP.problem}")
+
+TASKS = ("count-error-lines", "fix-python-stats", "git-tag-release", "make-script-executable")
+
+
+@pytest.fixture(scope="module")
+def pool(tmp_path_factory):
+    settings = PoolSettings(provider="terminal", state_dir=str(tmp_path_factory.mktemp("pool")))
+    with PoolServerProcess(settings) as server:
+        yield server
+
+
+def meta(name):
+    task = load_task(DEFAULT_TASKS_DIR / name)
+    return task, {"task_name": name, "task_path": name, "instruction": task.instruction}
+
+
+def test_scripted_solutions_pass_and_idle_agents_fail_through_the_service(pool):
+    async def go():
+        async with EnvClient(pool.url) as env:
+            episodes = []
+            for name in TASKS:
+                task, task_meta = meta(name)
+                for turns in (solution_turns(task), idle_turns()):
+                    episodes.append(run_episode(ScriptedTurnPolicy(turns), env, f"{name}:{name}", task_meta,
+                                                AgentSettings()))
+            return await asyncio.gather(*episodes)
+
+    results = asyncio.run(go())
+    solved, idle = results[0::2], results[1::2]
+    for name, episode in zip(TASKS, solved):
+        assert episode.status == "completed" and episode.reward == 1.0, (name, episode.evaluation)
+        assert episode.evaluation["passed"] == episode.evaluation["total"] >= 3
+    for name, episode in zip(TASKS, idle):
+        assert episode.reward < 1.0 and episode.evaluation["passed"] < episode.evaluation["total"], name
+    first_look = [m for m in solved[0].messages if m["role"] == "tool"][0]["content"]
+    assert "app.log" in first_look  # the shell saw the task's files in /app
+
+
+def test_the_shell_keeps_state_and_a_lease_takes_no_calls_after_evaluation(pool):
+    async def go():
+        async with EnvClient(pool.url) as env:
+            lease = (await env.allocate("count-error-lines:count-error-lines"))["lease_id"]
+            reset = await env.reset(lease, {"task_name": "count-error-lines", "task_path": "count-error-lines"})
+            outs = [await env.exec_tool(lease, "shell_exec", {"id": "a", "command": command})
+                    for command in ("cd /tmp && export X=7", "pwd; echo $X")]
+            other = await env.exec_tool(lease, "shell_exec", {"id": "b", "command": "pwd"})
+            escape = await env.exec_tool(lease, "shell_write_content_to_file",
+                                         {"content": "x", "file_path": "../../etc/evil"})
+            evaluation = await env.evaluate(lease)
+            with pytest.raises(EnvServiceError) as after:
+                await env.exec_tool(lease, "shell_exec", {"id": "a", "command": "true"})
+            with pytest.raises(EnvServiceError) as unknown:
+                await env.reset(lease, {"task_name": "no-such-task"})
+            with pytest.raises(EnvServiceError) as outside:
+                await env.reset(lease, {"task_name": "x", "task_path": "../../etc"})
+            await env.close(lease)
+            return reset, outs, other, escape, evaluation, after.value, unknown.value, outside.value
+
+    reset, outs, other, escape, evaluation, after, unknown, outside = asyncio.run(go())
+    assert reset["user_msg"].startswith("Task name:count-error-lines\nTask instruction: ")
+    assert [s["function"]["name"] for s in reset["tool_schemas"]] == [
+        "shell_exec", "shell_view", "shell_write_to_process", "shell_write_content_to_file"]
+    assert "/tmp" in outs[1]["observation"] and "7" in outs[1]["observation"]
+    assert "/app" in other["observation"]  # a second session starts in the work directory
+    assert escape["observation"].startswith("[TOOL_ERROR] shell_write_content_to_file")
+    assert evaluation["score"] == 0.0 and evaluation["total"] >= 3 and evaluation["reward"] == -1.0
+    assert (after.status, after.code) == (409, "EVALUATED")
+    assert (unknown.status, unknown.code) == (404, "UNKNOWN_TASK")
+    assert outside.status == 400 and "leaves the tasks directory" in outside.message
+    leases = os.path.join(pool.settings.state_dir, "leases")
+    for _ in range(50):
+        if not os.listdir(leases):
+            break
+        asyncio.run(asyncio.sleep(0.1))
+    assert os.listdir(leases) == []

@@ -1,0 +1,43 @@
+"""The terminal setting's CPU script and entry point (`--dry-run`): the layout line, the setting, a command the
+trainer accepts, and which script the entry point picks."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+from pathlib import Path
+
+from slime.utils.arguments import parse_args
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _run(script: str, *argv: str, **env) -> subprocess.CompletedProcess:
+    full = {k: v for k, v in os.environ.items() if k not in ("DRY_RUN", "ENV_SERVER_URL", "FORCE_DEVICE")}
+    full.update({"OMP_NUM_THREADS": "1"}, **env)
+    return subprocess.run(["bash", script, *argv], cwd=REPO, env=full, capture_output=True, text=True, timeout=120)
+
+
+def test_cpu_script_dry_run_prints_the_setting_and_a_valid_command():
+    done = _run("terminal-rl/run_cpu_smollm2_terminal.sh", "--dry-run", "--lr", "3e-6", MAX_STEPS="4")
+    assert done.returncode == 0, done.stderr
+    layout, setting, command = done.stdout.strip().splitlines()[-3:]
+    assert layout.startswith("layout: CPU, 1 trainer process") and "environment service" in layout
+    assert setting.startswith("terminal RL: 4 tasks x 4 episodes per rollout, at most 4 turns, one sample per turn; "
+                              "environments: 1 pool server(s) started by the trainer (terminal, tasks ")
+    words = shlex.split(command)
+    args = parse_args(words[2:], mode="async", world_size=1)
+    assert args.lr == 3e-6 and args.dynamic_history and args.input_key == "task" and args.max_turns == 4
+    assert Path(args.prompt_data).is_file() and Path(args.terminal_tasks_dir).is_dir()
+    attached = _run("terminal-rl/run_cpu_smollm2_terminal.sh", "--dry-run", ENV_SERVER_URL="http://127.0.0.1:18080")
+    assert "environments: http://127.0.0.1:18080" in attached.stdout
+
+
+def test_entry_point_picks_the_cpu_or_the_gpu_script_and_says_which():
+    cpu = _run("terminal-rl/run_terminal_agent.sh", "--dry-run", FORCE_DEVICE="cpu")
+    assert cpu.returncode == 0 and "running the CPU script terminal-rl/run_cpu_smollm2_terminal.sh" in cpu.stderr
+    assert "python slime/train_async.py" in cpu.stdout
+    gpu = _run("terminal-rl/run_terminal_agent.sh", "--dry-run", FORCE_DEVICE="gpu", HF_CKPT="tiny")
+    assert gpu.returncode == 0 and "running the GPU script terminal-rl/run_qwen3_8b_terminal.sh" in gpu.stderr
+    assert "torchrun" in gpu.stdout.splitlines()[-1]
