@@ -46,8 +46,8 @@ def test_a_run_starts_the_server_talks_trains_evaluates_and_writes_results(tmp_p
 
     result = json.loads((out / "result.json").read_text())
     assert result["persona"] == "upbeat" and result["model"] == "tiny"
-    # the default method: Combine with the top-K teacher term on the first 4 response positions (forward KL)
-    assert (result["method"], result["variant"]) == ("combine_topk", "fwd-head4")
+    # the default method: Combine with the top-K teacher term on the first 4 response positions (forward KL), batch 4
+    assert (result["method"], result["variant"]) == ("combine_topk", "fwd-head4-bs4")
     assert [str(a) for a in result["config"]["method"]["extra_args"]] == [
         "--distill-divergence", "forward", "--distill-head-positions", "4"]
     assert result["versions"] == {"persona": "upbeat-v1", "quality": "quality-v1"}

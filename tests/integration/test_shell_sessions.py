@@ -468,3 +468,28 @@ def test_a_shell_that_exited_between_calls_is_replaced_on_the_next_command(base_
         assert shell.sessions == ["a"]
 
     arun(with_shell(base_dir, body))
+
+
+def test_typed_input_keeps_a_final_semicolon_and_a_leading_dash(base_dir):
+    """tmux reads an argument ending in ";" as its own separator and one starting with "-" as a flag."""
+    async def body(box, shell):
+        for text in ("SELECT 1;", "-5", "a\\;", ";"):
+            out = await call(shell, "shell_exec", id="a", command="IFS= read -r L; printf 'got[%s]\\n' \"$L\"", timeout=1)
+            assert "[The command is still running after 1 s" in out
+            out = await call(shell, "shell_write_to_process", id="a", command=text)
+            assert f"got[{text}]" in out, (text, out)
+
+    arun(with_shell(base_dir, body))
+
+
+def test_a_host_that_died_between_calls_is_restarted_before_the_next_command(base_dir):
+    async def body(box, shell):
+        await call(shell, "shell_exec", id="a", command="echo before > f.txt")
+        await call(shell, "shell_exec", id="a", command="(sleep 0.3; kill -9 -1) > /dev/null 2>&1 &")
+        deadline = time.monotonic() + 10
+        while shell.host is not None and shell.host.alive and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        out = await call(shell, "shell_exec", id="a", command="cat f.txt")
+        assert out == "[The shell environment was restarted; earlier sessions ('a') and their processes are gone.]\nbefore"
+
+    arun(with_shell(base_dir, body))

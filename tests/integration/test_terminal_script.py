@@ -35,10 +35,15 @@ def test_the_cpu_script_runs_episodes_and_trains(tmp_path):
                for line in (run / f"rollout_{rollout}.jsonl").read_text().splitlines()]
     assert len({(s["group_index"], s["index"]) for s in samples}) == 8  # 2 rollouts x 2 tasks x 2 episodes
     assert all(s["metadata"]["stop_reason"] != "environment_error" for s in samples)
+    assert any(s["metadata"]["evaluation"] for s in samples)  # most episodes end on an answer and are tested
     for s in samples:
         meta = s["metadata"]
         assert s["prompt"]["task_name"] and meta["task_key"].startswith(s["prompt"]["task_name"] + ":")
-        assert meta["evaluation"]["total"] >= 3 and meta["evaluation"]["passed"] < meta["evaluation"]["total"]
+        if meta["status"] == "failed":  # the random model's turn can be blank: FAILED, not tested, not trained
+            assert meta["stop_reason"] == "empty_final_message" and meta["evaluation"] is None
+            assert s["remove_sample"] and s["reward"]["score"] == -1.0
+        else:
+            assert meta["evaluation"]["total"] >= 3 and meta["evaluation"]["passed"] < meta["evaluation"]["total"]
         assert s["reward"]["score"] == pytest.approx(2 * meta["accuracy"] - 1)
         assert len(s["loss_mask"]) == s["response_length"] == 16 and set(s["loss_mask"]) == {1}
     metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
@@ -47,3 +52,19 @@ def test_the_cpu_script_runs_episodes_and_trains(tmp_path):
     assert (pool_state / "leases.db").exists() and os.listdir(pool_state / "leases") == []
     survivors = subprocess.run(["pgrep", "-f", "--", f"--state-dir {pool_state}"], capture_output=True, text=True)
     assert survivors.returncode == 1 and survivors.stdout == ""  # the trainer stopped the pool server it started
+
+
+def test_the_sft_warm_start_trains_on_the_demonstrations_and_evaluates_through_the_loop(tmp_path):
+    run = tmp_path / "sft"
+    env = {**os.environ, "RUN_DIR": str(run), "NUM_ROLLOUT": "2", "BATCH": "2", "EVAL": "1", "OMP_NUM_THREADS": "1"}
+    env.pop("ENV_SERVER_URL", None)
+    done = subprocess.run(["bash", "terminal-rl/run_cpu_smollm2_terminal_sft.sh", "--hf-checkpoint", "tiny",
+                           "--eval-max-response-len", "8"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    losses = [m["train/loss"] for m in metrics if "train/loss" in m]
+    assert len(losses) == 2 and all(loss > 0 for loss in losses)
+    evals = [m for m in metrics if "eval/heldout/acc" in m]
+    assert len(evals) == 2  # before training and after the last step, through the terminal loop (9 tasks)
+    assert (run / "ckpt" / "iter_0000002" / "model").is_dir()

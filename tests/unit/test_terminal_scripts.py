@@ -41,3 +41,14 @@ def test_entry_point_picks_the_cpu_or_the_gpu_script_and_says_which():
     gpu = _run("terminal-rl/run_terminal_agent.sh", "--dry-run", FORCE_DEVICE="gpu", HF_CKPT="tiny")
     assert gpu.returncode == 0 and "running the GPU script terminal-rl/run_qwen3_8b_terminal.sh" in gpu.stderr
     assert "torchrun" in gpu.stdout.splitlines()[-1]
+
+
+def test_sft_warm_start_dry_run_trains_on_the_demonstrations_and_evaluates_through_the_loop():
+    done = _run("terminal-rl/run_cpu_smollm2_terminal_sft.sh", "--dry-run", EVAL="1")
+    assert done.returncode == 0, done.stderr
+    setting, command = done.stdout.strip().splitlines()[-2:]
+    assert setting.startswith("SFT warm start: 32 steps of 8 demonstration turns from ") and "evaluated on heldout" in setting
+    args = parse_args(shlex.split(command)[2:], mode="sync", world_size=1)
+    assert args.loss_type == "sft_loss" and args.rollout_function_path == "slime.rollout.sft_rollout.generate_rollout"
+    assert Path(args.prompt_data).name == "sft_demos.jsonl" and Path(args.prompt_data).is_file()
+    assert args.custom_generate_function_path == "slime.agentic.terminal.agent.generate" and args.dynamic_history

@@ -965,7 +965,9 @@ class Sandbox:
             os.killpg(pid, _signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-        if self.uid is not None:
+        # only while this sandbox still holds its uid: once released (close()), another sandbox may lease it again
+        # and its processes are not ours to kill (a late kill() or lifetime end of a spawned process)
+        if self.uid is not None and self.uid in self._pool.leased:
             _kill_uid_processes(self.uid)
 
     async def run_python(

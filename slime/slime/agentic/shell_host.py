@@ -12,7 +12,7 @@ How a session works:
   ``-f /dev/null`` and ``exit-empty off``; every tmux client command runs here, inside the sandbox;
 * a session is ``tmux new-session -d -s sN -x W -y H -c WORKDIR bash --rcfile RC -i``. The rc file sets an empty
   prompt made only of an invisible marker (an OSC sequence with a per-host nonce, the number of the last
-  command typed and ``$?``), caps the CPU seconds of each command (``ulimit -t``), and sets ``PAGER=cat``;
+  command typed and ``$?``), and sets ``PAGER=cat``;
 * everything the pane's programs write reaches the host raw through ``pipe-pane`` into a FIFO (read
   continuously, also between requests, so tmux never buffers without bound), kept bounded (head and tail);
 * a command is written to a file and typed as `` __shellhost_seq=N; . FILE`` (sourced: ``cd``, variables and
@@ -314,8 +314,6 @@ class Host:
             "export PAGER=cat GIT_PAGER=cat MANPAGER=cat SYSTEMD_PAGER=",
             "bind 'set enable-bracketed-paste off' 2>/dev/null",
         ]
-        if self.command_cpu_seconds > 0:
-            lines.append(f"ulimit -t {self.command_cpu_seconds} 2>/dev/null")
         lines.append(f"cd {shlex.quote(self.workdir)} 2>/dev/null")
         with open(self.rcfile, "w") as f:
             f.write("\n".join(lines) + "\n")
@@ -463,10 +461,14 @@ class Host:
         return {"pane_pid": pane_pid}
 
     def _type(self, session: Session, text: str, enter: bool = True) -> None:
-        args = ["send-keys", "-t", session.name, "-l", text]
+        # tmux reads an argument that ends in ";" as the end of its own command (and turns a final "\;" into ";"),
+        # and one that starts with "-" as a flag: "--" ends the flags, a final ";" goes as "\;"; Enter is its
+        # own call, never chained with ";"
+        if text:
+            literal = text[:-1] + "\\;" if text.endswith(";") else text
+            self._tmux("send-keys", "-t", session.name, "-l", "--", literal)
         if enter:
-            args += [";", "send-keys", "-t", session.name, "Enter"]
-        self._tmux(*args)
+            self._tmux("send-keys", "-t", session.name, "Enter")
 
     def _status(self, session: Session) -> dict:
         alive = session.alive

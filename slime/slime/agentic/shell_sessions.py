@@ -339,6 +339,11 @@ class ShellSessions:
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ValueError(f"ShellSessions: {name} must be an int >= {low}, got {value!r}")
+        if sandbox.isolation == "rlimits" and sandbox.uid is None:
+            # without a uid of its own nothing can find the tmux server and the shells again once the host is gone
+            # (they leave its process group): they would outlive the sandbox
+            raise SandboxUnavailable("ShellSessions needs a sandbox uid (isolation='bwrap', or 'rlimits' as root): "
+                                     "in rlimits mode without one the tmux server and its shells could not be stopped")
         self.sandbox = sandbox
         self.workdir = os.path.normpath(workdir or sandbox.inner_path)
         if not os.path.isabs(self.workdir):
@@ -351,8 +356,10 @@ class ShellSessions:
         self.width, self.height = width, height
         self.lifetime_s = float(lifetime_s)
         base = limits or sandbox.limits
-        # The host and the tmux server live for the whole lifetime: their own CPU limit is the lifetime; each
-        # command typed in a session gets the sandbox's per-process CPU limit (`ulimit -t` in the shell).
+        # The host, the tmux server and the sessions' shells live for the whole lifetime: their CPU limit is the
+        # lifetime. A command typed in a session runs in (or under) that shell, so it has the same limit: a
+        # `ulimit -t` on the shell would count the shell's own builtins and loops over the whole episode and kill the
+        # session, losing its state. A runaway command is bounded by the lease (closed after the episode).
         self.limits = replace(base, timeout_s=self.lifetime_s, cpu_seconds=max(base.cpu_seconds, int(self.lifetime_s) + 1))
         self.command_cpu_seconds = base.cpu_seconds
         self.python = python or sys.executable
@@ -631,6 +638,9 @@ class ShellSessions:
         wait = self.block_timeout if timeout is None else min(max(float(timeout), 0.05), self.max_block_timeout)
         started = time.monotonic()
         async with self._lock:
+            # a host that died since the last call is restarted before the session is looked up (a restart forgets
+            # every session, so the old name would point at nothing)
+            await self._ensure_host()
             earlier = ""
             for _ in range(2):
                 name = await self._open(session_id)

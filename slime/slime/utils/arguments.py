@@ -275,6 +275,10 @@ def _add_eval_flags(g):
     g.add_argument("--eval-max-response-len", type=int, default=None)
     g.add_argument("--eval-max-context-len", type=int, default=None)
     g.add_argument("--eval-reward-key", default=None)
+    g.add_argument("--eval-input-key", default=None,
+                   help="the evaluation data's input column when it differs from --input-key (e.g. an SFT run on "
+                        "'prompt' rows evaluated on terminal tasks under 'task')")
+    g.add_argument("--eval-label-key", default=None, help="the evaluation data's label column (default --label-key)")
 
 
 def _add_algorithm_flags(g):
