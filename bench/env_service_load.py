@@ -36,9 +36,8 @@ from slime.agentic.env_service.client import EnvClient
 from slime.agentic.env_service.launch import EnvService
 from slime.agentic.env_service.settings import PoolSettings
 from slime.agentic.terminal.agent import AgentSettings, ScriptedTurnPolicy, run_episode
-from slime.agentic.terminal.check import DEFAULT_TASKS_DIR
 from slime.agentic.terminal.scripted import solution_turns
-from slime.agentic.terminal.tasks import load_tasks
+from slime.agentic.terminal.tasks import DEFAULT_TASKS_DIR, load_tasks
 
 
 class TimedClient(EnvClient):

@@ -93,3 +93,12 @@ def clean_distill_env(monkeypatch):
     """The Combine/OPD loss weights and bound come from the environment too: tests start without them."""
     for name in ("OPENCLAW_COMBINE_W_RL", "OPENCLAW_COMBINE_W_OPD", "OPENCLAW_OPD_ADVANTAGE_BOUND"):
         monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def base_dir(tmp_path):
+    """Where sandboxes' work dirs go (`Sandbox(base_dir=...)`), so a test can check that none is left behind."""
+    d = tmp_path / "boxes"
+    d.mkdir()
+    yield d
+    assert os.listdir(d) == [], "a sandbox work dir was left behind"

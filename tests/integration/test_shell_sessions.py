@@ -32,14 +32,6 @@ def arun(coro):
     return asyncio.run(coro)
 
 
-@pytest.fixture
-def base_dir(tmp_path):
-    d = tmp_path / "boxes"
-    d.mkdir()
-    yield d
-    assert os.listdir(d) == [], "a sandbox work dir was left behind"
-
-
 def assert_no_processes(*uids):
     left = uid_processes(uids)
     assert left == [], f"processes of sandbox uids survived: {left}"

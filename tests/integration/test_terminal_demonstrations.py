@@ -12,7 +12,7 @@ from slime.agentic.env_service.client import EnvClient
 from slime.agentic.env_service.launch import PoolServerProcess
 from slime.agentic.env_service.settings import PoolSettings
 from slime.agentic.terminal.agent import SYSTEM_PROMPT, parse_tool_calls
-from slime.agentic.terminal.check import DEFAULT_TASKS_DIR
+from slime.agentic.terminal.tasks import DEFAULT_TASKS_DIR
 from slime.agentic.terminal.demonstrations import FINAL_ANSWER, demonstrate, solution_command
 from slime.agentic.terminal.tasks import load_task
 

@@ -13,7 +13,7 @@ from slime.agentic.env_service.client import EnvClient, EnvServiceError
 from slime.agentic.env_service.launch import PoolServerProcess
 from slime.agentic.env_service.settings import PoolSettings
 from slime.agentic.terminal.agent import AgentSettings, ScriptedTurnPolicy, run_episode
-from slime.agentic.terminal.check import DEFAULT_TASKS_DIR
+from slime.agentic.terminal.tasks import DEFAULT_TASKS_DIR
 from slime.agentic.terminal.scripted import idle_turns, solution_turns
 from slime.agentic.terminal.tasks import load_task
 

@@ -94,6 +94,30 @@ async def read_json(request: Request) -> dict:
     return body
 
 
+def service_app(title: str, lifespan, api_key: str | None, max_body_bytes: int) -> FastAPI:
+    """What a pool server and the router share: the bearer key, the body limit, errors as `{ok: false, code, error}`
+    (a `PoolError` with its status, anything else a logged 500) and `/healthz`."""
+    app = FastAPI(title=title, lifespan=lifespan)
+    if api_key:
+        app.add_middleware(BearerAuth, key=api_key, open_paths=OPEN_PATHS, error_body=error_body)
+    app.add_middleware(BodyLimit, limit=max_body_bytes)
+
+    @app.exception_handler(PoolError)
+    async def pool_error(request: Request, exc: PoolError):
+        return JSONResponse(error_body(exc.message, exc.code), status_code=exc.status)
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception):
+        logger.exception("env service: unhandled error on %s", request.url.path)
+        return JSONResponse(error_body(f"internal error: {type(exc).__name__}: {exc}", "INTERNAL"), status_code=500)
+
+    @app.get("/healthz")
+    async def healthz():
+        return {"ok": True}
+
+    return app
+
+
 def create_app(settings: PoolSettings, provider=None) -> FastAPI:
     pool = LeasePool(settings, provider or make_provider(settings.provider, settings.provider_options))
 
@@ -105,24 +129,8 @@ def create_app(settings: PoolSettings, provider=None) -> FastAPI:
         finally:
             await pool.shutdown()
 
-    app = FastAPI(title="slime environment pool server", lifespan=lifespan)
+    app = service_app("slime environment pool server", lifespan, settings.api_key, settings.max_body_bytes)
     app.state.pool = pool
-    if settings.api_key:
-        app.add_middleware(BearerAuth, key=settings.api_key, open_paths=OPEN_PATHS, error_body=error_body)
-    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
-
-    @app.exception_handler(PoolError)
-    async def pool_error(request: Request, exc: PoolError):
-        return JSONResponse(error_body(exc.message, exc.code), status_code=exc.status)
-
-    @app.exception_handler(Exception)
-    async def unexpected(request: Request, exc: Exception):
-        logger.exception("env pool: unhandled error on %s", request.url.path)
-        return JSONResponse(error_body(f"internal error: {type(exc).__name__}: {exc}", "INTERNAL"), status_code=500)
-
-    @app.get("/healthz")
-    async def healthz():
-        return {"ok": True}
 
     @app.get("/status")
     async def status():

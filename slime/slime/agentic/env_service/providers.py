@@ -159,11 +159,16 @@ class CommandProvider:
         return {"uid": env.box.uid, "path": env.box.path}
 
     def reap(self, resources: dict) -> None:
-        uid = resources.get("uid")
-        if isinstance(uid, int):
-            # normally none are left (bubblewrap's --die-with-parent took them with the server); a uid leased again
-            # since then belongs to a live sandbox and is left alone
-            sb.reap_uid(uid)
+        reap_sandbox_uid(resources)
+
+
+def reap_sandbox_uid(resources: dict) -> None:
+    """A sandbox-backed provider's `reap`: the recorded uid's leftover processes, normally none (bubblewrap's
+    --die-with-parent took them with the server); a uid leased again since then belongs to a live sandbox and is
+    left alone (`sandbox.reap_uid`)."""
+    uid = resources.get("uid")
+    if isinstance(uid, int):
+        sb.reap_uid(uid)
 
 
 def render_result(result: sb.SandboxResult) -> str:

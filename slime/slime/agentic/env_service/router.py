@@ -25,14 +25,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from slime.agentic.env_service.pool import PoolError
-from slime.agentic.env_service.pool_server import (
-    OPEN_PATHS,
-    BodyLimit,
-    error_body,
-    read_json,
-)
+from slime.agentic.env_service.pool_server import error_body, read_json, service_app
 from slime.agentic.env_service.settings import API_KEY_ENV, LOOPBACK_HOSTS
-from slime.utils.bearer_auth import BearerAuth
 
 logger = logging.getLogger(__name__)
 
@@ -79,9 +73,14 @@ class Router:
             return None
 
     async def loads(self) -> list[tuple[int, int]]:
-        """(live leases + allocations in flight, index) of every reachable pool server, least loaded first."""
+        """(load, index) of every reachable pool server, least loaded first. The load is the server's live leases as
+        its /status said, plus what this router sent it since asking (in flight or already allocated: a burst of
+        allocates all read statuses taken before any of them landed). An allocation that lands between the
+        snapshot and the status reply counts twice, which only errs toward spreading."""
+        allocated_before = list(self.counters["allocated"])
         statuses = await asyncio.gather(*(self._status(i) for i in range(len(self.workers))))
-        return sorted((s.get("total_active_runs", 0) + self.inflight[i], i)
+        return sorted((s.get("total_active_runs", 0) + self.inflight[i]
+                       + self.counters["allocated"][i] - allocated_before[i], i)
                       for i, s in enumerate(statuses) if s is not None)
 
     async def allocate(self, body: dict) -> JSONResponse:
@@ -170,19 +169,8 @@ def create_app(workers: list[str], api_key: str | None = None, worker_api_key: s
         finally:
             await router.aclose()
 
-    app = FastAPI(title="slime environment router", lifespan=lifespan)
+    app = service_app("slime environment router", lifespan, api_key, max_body_bytes)
     app.state.router = router
-    if api_key:
-        app.add_middleware(BearerAuth, key=api_key, open_paths=OPEN_PATHS, error_body=error_body)
-    app.add_middleware(BodyLimit, limit=max_body_bytes)
-
-    @app.exception_handler(PoolError)
-    async def pool_error(request: Request, exc: PoolError):
-        return JSONResponse(error_body(exc.message, exc.code), status_code=exc.status)
-
-    @app.get("/healthz")
-    async def healthz():
-        return {"ok": True}
 
     @app.get("/status")
     async def status():

@@ -28,7 +28,6 @@ FAILED and ABORTED episodes keep their reward for the group's statistics but the
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import os
@@ -183,11 +182,17 @@ class EngineTurnPolicy:
         return render_prompt_ids(self.tokenizer, messages, tools)
 
     async def generate_turn(self, messages: list[dict], tools: list[dict]) -> Turn | None:
-        fitted = fit_messages(messages, lambda m: len(self.render(m, tools)), self.max_input_tokens)
+        rendered: dict[int, list[int]] = {}  # the ids of each candidate, so the one that fits is not rendered again
+
+        def count(candidate: list[dict]) -> int:
+            rendered[id(candidate)] = self.render(candidate, tools)
+            return len(rendered[id(candidate)])
+
+        fitted = fit_messages(messages, count, self.max_input_tokens)
         if fitted is None:
             return None
         shown, omitted = fitted
-        input_ids = self.render(shown, tools)
+        input_ids = rendered[id(shown)]
         start = time.monotonic()
         output = await self.client.generate(input_ids=input_ids, sampling_params=self.sampling_params,
                                             return_logprob=True)

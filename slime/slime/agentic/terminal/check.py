@@ -20,10 +20,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .tasks import TerminalTask, load_tasks
+from .tasks import DEFAULT_TASKS_DIR, TerminalTask, load_tasks
 from .workspace import EvalOutcome, evaluate_solution
-
-DEFAULT_TASKS_DIR = Path(__file__).resolve().parents[4] / "terminal-rl" / "tasks"
 
 
 @dataclass

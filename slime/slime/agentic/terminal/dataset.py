@@ -16,8 +16,7 @@ import random
 from collections import defaultdict
 from pathlib import Path
 
-from .check import DEFAULT_TASKS_DIR
-from .tasks import TerminalTask, load_tasks
+from .tasks import DEFAULT_TASKS_DIR, TerminalTask, load_tasks
 
 
 def split_tasks(tasks: list[TerminalTask], heldout: int, seed: int = 0) -> tuple[list[TerminalTask], list[TerminalTask]]:

@@ -21,9 +21,14 @@ import asyncio
 import json
 from pathlib import Path
 
-from .agent import AgentSettings, Episode, ScriptedTurnPolicy, run_episode, tool_call_text
-from .check import DEFAULT_TASKS_DIR
-from .tasks import TerminalTask, load_task
+from .agent import (
+    AgentSettings,
+    Episode,
+    ScriptedTurnPolicy,
+    run_episode,
+    tool_call_text,
+)
+from .tasks import DEFAULT_TASKS_DIR, TerminalTask, load_task
 
 FINAL_ANSWER = "The task is done: I ran the commands above in /app and they finished without errors."
 

@@ -16,16 +16,18 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from slime.agentic import sandbox as sb
-from slime.agentic.env_service.providers import LeaseContext, ProviderError
+from slime.agentic.env_service.providers import (
+    LeaseContext,
+    ProviderError,
+    reap_sandbox_uid,
+)
 from slime.agentic.shell_sessions import (
     DEFAULT_BLOCK_TIMEOUT,
     DEFAULT_MAX_OUTPUT_CHARS,
     ShellSessions,
 )
 
-from .check import DEFAULT_TASKS_DIR
-from .tasks import TaskFormatError, TerminalTask, load_task
+from .tasks import DEFAULT_TASKS_DIR, TaskFormatError, TerminalTask, load_task
 from .workspace import APP_DIR, TaskSetupError, TaskWorkspace
 
 
@@ -110,6 +112,4 @@ class TerminalProvider:
         return {"uid": env.workspace.sandbox.uid, "path": str(env.workspace.root), "task": env.task.name}
 
     def reap(self, resources: dict) -> None:
-        uid = resources.get("uid")
-        if isinstance(uid, int):
-            sb.reap_uid(uid)  # normally nothing is left (--die-with-parent); a uid leased again is left alone
+        reap_sandbox_uid(resources)

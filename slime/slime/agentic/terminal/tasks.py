@@ -41,6 +41,8 @@ SOLUTION_FILE = "solution.sh"
 RUN_TESTS_FILE = "run-tests.sh"
 TESTS_DIR = "tests"
 DEFAULT_TEST_TIMEOUT_S = 60.0
+# the shipped tasks, in a checkout of this repository (a tasks folder anywhere else is given by path)
+DEFAULT_TASKS_DIR = Path(__file__).resolve().parents[4] / "terminal-rl" / "tasks"
 DATA_SOURCE = "terminal_bench"
 _KNOWN_KEYS = {
     "instruction", "descriptions", "max_test_timeout_sec", "category", "difficulty", "tags", "author",
