@@ -29,50 +29,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
-import subprocess
 import sys
-import time
 from pathlib import Path
 
+from train_stages import REPO, eval_records, last_model, run_stage
+
 TARGET = 0.15
-REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "toolcall-rl" / "data"
 KEYS = ("acc", "tool_call", "parse_error", "answered")
 
 
-def _run(tag: str, script: str, env: dict, flags: list[str], log: Path) -> float:
-    started = time.monotonic()
-    print(f"[{tag}] bash {script} {' '.join(flags)}  (log: {log})", flush=True)
-    with open(log, "w", encoding="utf-8") as fh:
-        proc = subprocess.Popen(["bash", script, *flags], cwd=REPO, env={**os.environ, **env}, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
-        for line in proc.stdout:  # the scripts' own progress lines, passed through
-            fh.write(line)
-            if line.startswith(("step ", "eval after")) or "Error" in line or "error:" in line:
-                print(f"[{tag}] {line.rstrip()[:400]}", flush=True)
-        code = proc.wait()
-    if code != 0:
-        raise SystemExit(f"[{tag}] exited with {code}; see {log}")
-    return time.monotonic() - started
-
-
-def _evals(run_dir: Path) -> list[dict]:
-    """The eval records of a run's metrics.jsonl, in order."""
-    rows = [json.loads(line) for line in open(run_dir / "metrics.jsonl", encoding="utf-8") if line.strip()]
-    return [r for r in rows if "eval/rollout_id" in r]
-
-
 def _summary(record: dict, name: str = "heldout") -> dict:
     return {key: float(record[f"eval/{name}/{key}"]) for key in KEYS}
-
-
-def _last_model(ckpt: Path) -> Path:
-    folders = sorted(p for p in ckpt.glob("iter_*") if (p / "model" / "config.json").exists())
-    if not folders:
-        raise SystemExit(f"no checkpoint with a model folder under {ckpt}")
-    return folders[-1] / "model"
 
 
 def main() -> int:
@@ -100,25 +69,25 @@ def main() -> int:
 
     sft_dir = opts.out / "sft"
     # the engine idles while SFT trains: the trainer gets both cores
-    sft_seconds = _run("sft", "toolcall-rl/run_cpu_smollm2_toolcall_sft.sh",
+    sft_seconds = run_stage("sft", "toolcall-rl/run_cpu_smollm2_toolcall_sft.sh",
                        {"RUN_DIR": str(sft_dir), "NUM_ROLLOUT": str(opts.sft_steps), "EVAL": "1",
                         "EVAL_DATA": str(heldout), "OMP_NUM_THREADS": "2", "HF_CKPT": opts.model,
                         "LR": str(opts.sft_lr)},
                        [*eval_flags, *([] if opts.base else ["--skip-eval-before-train"])], opts.out / "sft.log")
-    sft_evals = _evals(sft_dir)
+    sft_evals = eval_records(sft_dir)
     if len(sft_evals) != 1 + opts.base:
         raise SystemExit(f"expected {1 + opts.base} evaluation(s) in {sft_dir}/metrics.jsonl, found {len(sft_evals)}")
     base, warm = (_summary(sft_evals[0]) if opts.base else None), _summary(sft_evals[-1])
-    warm_model = _last_model(sft_dir / "ckpt")
+    warm_model = last_model(sft_dir / "ckpt")
 
     rl_dir = opts.out / "rl"
-    rl_seconds = _run("rl", "toolcall-rl/run_cpu_smollm2_toolcall.sh",
+    rl_seconds = run_stage("rl", "toolcall-rl/run_cpu_smollm2_toolcall.sh",
                       {"RUN_DIR": str(rl_dir), "HF_CKPT": str(warm_model), "PROMPT_DATA": str(rl_problems),
                        "NUM_ROLLOUT": str(opts.rl_rollouts), "LR": str(opts.lr)},
                       ["--eval-interval", str(opts.rl_rollouts), "--skip-eval-before-train", *eval_flags,
                        "--save-interval", str(opts.rl_rollouts)],
                       opts.out / "rl.log")
-    rl_evals = _evals(rl_dir)
+    rl_evals = eval_records(rl_dir)
     if len(rl_evals) != 1:
         raise SystemExit(f"expected 1 evaluation in {rl_dir}/metrics.jsonl, found {len(rl_evals)}")
     trained = _summary(rl_evals[-1])

@@ -16,45 +16,17 @@ bash scripts/setup_env.sh
 # One intra-op thread per process: 2 trainer ranks + 1 engine process share the cores.
 export OMP_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 
-PROMPTS=data/digits_train.jsonl
+# shellcheck source=scripts/digits_common.sh
+. scripts/digits_common.sh
 RUN_DIR=runs/digits_cpu
-if [ ! -f "$PROMPTS" ]; then
-    python -m slime.tasks.digits --out "$PROMPTS" --n 2000 --seed 0
-fi
+digits_prompts python
 mkdir -p runs
 # Two runs at once would delete each other's folder: the second one waits for the first.
 exec 9>runs/.digits_cpu.lock
 flock 9
 rm -rf "$RUN_DIR"  # metrics.jsonl is appended to: a fresh folder keeps one curve per run
-PORT=$(python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 
-torchrun --nproc_per_node=2 --master_port "$PORT" slime/train_async.py \
-    --hf-checkpoint tiny-digits \
-    --prompt-data "$PROMPTS" --apply-chat-template \
-    --custom-rm-path slime.tasks.digits.reward \
-    --rollout-batch-size 32 --n-samples-per-prompt 8 \
-    --num-rollout 40 \
-    --rollout-max-response-len 4 --rollout-temperature 1.0 \
-    --lr 1e-3 \
-    --seed 1 \
-    --run-dir "$RUN_DIR" \
-    "$@"
+torchrun --nproc_per_node=2 --master_port "$(free_port python)" slime/train_async.py \
+    "${DIGITS_FLAGS[@]}" --run-dir "$RUN_DIR" "$@"
 
-python - "$RUN_DIR/metrics.jsonl" <<'EOF'
-import json
-import sys
-
-rows = [json.loads(line) for line in open(sys.argv[1], encoding="utf-8") if line.strip()]
-# The rollout-level metrics (reward, timings) are merged into the last optimizer step of each rollout.
-curve = [row["rollout/raw_reward"] for row in rows if "rollout/raw_reward" in row]
-if not curve:
-    sys.exit(f"no rollout/raw_reward in {sys.argv[1]}")
-print(f"\nreward curve ({sys.argv[1]}): mean exact-match reward per rollout")
-for i, reward in enumerate(curve, 1):
-    print(f"rollout {i:2d}: {reward:.2f}  {'#' * round(reward * 40)}")
-k = min(3, len(curve))
-first, last = sum(curve[:k]) / k, sum(curve[-k:]) / k
-print(f"mean reward, first {k} rollouts {first:.2f} -> last {k} rollouts {last:.2f} ({last - first:+.2f})")
-if last < first + 0.3:
-    sys.exit("the reward did not rise by 0.3: no clear learning")
-EOF
+python -m slime.tasks.digits --curve "$RUN_DIR/metrics.jsonl" --min-gain 0.3

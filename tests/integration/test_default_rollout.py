@@ -155,6 +155,24 @@ def test_filter_that_rejects_everything_fails_clearly(make_args):
     assert "no group was accepted" in str(info.value) and "'filtered': 3" in str(info.value)
 
 
+def test_an_engine_that_aborts_every_request_fails_the_rollout_with_its_reason(make_args):
+    """An engine whose every step fails answers each request with an abort: the rollout stops after two batches'
+    worth of aborted groups with the engine's reason, instead of sampling 16 batches (or, retried, forever)."""
+    calls = []
+
+    async def failing_engine(args, sample, sampling_params, evaluation=False):
+        calls.append(sample.index)
+        sample.update_from_meta_info({"finish_reason": {
+            "type": "abort", "message": "RuntimeError: Expected all tensors to be on the same device"}})
+        return sample
+
+    args = make_args(batch=2, n=2, hooks={"--custom-generate-function-path": failing_engine})
+    with pytest.raises(RuntimeError, match="aborted all of the first 4 groups") as info:
+        generate_rollout(args, 0, RolloutDataSource(args))
+    assert "Expected all tensors to be on the same device" in str(info.value)
+    assert len(calls) <= 2 * 4 + 2 * 2  # what was in flight when the fourth aborted group came back
+
+
 def test_hooks_by_dotted_path_custom_generate_and_running_loop(make_args):
     calls = []
 

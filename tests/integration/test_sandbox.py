@@ -67,6 +67,15 @@ print("procs", sorted(int(p) for p in os.listdir("/proc") if p.isdigit()))
     assert eval(lines["procs"]) == [1, 2]
 
 
+def test_a_relative_base_dir_gives_an_absolute_work_dir_that_runs(base_dir, monkeypatch):
+    # bwrap binds the work directory by path and refuses a relative source ("Can't find source path")
+    monkeypatch.chdir(base_dir.parent)
+    with Sandbox(base_dir=base_dir.name) as box:
+        assert os.path.isabs(box.path)
+        r = box.run_sync("echo hi > hi.txt && cat hi.txt")
+    assert r.exit_code == 0 and r.stdout.strip() == "hi", r
+
+
 def test_writes_outside_the_work_dir_fail_and_nothing_appears(tmp_path, base_dir):
     outside = tmp_path / "outside"
     outside.mkdir()

@@ -57,6 +57,21 @@ def test_scripted_solutions_pass_and_idle_agents_fail_through_the_service(pool):
     assert "app.log" in first_look  # the shell saw the task's files in /app
 
 
+def test_a_relative_state_directory_works(tmp_path, monkeypatch):
+    # the scripts' run directories are relative (runs/terminal-cpu/env_service): bwrap binds a task's sandbox
+    # directory by path and refuses a relative one, so every reset failed with "Can't find source path"
+    monkeypatch.chdir(tmp_path)
+    with PoolServerProcess(PoolSettings(provider="terminal", state_dir="pool")) as server:
+        async def go():
+            async with EnvClient(server.url) as env:
+                task, task_meta = meta("count-error-lines")
+                return await run_episode(ScriptedTurnPolicy(solution_turns(task)), env, "relative", task_meta,
+                                         AgentSettings())
+
+        episode = asyncio.run(go())
+    assert episode.status == "completed" and episode.reward == 1.0, episode.evaluation
+
+
 def test_the_shell_keeps_state_and_a_lease_takes_no_calls_after_evaluation(pool):
     async def go():
         async with EnvClient(pool.url) as env:

@@ -431,6 +431,13 @@ def test_distill_head_positions_default_to_every_token_and_refuse_a_negative_cou
     fails("--distill-head-positions", -1, match="--distill-head-positions must be >= 0")
 
 
+def test_distill_divergent_positions_default_off_refuse_a_negative_count_and_a_head_beside_them():
+    assert parse().distill_divergent_positions == 0
+    assert parse("--distill-divergent-positions", 4).distill_divergent_positions == 4
+    fails("--distill-divergent-positions", -1, match="--distill-divergent-positions must be >= 0")
+    fails("--distill-divergent-positions", 4, "--distill-head-positions", 4, match="give one")
+
+
 def test_kl_loss_topk_needs_a_kl_loss_and_the_fsdp_backend():
     args = parse("--use-kl-loss", "--kl-loss-coef", 0.05, "--kl-loss-topk", 20)
     assert args.kl_loss_topk == 20 and args.ref_model_needed

@@ -99,3 +99,21 @@ def test_digit_policy_answers_one_digit_and_is_right_only_sometimes(tiny_model_p
     assert low <= report["expected_accuracy"] <= high
     assert report["format_rate"] >= 0.95
     assert all(answer in digits.DIGITS for answer in report["greedy_answers"])
+
+
+def test_the_curve_check_reads_one_reward_per_rollout_and_needs_the_rise(tmp_path, capsys):
+    """The scripts' proof of learning: only rows with a rollout reward count (optimizer steps without one are
+    skipped), and the rise is the last 3 rollouts' mean minus the first 3's."""
+    metrics = tmp_path / "metrics.jsonl"
+    rows = [{"train/loss": 0.1}] + [{"rollout/raw_reward": r} for r in (0.2, 0.2, 0.3, 0.5, 0.6, 0.7)]
+    metrics.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    assert digits.reward_curve(metrics) == [0.2, 0.2, 0.3, 0.5, 0.6, 0.7]
+    assert digits.learning_gain([0.2, 0.2, 0.3, 0.5, 0.6, 0.7]) == pytest.approx(0.6 - 0.7 / 3)
+    assert digits.learning_gain([0.1, 0.5]) == pytest.approx(0.0)  # two rollouts: both windows are the whole curve
+    assert digits.print_curve(metrics, 0.3)
+    assert not digits.print_curve(metrics, 0.5)
+    assert "did not rise by 0.5" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        digits.main(["--curve", str(metrics), "--min-gain", "0.5"])
+    with pytest.raises(ValueError):
+        digits.learning_gain([])

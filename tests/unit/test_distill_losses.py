@@ -530,6 +530,42 @@ def test_combine_topk_head_positions_weigh_only_the_distillation_term(no_combine
     assert rl_grad[:, 1:].abs().max() > 0 and kl_grad[:, 1:].abs().max() == 0
 
 
+def test_top_scored_position_weights_put_a_samples_weight_on_its_highest_scored_trained_tokens():
+    mask = torch.tensor([[1, 1, 1, 1, 1, 1], [0, 1, 0, 1, 1, 0], [1, 0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0]],
+                        dtype=torch.float64)
+    scores = torch.tensor([[0.1, 0.9, 0.2, 0.0, 0.8, 0.3],   # the two largest: positions 1 and 4
+                           [9.0, 0.5, 9.0, 0.1, 0.7, 9.0],   # 9s are masked (tool output, padding): never chosen
+                           [0.0, 5.0, 5.0, 5.0, 5.0, 5.0],   # one trained token only
+                           [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]], dtype=torch.float64, requires_grad=True)
+    weights = distill.top_scored_position_weights(mask, scores, 2)
+    torch.testing.assert_close(weights[0], torch.tensor([0, 3, 0, 0, 3, 0], dtype=torch.float64))
+    torch.testing.assert_close(weights[1], torch.tensor([0, 1.5, 0, 0, 1.5, 0], dtype=torch.float64))
+    torch.testing.assert_close(weights[2], torch.tensor([1, 0, 0, 0, 0, 0], dtype=torch.float64))
+    assert weights[3].abs().sum() == 0  # nothing trained: no weight, no NaN
+    torch.testing.assert_close(weights.sum(-1), mask.sum(-1))
+    assert not weights.requires_grad  # the choice is detached: the scores get no gradient through it
+    with pytest.raises(ValueError, match="positions must be >= 1"):
+        distill.top_scored_position_weights(mask, scores, 0)
+
+
+@pytest.mark.parametrize("divergence", ["reverse", "forward"])
+def test_topk_loss_on_the_divergent_positions_is_the_mean_of_the_largest_kls(divergence):
+    batch = topk_batch()
+    logits = student_logits()
+    loss, _ = topk_distillation_loss_function(args_for(distill_divergence=divergence, distill_divergent_positions=2),
+                                              batch, logits, sample_mean_reduce(batch["loss_mask"]))
+    per_token = distill.kl_over_bins(
+        distill.with_tail_bin(distill.student_topk_log_probs(logits, batch["teacher_topk_indices"])),
+        distill.with_tail_bin(batch["teacher_topk_log_probs"]), divergence).detach()
+    mask = batch["loss_mask"]
+    expected = sum(per_token[b][mask[b] > 0].topk(min(2, int(mask[b].sum()))).values.mean()
+                   for b in range(mask.shape[0]) if mask[b].sum() > 0)
+    torch.testing.assert_close(loss, expected, atol=1e-12, rtol=0)
+    loss.backward()
+    chosen = distill.top_scored_position_weights(mask, per_token, 2) > 0
+    assert logits.grad[~chosen].abs().max() == 0 and logits.grad[chosen].abs().sum() > 0
+
+
 def test_an_unknown_divergence_is_refused():
     bins = torch.log_softmax(torch.zeros(2, 3), -1)
     assert distill.kl_over_bins(bins, bins, "forward").abs().max() == 0

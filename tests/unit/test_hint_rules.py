@@ -365,6 +365,9 @@ STYLE_HINTS = [
      "Do not be dismissive. Acknowledge the problem first."),
     ('be a bit warmer and sign off with "Best, Ana"', 'Be a bit warmer and sign off with "Best, Ana".'),
     ("keep it to two sentences and no emojis", "Keep it to two sentences and no emojis."),
+    # "no X?" misses X: nothing is forbidden, the instruction after it is the hint
+    ('hmm, no summary? end with "In summary" and the answer please',
+     'Your reply must end with "In summary" and the answer.'),
     ("too corporate. be more relaxed and drop the buzzwords",
      "Make it less corporate. Be more relaxed and drop the buzzwords."),
 ]

@@ -246,12 +246,13 @@ def test_get_persona():
         get_persona("pirate")
     message = str(info.value)
     assert "pirate" in message
-    for name in ("student", "teacher", "concise", "greeter", "upbeat", "steps", "numbered", "therefore"):
+    for name in ("student", "teacher", "concise", "greeter", "upbeat", "steps", "numbered", "therefore", "summary"):
         assert name in message
 
 
 def test_persona_catalogue():
-    assert set(PERSONAS) == {"student", "teacher", "concise", "greeter", "upbeat", "steps", "numbered", "therefore"}
+    assert set(PERSONAS) == {"student", "teacher", "concise", "greeter", "upbeat", "steps", "numbered", "therefore",
+                             "summary"}
     for name, persona in PERSONAS.items():
         assert persona.name == name
         assert persona.rating_version == f"{name}-v1"

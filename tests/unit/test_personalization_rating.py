@@ -10,6 +10,8 @@ Every expected number below was computed by hand from the docstrings of `slime/p
 * upbeat (upbeat-v1): 1 if the reply opens by agreeing to the request ("Sure", "Of course", ...), else 0;
 * numbered (numbered-v1): numbered items at line starts ("1. ", "2) "): 0.5 per item, at most 1;
 * therefore (therefore-v1): 1 if the word "therefore" appears anywhere (any case, a whole word), else 0;
+* summary (summary-v1): 1 when a sentence of the last paragraph opens with "In summary" (any case, up to three
+  non-word characters such as "**" before it), 0.5 when such a sentence appears only earlier, else 0;
 * steps (steps-v1): labelled steps, each at the start of a line ("Step 1", up to 3 non-word characters such as
   "**" before it): 0.5 per label, at most 1;
 * quality (quality-v1): 0 under 2 words; else 0.5 on topic (a number of the question or two of its content
@@ -225,6 +227,25 @@ THEREFORE_EXAMPLES = [
      0.0, 0.0, "empty"),
 ]
 
+SUMMARY_EXAMPLES = [
+    ("Ana spends 2 x $4 = $8, so her change is $50 - $8 = $42.\n\nIn summary, Ana gets $42 back.",
+     1.0, 1.0, "the last paragraph opens with 'In summary'; on topic; last number 42"),
+    ("2 x $4 = $8 and $50 - $8 = $42. In summary, her change is $42.",
+     1.0, 1.0, "one paragraph: the summary sentence follows a full stop"),
+    ("**In summary:** the change is $50 - $8 = $42.",
+     1.0, 1.0, "'**' before it and a colon after it are fine"),
+    ("In summary, Ana pays $50 for 2 notebooks.\n\nShe spends 2 x $4 = $8, so her change is $50 - $8 = $42.",
+     0.5, 1.0, "a summary that opens the reply does not end it: half"),
+    ("To summarize, Ana gets $50 - $8 = $42.",
+     0.0, 1.0, "'To summarize' is not 'In summary'"),
+    ("Ana spends 2 x $4 = $8 and keeps $42, which in summary is her change.",
+     0.0, 1.0, "'in summary' inside a sentence opens no sentence"),
+    ("In summary.",
+     1.0, 0.0, "the words alone answer nothing"),
+    ("",
+     0.0, 0.0, "empty"),
+]
+
 GREETER_EXAMPLES = [
     ("Hey! Ana spends 2 x $4 = $8, so her change is $50 - $8 = $42.",
      1.0, 1.0, "opens with 'Hey!'; $ amounts parse, last number 42"),
@@ -319,6 +340,11 @@ def test_numbered_labelled(response, preference, quality, why):
 @pytest.mark.parametrize("response,preference,quality,why", THEREFORE_EXAMPLES)
 def test_therefore_labelled(response, preference, quality, why):
     _check("therefore", GREETER_PROBLEM, response, preference, quality)
+
+
+@pytest.mark.parametrize("response,preference,quality,why", SUMMARY_EXAMPLES)
+def test_summary_labelled(response, preference, quality, why):
+    _check("summary", GREETER_PROBLEM, response, preference, quality)
 
 
 @pytest.mark.parametrize("response,preference,quality,why", STEPS_EXAMPLES)

@@ -145,6 +145,15 @@ def test_finish_reason_sets_status(finish, status):
     assert s.status is status
 
 
+def test_an_abort_keeps_the_engines_reason_and_other_endings_add_none():
+    s = make_sample()
+    s.update_from_meta_info({"finish_reason": {"type": "abort", "message": "engine step failed: " + "x" * 900}})
+    assert s.metadata["abort_reason"].startswith("engine step failed") and len(s.metadata["abort_reason"]) == 500
+    done = make_sample()
+    done.update_from_meta_info({"finish_reason": {"type": "stop", "matched": 2, "message": "ignored"}})
+    assert "abort_reason" not in done.metadata
+
+
 def test_missing_finish_reason_keeps_status():
     s = make_sample(status=Sample.Status.FAILED)
     s.update_from_meta_info({"prompt_tokens": 3})

@@ -398,3 +398,17 @@ def test_logprob_temperature(temperature, expected):
 )
 def test_truncates(kwargs, truncates):
     assert SamplingConfig(**kwargs).truncates is truncates
+
+
+def test_sampling_works_on_the_logits_device_with_host_settings():
+    """The per-row settings are CPU tensors while the logits live with the model (on a GPU). The "meta" device
+    stands in for a device that is not the CPU here: an op that mixes it with a CPU tensor raises, which is how the
+    embedded engine failed on an H100 (`scaled_logprobs`: "found at least two devices, cuda:0 and cpu")."""
+    logits = torch.zeros(3, 10, device="meta")
+    lp = scaled_logprobs(logits, torch.tensor([1.0, 0.5, 1.0]))
+    assert lp.device.type == "meta" and lp.dtype == torch.float32
+    kept = truncate(lp, torch.tensor([0, 2, 0]), torch.tensor([1.0, 0.9, 1.0]), torch.tensor([0.0, 0.0, 0.1]))
+    assert kept.device.type == "meta" and kept.shape == (3, 10)
+    chosen = draw(kept, torch.tensor([False, True, False]), [None, None, torch.Generator().manual_seed(1)],
+                  torch.Generator().manual_seed(0))
+    assert chosen.device.type == "meta" and chosen.shape == (3,)

@@ -310,3 +310,40 @@ def test_a_particular_uid_is_leased_only_when_nobody_holds_it(tmp_path):
     assert b.try_acquire(30001)
     with pytest.raises(ValueError, match="outside this pool's range"):
         a.try_acquire(29999)
+
+
+# a process whose main thread called exit(2) alone (SYS_exit, not exit_group): state Z, while its other thread runs
+ZOMBIE_LEADER = """import ctypes, os, sys, threading, time
+threading.Thread(target=lambda: [time.sleep(0.01) for _ in range(6000)]).start()
+time.sleep(0.1)
+print("threaded", flush=True)
+ctypes.CDLL(None).syscall({"x86_64": 60, "aarch64": 93}[os.uname().machine], 0)
+"""
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(") ", 1)[1].split()[0]
+
+
+def test_a_zombie_main_thread_with_live_threads_counts_as_alive_and_is_killed():
+    import subprocess
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-c", ZOMBIE_LEADER], stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout.readline() == b"threaded\n"
+        deadline = time.monotonic() + 10
+        while _state(proc.pid) != "Z" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _state(proc.pid) == "Z"  # shows as a zombie ...
+        hit = sb._scan_proc_one(str(proc.pid), {os.getuid()})
+        assert hit is not None and hit[0] == proc.pid and hit[3] >= 2  # ... but counts as alive: its thread runs
+        os.kill(proc.pid, 9)  # and SIGKILL ends it
+        assert proc.wait(10) == -9
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+    assert sb._scan_proc_one(str(os.getpid()), {os.getuid()}) is not None

@@ -65,6 +65,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import contextlib
 import fcntl
 import functools
 import logging
@@ -82,7 +83,7 @@ import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Union
+from typing import Self, Union
 
 logger = logging.getLogger(__name__)
 
@@ -402,17 +403,22 @@ def _scan_proc_one(entry: str, wanted: set[int]) -> tuple[int, int, str, int] | 
         key, _, value = line.partition(":")
         if key in ("Name", "State", "Uid", "Threads"):
             fields[key] = value.split()
-    if (fields.get("State") or ["?"])[0] in ("Z", "X"):
+    state = (fields.get("State") or ["?"])[0]
+    threads = int((fields.get("Threads") or ["1"])[0])
+    # a zombie is dead, unless its main thread exited alone (exit(2), not exit_group) while other threads run on:
+    # it shows state Z with Threads > 1, and SIGKILL kills those threads
+    if state == "X" or (state == "Z" and threads <= 1):
         return None
     ids = [int(x) for x in (fields.get("Uid") or [])[:3]]
     hit = next((u for u in ids if u in wanted), None)
     if hit is None:
         return None
-    return int(entry), hit, " ".join(fields.get("Name") or []), int((fields.get("Threads") or ["1"])[0])
+    return int(entry), hit, " ".join(fields.get("Name") or []), threads
 
 
 def _scan_proc(uids: Iterable[int]) -> list[tuple[int, int, str, int]]:
-    """Live (not zombie) processes whose real, effective or saved uid is in `uids`: (pid, uid, name, threads).
+    """Live processes (not zombies, but for a zombie main thread whose other threads run on) whose real, effective
+    or saved uid is in `uids`: (pid, uid, name, threads).
     Reads every /proc/N/status (a non-dumpable process cannot hide its uid there)."""
     wanted = set(uids)
     found = []
@@ -682,7 +688,349 @@ def build_bwrap_argv(
 # ------------------------------------------------------------------------------------------------ sandbox
 
 
-class Sandbox:
+class SandboxBase:
+    """What every sandbox backend shares: one command at a time (`run`, `run_python`) or one long-lived process
+    (`spawn`), each over the argv the backend builds, with the wall-clock timeout, the output caps, the exit status
+    in shell convention, and cleanup however it ends. A backend (:class:`Sandbox`: bubblewrap or rlimits on this
+    host; :class:`slime.agentic.docker_sandbox.DockerSandbox`: a container) sets ``isolation``, ``limits``, ``uid``,
+    ``inner_path`` (the work directory inside), ``python`` (an interpreter commands inside can run), ``_busy``,
+    ``_closed``, ``_spawned``, and implements ``_prepare`` (the argv, environment and limits of one command; it
+    starts with ``_begin``), ``_kill_tree`` (kill everything a started process began), ``_after_exit`` (once it
+    exited: what it left behind) and ``close``; optionally ``_check_exit`` (an exit status that is the backend's own
+    failure) and ``_kill_blocks`` (``_kill_tree`` is slow: a failure path runs it in a thread)."""
+
+    isolation: str
+    python: str = sys.executable
+    _busy = False
+    _closed = True
+    _spawned: SandboxProcess | None = None
+
+    @property
+    def _signal_statuses(self) -> bool:
+        """Whether an exit status 128+N means "killed by signal N": bubblewrap and `docker exec` report their
+        child that way; in the rlimits mode the command is the child itself (a signal reads as -N)."""
+        return True
+
+    # whether `_kill_tree` may block for long (a docker CLI call): then a failure or cancellation path runs it in a
+    # thread and awaits it instead of calling it on the event loop
+    _kill_blocks = False
+
+    def _preexec(self, rlimits):  # a pre-exec hook for the started process, if the backend needs one
+        return None
+
+    def _check_exit(self, rc: int, stderr: str) -> None:
+        """After a command ended: raise SandboxError when its status is the backend's own failure rather than the
+        command's (the bwrap sandbox has none to tell apart)."""
+
+    def _command_stderr(self, stderr: str) -> str:
+        """What the command wrote to stderr, from what was read (a backend may strip its own lines)."""
+        return stderr
+
+    # every backend implements these four
+    def _after_exit(self, pid: int, timed_out: bool) -> None:
+        raise NotImplementedError
+
+    def _kill_tree(self, pid: int, alive: bool = True) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    async def _prepare(self, command: Command, *, env, timeout, limits, cwd):
+        raise NotImplementedError
+
+    # -- lifecycle
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self.close)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.aclose()
+
+    def __del__(self) -> None:  # a forgotten sandbox must not hold its uid (or its directory) forever
+        if not getattr(self, "_closed", True):
+            try:
+                self.close()
+            except Exception as e:  # interpreter shutdown: modules may be gone
+                logger.debug("sandbox: close() from __del__ failed: %s", e)
+
+    def _lease_uid(self, pool: UidPool | None, wanted: bool) -> None:
+        """A constructor's start: the uid pool, and a uid leased from it when `wanted` (else None)."""
+        self._pool = pool or default_uid_pool()
+        self.uid: int | None = self._pool.acquire() if wanted else None
+
+    def _release_uid(self) -> None:
+        if self.uid is not None:
+            self._pool.release(self.uid)
+
+    @contextlib.contextmanager
+    def _starting(self, undo):
+        """A constructor's body after :meth:`_lease_uid`: when it fails, the sandbox is closed, ``undo()`` removes
+        what was made (its errors are logged: the start's own error is the one to report) and the uid is
+        released."""
+        try:
+            yield
+        except BaseException:
+            self._closed = True
+            try:
+                undo()
+            except Exception as e:
+                logger.debug("sandbox: cleaning up after a failed start: %s", e)
+            finally:
+                self._release_uid()
+            raise
+
+    def _kill_live_spawned(self, kill) -> SandboxProcess | None:
+        """``close()``'s start: the last spawned process, killed with ``kill(pid)`` when it still runs."""
+        spawned = getattr(self, "_spawned", None)
+        if spawned is not None and spawned.returncode is None:
+            spawned.killed = True
+            kill(spawned.pid)
+        return spawned
+
+    # -- running
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SandboxError("sandbox is closed")
+
+    # cleanup threads (a kill, the sweep after a command) still running, maybe after their caller was cancelled:
+    # the sandbox stays busy until they end, so that no next command (or staging) overlaps them
+    _cleanups: frozenset = frozenset()
+
+    def _cleanup_thread(self, fn, *args) -> asyncio.Future:
+        """`fn(*args)` in a thread, tracked: await it shielded, so that a cancellation of the caller leaves it
+        counted until the thread has really finished."""
+        future = asyncio.ensure_future(asyncio.to_thread(fn, *args))
+        self._cleanups = frozenset(f for f in self._cleanups if not f.done()) | {future}
+        return future
+
+    def _cleaning(self) -> bool:
+        return any(not f.done() for f in self._cleanups)
+
+    async def _settle(self) -> None:
+        """Wait for the cleanup threads a cancelled caller left running (this event loop's; another loop's ended
+        with it)."""
+        loop = asyncio.get_running_loop()
+        pending = [f for f in self._cleanups if not f.done() and f.get_loop() is loop]
+        if pending:
+            await asyncio.wait(pending)
+
+    def _check_free(self) -> None:
+        self._check_open()
+        if self._busy or self._cleaning():
+            raise SandboxError(
+                "this Sandbox is already running a command or holds a spawned process (one at a time; use one "
+                "Sandbox per task)"
+            )
+
+    def _begin(self, timeout: float | None, limits: SandboxLimits | None) -> SandboxLimits:
+        """The start of every backend's `_prepare`: the sandbox must be free; the limits of this command (the
+        sandbox's unless given, `timeout` replacing their wall-clock limit)."""
+        self._check_free()
+        limits = limits or self.limits
+        return replace(limits, timeout_s=timeout) if timeout is not None else limits
+
+    async def _kill_now(self, pid: int, alive: bool = True) -> None:
+        """`_kill_tree` on a failure or cancellation path. A quick one (bwrap: signals and a /proc sweep) runs right
+        here, before anything else can run; one that blocks (`_kill_blocks`: a docker CLI call, up to its timeout) runs
+        in a thread and is awaited, so the event loop goes on meanwhile (a second cancellation stops the wait, not
+        the kill; its errors are logged: the caller is already failing with its own)."""
+        if not self._kill_blocks:
+            self._kill_tree(pid, alive)
+            return
+        kill = self._cleanup_thread(self._kill_tree, pid, alive)
+        try:
+            await asyncio.shield(kill)
+        except asyncio.CancelledError:
+            logger.warning("sandbox: cancelled again while killing process %d; the kill goes on in its thread", pid)
+        except (SandboxError, OSError, subprocess.SubprocessError) as e:
+            logger.warning("sandbox: killing process %d failed: %s", pid, e)
+
+    async def run(
+        self,
+        command: Command,
+        *,
+        input: bytes | str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        limits: SandboxLimits | None = None,
+        cwd: str | None = None,
+    ) -> SandboxResult:
+        """Run `command` (a string: `bash -lc`; a sequence: an argv) in the work directory (or `cwd` inside
+        it) and return once it and everything it started are gone."""
+        await self._settle()
+        argv, full_env, exec_cwd, limits, rlimits = await self._prepare(command, env=env, timeout=timeout, limits=limits, cwd=cwd)
+        self._busy = True
+        try:
+            return await self._execute(argv, full_env, exec_cwd, limits, rlimits, input)
+        finally:
+            self._busy = False
+
+    async def _execute(self, argv, env, exec_cwd, limits, rlimits, input) -> SandboxResult:
+        data = input.encode() if isinstance(input, str) else input
+        out, err = OutputCapture(limits.max_output_bytes), OutputCapture(limits.max_output_bytes)
+        loop = asyncio.get_running_loop()
+        exited = loop.create_future()  # the process itself ended (Process.wait() also waits for its pipes)
+        start = time.monotonic()
+        try:
+            transport, protocol = await loop.subprocess_exec(
+                lambda: _ExitProtocol(exited, loop),
+                *argv,
+                stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+                cwd=exec_cwd,
+                start_new_session=True,
+                preexec_fn=self._preexec(rlimits),
+            )
+        except (OSError, subprocess.SubprocessError) as e:
+            raise SandboxError(f"could not start the sandbox ({argv[0]}): {e}") from e
+        proc = asyncio.subprocess.Process(transport, protocol, loop)
+        readers = [asyncio.ensure_future(_pump(proc.stdout, out)), asyncio.ensure_future(_pump(proc.stderr, err))]
+        if data is not None:
+            readers.append(asyncio.ensure_future(_feed(proc.stdin, data)))
+        timed_out = False
+        try:
+            try:
+                await asyncio.wait_for(asyncio.shield(exited), limits.timeout_s)
+            except asyncio.TimeoutError:
+                timed_out = True
+                await asyncio.shield(self._cleanup_thread(self._kill_tree, proc.pid))
+                await exited
+            await asyncio.shield(self._cleanup_thread(self._after_exit, proc.pid, timed_out))
+            _, pending = await asyncio.wait(readers, timeout=_DRAIN_GRACE_S)
+            for task in pending:  # a pipe still held open (only possible in rlimits mode without a uid)
+                task.cancel()
+            if pending:
+                transport.close()
+            await asyncio.wait_for(proc.wait(), _DRAIN_GRACE_S)
+        except BaseException:  # cancelled (or failed): nothing may outlive the run
+            if proc.returncode is None:
+                await self._kill_now(proc.pid)
+            try:  # let the process be reaped and its pipes reach EOF, so no transport outlives the loop
+                await asyncio.wait([exited, *readers], timeout=_DRAIN_GRACE_S)
+            except BaseException:
+                pass
+            for task in readers:
+                task.cancel()
+            transport.close()
+            raise
+        duration = time.monotonic() - start
+        rc = proc.returncode
+        stderr = err.text()
+        self._check_exit(rc, stderr)
+        command_stderr = self._command_stderr(stderr)
+        sig = None
+        if timed_out:
+            sig = int(_signal.SIGKILL)
+        elif rc < 0:
+            sig = -rc
+        elif self._signal_statuses and 128 < rc <= 128 + 64:
+            sig = rc - 128
+        exit_code = 128 + sig if (sig is not None and (timed_out or rc < 0)) else rc
+        return SandboxResult(
+            exit_code=exit_code,
+            stdout=out.text(),
+            stderr=command_stderr,
+            timed_out=timed_out,
+            duration_s=duration,
+            signal=sig,
+            stdout_truncated=out.truncated,
+            stderr_truncated=err.truncated,
+            stdout_bytes=out.total,
+            stderr_bytes=err.total - (len(stderr) - len(command_stderr)),
+            isolation=self.isolation,
+            uid=self.uid,
+        )
+
+    async def run_python(
+        self,
+        code: str,
+        *,
+        args: Sequence[str] = (),
+        python: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        limits: SandboxLimits | None = None,
+        cwd: str | None = None,
+    ) -> SandboxResult:
+        """Run a Python program (read from stdin, so nothing is written into the work directory) with the
+        project's interpreter (numpy, sympy and the venv's packages importable), unbuffered."""
+        python = python or self.python
+        if self.isolation == "rlimits" and self.uid is not None and not reachable_by_others(python):
+            raise SandboxUnavailable(
+                f"the interpreter {python} ({os.path.realpath(python)}) lies under a directory the sandbox uid cannot "
+                "enter (e.g. /root is 0700): isolation='rlimits' sees the host's permissions; pass python= an "
+                "interpreter every uid can run (e.g. /usr/bin/python3), or use isolation='bwrap'"
+            )
+        argv = [python, "-", *args]
+        env = {"PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1", **(env or {})}
+        return await self.run(argv, input=code, env=env, timeout=timeout, limits=limits, cwd=cwd)
+
+    async def spawn(
+        self,
+        command: Command,
+        *,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        limits: SandboxLimits | None = None,
+        cwd: str | None = None,
+        stdout_limit: int = 1 << 20,
+    ) -> SandboxProcess:
+        """Start one long-lived process in the sandbox (same argv, isolation, uid, limits and clean environment
+        as :meth:`run`) and return at once with pipes to its stdin and stdout (stderr is kept, bounded, for
+        diagnostics). The sandbox is busy while it lives: `run` and another `spawn` refuse. Its lifetime is
+        bounded by ``limits.timeout_s`` (or `timeout`); when it ends, however it ends (exit, crash, lifetime,
+        :meth:`SandboxProcess.kill`, a cancelled caller, :meth:`close`), the namespace is killed and the uid swept
+        exactly as after a timed-out run, and the sandbox is free again. `stdout_limit` is the StreamReader's
+        buffer limit (the longest line `readline` accepts; reading pauses when that much is unread)."""
+        if isinstance(stdout_limit, bool) or not isinstance(stdout_limit, int) or stdout_limit < 1024:
+            raise ValueError(f"stdout_limit must be an int >= 1024, got {stdout_limit!r}")
+        await self._settle()
+        argv, full_env, exec_cwd, limits, rlimits = await self._prepare(command, env=env, timeout=timeout, limits=limits, cwd=cwd)
+        loop = asyncio.get_running_loop()
+        exited = loop.create_future()
+        self._busy = True
+        try:
+            transport, protocol = await loop.subprocess_exec(
+                lambda: _ExitProtocol(exited, loop, limit=stdout_limit),
+                *argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=full_env,
+                cwd=exec_cwd,
+                start_new_session=True,
+                preexec_fn=self._preexec(rlimits),
+            )
+        except BaseException as e:
+            self._busy = False
+            if isinstance(e, (OSError, subprocess.SubprocessError)):
+                raise SandboxError(f"could not start the sandbox ({argv[0]}): {e}") from e
+            raise
+        process = SandboxProcess(self, asyncio.subprocess.Process(transport, protocol, loop), transport, exited, limits)
+        self._spawned = process
+        return process
+
+    def run_sync(self, command: Command, **kwargs) -> SandboxResult:
+        return _run_coroutine(self.run(command, **kwargs))
+
+    def run_python_sync(self, code: str, **kwargs) -> SandboxResult:
+        return _run_coroutine(self.run_python(code, **kwargs))
+
+
+class Sandbox(SandboxBase):
     """A work directory and a leased uid; `run` executes commands in it, one at a time.
 
     `workdir=None` creates a fresh directory under `base_dir` (default: the system temp dir) that `close()`
@@ -715,18 +1063,23 @@ class Sandbox:
         sandbox_env("/", self.env)  # validate early
         self.ro_binds, self.rw_binds = tuple(ro_binds), tuple(rw_binds)
         self._switch_uid = self.capability.root  # bwrap requires root; rlimits as root requires setpriv
-        self._pool = uid_pool or default_uid_pool()
-        self.uid: int | None = self._pool.acquire() if self._switch_uid else None
+        self._lease_uid(uid_pool, self._switch_uid)
         self._owned = workdir is None
         self._restore_owner: tuple[int, int] | None = None
         self._restore_mode = 0o700
         self._busy = False
         self._closed = False
         self._spawned: SandboxProcess | None = None  # the last process `spawn` started
-        try:
+
+        def undo() -> None:
+            if self._owned and getattr(self, "path", None):
+                shutil.rmtree(self.path, ignore_errors=True)
+
+        with self._starting(undo):
             if self._owned:
                 base = os.fspath(base_dir) if base_dir is not None else tempfile.gettempdir()
-                self.path = tempfile.mkdtemp(prefix="slime-sandbox-", dir=base)
+                # absolute: bwrap binds it by path and refuses a relative one (a relative base_dir is fine)
+                self.path = os.path.abspath(tempfile.mkdtemp(prefix="slime-sandbox-", dir=base))
             else:
                 self.path = os.path.abspath(os.fspath(workdir))
                 if not os.path.isdir(self.path):
@@ -737,13 +1090,6 @@ class Sandbox:
             os.chmod(self.path, 0o700)
             if self.uid is not None:
                 _chown_tree(self.path, self.uid, self.uid)
-        except BaseException:
-            self._closed = True
-            if self._owned and getattr(self, "path", None):
-                shutil.rmtree(self.path, ignore_errors=True)
-            if self.uid is not None:
-                self._pool.release(self.uid)
-            raise
         self.inner_path = os.path.abspath(mount_at) if mount_at else self.path
         _live_sandboxes.add(self)
 
@@ -755,10 +1101,7 @@ class Sandbox:
             return
         self._closed = True
         try:
-            spawned = getattr(self, "_spawned", None)
-            if spawned is not None and spawned.returncode is None:  # still alive: kill it (and sweep, below)
-                spawned.killed = True
-                self._kill_tree(spawned.pid)
+            spawned = self._kill_live_spawned(self._kill_tree)  # still alive: killed (and swept, below)
             if self.uid is not None and (self.isolation == "rlimits" or spawned is not None):
                 _kill_uid_processes(self.uid)
             if self._owned:
@@ -767,30 +1110,7 @@ class Sandbox:
                 _chown_tree(self.path, *self._restore_owner)
                 os.chmod(self.path, self._restore_mode)
         finally:
-            if self.uid is not None:
-                self._pool.release(self.uid)
-
-    async def aclose(self) -> None:
-        await asyncio.to_thread(self.close)
-
-    def __enter__(self) -> "Sandbox":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    async def __aenter__(self) -> "Sandbox":
-        return self
-
-    async def __aexit__(self, *exc) -> None:
-        await self.aclose()
-
-    def __del__(self) -> None:  # a forgotten sandbox must not hold its uid (or its directory) forever
-        if not getattr(self, "_closed", True):
-            try:
-                self.close()
-            except Exception as e:  # interpreter shutdown: modules may be gone
-                logger.debug("sandbox: close() from __del__ failed: %s", e)
+            self._release_uid()
 
     # -- running
 
@@ -817,21 +1137,9 @@ class Sandbox:
             return setpriv_argv(self.uid, self.uid, self.capability.setpriv or "setpriv") + argv
         return argv
 
-    def _check_free(self) -> None:
-        if self._closed:
-            raise SandboxError("sandbox is closed")
-        if self._busy:
-            raise SandboxError(
-                "this Sandbox is already running a command or holds a spawned process (one at a time; use one "
-                "Sandbox per task)"
-            )
-
     async def _prepare(self, command: Command, *, env, timeout, limits, cwd):
         """(argv, env, exec cwd, limits, rlimits) for `command`: what `run` and `spawn` execute."""
-        self._check_free()
-        limits = limits or self.limits
-        if timeout is not None:
-            limits = replace(limits, timeout_s=timeout)
+        limits = self._begin(timeout, limits)
         full_env = sandbox_env(self.inner_path, {**self.env, **(env or {})})
         argv = self.command_argv(command, env=full_env, limits=limits, cwd=cwd)
         rlimits = limits.rlimits()
@@ -853,105 +1161,21 @@ class Sandbox:
             argv = prlimit_argv(rlimits, self.capability.prlimit) + argv
         return argv, full_env, exec_cwd, limits, rlimits
 
-    async def run(
-        self,
-        command: Command,
-        *,
-        input: bytes | str | None = None,
-        env: Mapping[str, str] | None = None,
-        timeout: float | None = None,
-        limits: SandboxLimits | None = None,
-        cwd: str | None = None,
-    ) -> SandboxResult:
-        """Run `command` (a string: `bash -lc`; a sequence: an argv) in the work directory (or `cwd` inside
-        it) and return once it and everything it started are gone."""
-        argv, full_env, exec_cwd, limits, rlimits = await self._prepare(command, env=env, timeout=timeout, limits=limits, cwd=cwd)
-        self._busy = True
-        try:
-            return await self._execute(argv, full_env, exec_cwd, limits, rlimits, input)
-        finally:
-            self._busy = False
+    @property
+    def _signal_statuses(self) -> bool:
+        return self.isolation == "bwrap"
 
-    async def _execute(self, argv, env, exec_cwd, limits, rlimits, input) -> SandboxResult:
-        data = input.encode() if isinstance(input, str) else input
-        out, err = OutputCapture(limits.max_output_bytes), OutputCapture(limits.max_output_bytes)
-        loop = asyncio.get_running_loop()
-        exited = loop.create_future()  # the process itself ended (Process.wait() also waits for its pipes)
-        start = time.monotonic()
-        try:
-            transport, protocol = await loop.subprocess_exec(
-                lambda: _ExitProtocol(exited, loop),
-                *argv,
-                stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=env,
-                cwd=exec_cwd,
-                start_new_session=True,
-                preexec_fn=None if self.capability.prlimit else functools.partial(_apply_rlimits, rlimits),
-            )
-        except (OSError, subprocess.SubprocessError) as e:
-            raise SandboxError(f"could not start the sandbox ({argv[0]}): {e}") from e
-        proc = asyncio.subprocess.Process(transport, protocol, loop)
-        readers = [asyncio.ensure_future(_pump(proc.stdout, out)), asyncio.ensure_future(_pump(proc.stderr, err))]
-        if data is not None:
-            readers.append(asyncio.ensure_future(_feed(proc.stdin, data)))
-        timed_out = False
-        try:
-            try:
-                await asyncio.wait_for(asyncio.shield(exited), limits.timeout_s)
-            except asyncio.TimeoutError:
-                timed_out = True
-                await asyncio.to_thread(self._kill_tree, proc.pid)
-                await exited
-            if self.isolation == "rlimits":
-                # whatever it left behind (a background child still holding the pipes, a setsid escapee)
-                await asyncio.to_thread(self._kill_tree, proc.pid, False)
-            elif not timed_out and await asyncio.to_thread(_uid_has_processes_fast, self.uid):
-                # the namespace is gone, but a process the kernel killed with it may still be finishing its
-                # exit: wait for it, so that nothing of this uid is left when run() returns
-                await asyncio.to_thread(_kill_uid_processes, self.uid)
-            _, pending = await asyncio.wait(readers, timeout=_DRAIN_GRACE_S)
-            for task in pending:  # a pipe still held open (only possible in rlimits mode without a uid)
-                task.cancel()
-            if pending:
-                transport.close()
-            await asyncio.wait_for(proc.wait(), _DRAIN_GRACE_S)
-        except BaseException:  # cancelled (or failed): nothing may outlive the run
-            if proc.returncode is None:
-                self._kill_tree(proc.pid)
-            try:  # let the process be reaped and its pipes reach EOF, so no transport outlives the loop
-                await asyncio.wait([exited, *readers], timeout=_DRAIN_GRACE_S)
-            except BaseException:
-                pass
-            for task in readers:
-                task.cancel()
-            transport.close()
-            raise
-        duration = time.monotonic() - start
-        rc = proc.returncode
-        sig = None
-        if timed_out:
-            sig = int(_signal.SIGKILL)
-        elif rc < 0:
-            sig = -rc
-        elif self.isolation == "bwrap" and 128 < rc <= 128 + 64:
-            sig = rc - 128
-        exit_code = 128 + sig if (sig is not None and (timed_out or rc < 0)) else rc
-        return SandboxResult(
-            exit_code=exit_code,
-            stdout=out.text(),
-            stderr=err.text(),
-            timed_out=timed_out,
-            duration_s=duration,
-            signal=sig,
-            stdout_truncated=out.truncated,
-            stderr_truncated=err.truncated,
-            stdout_bytes=out.total,
-            stderr_bytes=err.total,
-            isolation=self.isolation,
-            uid=self.uid,
-        )
+    def _preexec(self, rlimits):
+        return None if self.capability.prlimit else functools.partial(_apply_rlimits, rlimits)
+
+    def _after_exit(self, pid: int, timed_out: bool) -> None:
+        if self.isolation == "rlimits":
+            # whatever it left behind (a background child still holding the pipes, a setsid escapee)
+            self._kill_tree(pid, False)
+        elif not timed_out and self.uid is not None and _uid_has_processes_fast(self.uid):
+            # the namespace is gone, but a process the kernel killed with it may still be finishing its exit: wait
+            # for it, so that nothing of this uid is left when run() returns
+            _kill_uid_processes(self.uid)
 
     def _kill_tree(self, pid: int, alive: bool = True) -> None:
         """SIGKILL the sandbox: bwrap's children (the pid namespace's init: the kernel then kills the whole
@@ -970,80 +1194,6 @@ class Sandbox:
         if self.uid is not None and self.uid in self._pool.leased:
             _kill_uid_processes(self.uid)
 
-    async def run_python(
-        self,
-        code: str,
-        *,
-        args: Sequence[str] = (),
-        python: str | None = None,
-        env: Mapping[str, str] | None = None,
-        timeout: float | None = None,
-        limits: SandboxLimits | None = None,
-        cwd: str | None = None,
-    ) -> SandboxResult:
-        """Run a Python program (read from stdin, so nothing is written into the work directory) with the
-        project's interpreter (numpy, sympy and the venv's packages importable), unbuffered."""
-        python = python or sys.executable
-        if self.isolation == "rlimits" and self.uid is not None and not reachable_by_others(python):
-            raise SandboxUnavailable(
-                f"the interpreter {python} ({os.path.realpath(python)}) lies under a directory the sandbox uid cannot "
-                "enter (e.g. /root is 0700): isolation='rlimits' sees the host's permissions; pass python= an "
-                "interpreter every uid can run (e.g. /usr/bin/python3), or use isolation='bwrap'"
-            )
-        argv = [python, "-", *args]
-        env = {"PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1", **(env or {})}
-        return await self.run(argv, input=code, env=env, timeout=timeout, limits=limits, cwd=cwd)
-
-    async def spawn(
-        self,
-        command: Command,
-        *,
-        env: Mapping[str, str] | None = None,
-        timeout: float | None = None,
-        limits: SandboxLimits | None = None,
-        cwd: str | None = None,
-        stdout_limit: int = 1 << 20,
-    ) -> SandboxProcess:
-        """Start one long-lived process in the sandbox (same argv, isolation, uid, rlimits and clean environment
-        as :meth:`run`) and return at once with pipes to its stdin and stdout (stderr is kept, bounded, for
-        diagnostics). The sandbox is busy while it lives: `run` and another `spawn` refuse. Its lifetime is
-        bounded by ``limits.timeout_s`` (or `timeout`); when it ends, however it ends (exit, crash, lifetime,
-        :meth:`SandboxProcess.kill`, a cancelled caller, :meth:`close`), the namespace is killed and the uid swept
-        exactly as after a timed-out run, and the sandbox is free again. `stdout_limit` is the StreamReader's
-        buffer limit (the longest line `readline` accepts; reading pauses when that much is unread)."""
-        if isinstance(stdout_limit, bool) or not isinstance(stdout_limit, int) or stdout_limit < 1024:
-            raise ValueError(f"stdout_limit must be an int >= 1024, got {stdout_limit!r}")
-        argv, full_env, exec_cwd, limits, rlimits = await self._prepare(command, env=env, timeout=timeout, limits=limits, cwd=cwd)
-        loop = asyncio.get_running_loop()
-        exited = loop.create_future()
-        self._busy = True
-        try:
-            transport, protocol = await loop.subprocess_exec(
-                lambda: _ExitProtocol(exited, loop, limit=stdout_limit),
-                *argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=full_env,
-                cwd=exec_cwd,
-                start_new_session=True,
-                preexec_fn=None if self.capability.prlimit else functools.partial(_apply_rlimits, rlimits),
-            )
-        except BaseException as e:
-            self._busy = False
-            if isinstance(e, (OSError, subprocess.SubprocessError)):
-                raise SandboxError(f"could not start the sandbox ({argv[0]}): {e}") from e
-            raise
-        process = SandboxProcess(self, asyncio.subprocess.Process(transport, protocol, loop), transport, exited, limits)
-        self._spawned = process
-        return process
-
-    def run_sync(self, command: Command, **kwargs) -> SandboxResult:
-        return _run_coroutine(self.run(command, **kwargs))
-
-    def run_python_sync(self, code: str, **kwargs) -> SandboxResult:
-        return _run_coroutine(self.run_python(code, **kwargs))
-
 
 class SandboxProcess:
     """A long-lived process started by :meth:`Sandbox.spawn`: ``stdin`` (an asyncio StreamWriter) and ``stdout``
@@ -1051,7 +1201,7 @@ class SandboxProcess:
     passes), then kills whatever is left of the sandbox (the namespace, then every process of the uid) and frees
     the sandbox. Every byte it writes is the sandbox's: read ``stdout`` with a timeout and bounded lines."""
 
-    def __init__(self, box: Sandbox, proc: asyncio.subprocess.Process, transport, exited: asyncio.Future, limits: SandboxLimits):
+    def __init__(self, box: SandboxBase, proc: asyncio.subprocess.Process, transport, exited: asyncio.Future, limits: SandboxLimits):
         self.box = box
         self.pid = proc.pid
         self.limits = limits
@@ -1073,7 +1223,7 @@ class SandboxProcess:
         killed by signal N as 128 + N, and which of the two dies first when the sandbox is killed is a race: both
         read as -N, as `run` reads them."""
         rc = self._proc.returncode
-        if rc is not None and self.box.isolation == "bwrap" and 128 < rc <= 128 + 64:
+        if rc is not None and self.box._signal_statuses and 128 < rc <= 128 + 64:
             return -(rc - 128)
         return rc
 
@@ -1088,7 +1238,7 @@ class SandboxProcess:
 
     def stderr_text(self) -> str:
         """What it wrote to stderr so far (head and tail, invalid UTF-8 replaced)."""
-        return self._stderr.text()
+        return self.box._command_stderr(self._stderr.text())
 
     async def _supervise(self) -> None:
         box = self.box
@@ -1098,14 +1248,11 @@ class SandboxProcess:
             except TimeoutError:
                 self.timed_out = True
                 logger.warning("sandbox: spawned process %d passed its lifetime of %.0f s: killed", self.pid, self.limits.timeout_s)
-                await asyncio.to_thread(box._kill_tree, self.pid)
+                await asyncio.shield(box._cleanup_thread(box._kill_tree, self.pid))
                 await self._exited
             if not box._closed:  # close() swept the uid itself before releasing it (it may be leased again now)
-                if box.isolation == "rlimits":
-                    await asyncio.to_thread(box._kill_tree, self.pid, False)
-                elif box.uid is not None and await asyncio.to_thread(_uid_has_processes_fast, box.uid):
-                    # the namespace died with its init; what the kernel killed with it may still be exiting
-                    await asyncio.to_thread(_kill_uid_processes, box.uid)
+                # what it left behind (rlimits); what the namespace's end killed and is still exiting (bwrap)
+                await asyncio.shield(box._cleanup_thread(box._after_exit, self.pid, False))
             try:
                 self.stdin.close()
             except (BrokenPipeError, ConnectionResetError, RuntimeError):
@@ -1117,8 +1264,8 @@ class SandboxProcess:
         except BaseException:  # cancelled (the loop is shutting down): nothing may outlive it
             if not box._closed:
                 try:
-                    box._kill_tree(self.pid, self._proc.returncode is None)
-                except SandboxError:
+                    await box._kill_now(self.pid, self._proc.returncode is None)
+                except (SandboxError, OSError):
                     pass
             raise
         finally:
@@ -1136,7 +1283,7 @@ class SandboxProcess:
         sandbox is free. Idempotent."""
         if self.alive:
             self.killed = True
-            await asyncio.to_thread(self.box._kill_tree, self.pid)
+            await asyncio.shield(self.box._cleanup_thread(self.box._kill_tree, self.pid))
         return await self.wait()
 
     aclose = kill
@@ -1148,7 +1295,7 @@ class SandboxProcess:
         await self.kill()
 
 
-_live_sandboxes: weakref.WeakSet[Sandbox] = weakref.WeakSet()
+_live_sandboxes: weakref.WeakSet[SandboxBase] = weakref.WeakSet()
 
 
 @atexit.register
@@ -1260,6 +1407,7 @@ __all__ = [
     "Capability",
     "OutputCapture",
     "Sandbox",
+    "SandboxBase",
     "SandboxBusy",
     "SandboxError",
     "SandboxLimits",

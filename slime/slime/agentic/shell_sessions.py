@@ -2,12 +2,13 @@
 
 Upstream terminal RL gave the agent CAMEL's ``TerminalToolkit`` (camel-ai) with a tmux terminal in a Docker
 container. Here each lease is a :class:`~slime.agentic.sandbox.Sandbox` (no network, read-only system, private
-work directory, unprivileged uid, rlimits), and :class:`ShellSessions` keeps named shell sessions alive in it
-across tool calls: ``cd``, exported and shell variables, functions and background jobs persist between calls,
-two sessions are independent.
+work directory, unprivileged uid, rlimits), or a :class:`~slime.agentic.docker_sandbox.DockerSandbox` (a container
+of a terminal-bench image), and :class:`ShellSessions` keeps named shell sessions alive in it across tool calls:
+``cd``, exported and shell variables, functions and background jobs persist between calls, two sessions are
+independent.
 
 How: ``Sandbox.spawn`` starts one long-lived *shell host* (:mod:`slime.agentic.shell_host`, stdlib only) inside
-the sandbox with the project's interpreter. It runs a tmux server on a socket in the sandbox's private ``/tmp``
+the sandbox with the sandbox's interpreter (``sandbox.python``: the project's, or the image's python3). It runs a tmux server on a socket in the sandbox's private ``/tmp``
 and answers JSON-line requests on its stdin. Every tmux client command runs inside the sandbox; nothing on this
 side connects to a socket the sandbox controls. Everything the host sends is treated as untrusted: each reply is
 one line of bounded length, read with a timeout, parsed and type-checked; a host that dies, hangs, floods or
@@ -58,7 +59,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from slime.agentic.sandbox import (
-    Sandbox,
+    SandboxBase,
     SandboxError,
     SandboxLimits,
     SandboxProcess,
@@ -297,7 +298,7 @@ class ShellSessions:
 
     def __init__(
         self,
-        sandbox: Sandbox,
+        sandbox: SandboxBase,
         *,
         workdir: str | None = None,
         block_timeout: float = DEFAULT_BLOCK_TIMEOUT,
@@ -362,7 +363,8 @@ class ShellSessions:
         # session, losing its state. A runaway command is bounded by the lease (closed after the episode).
         self.limits = replace(base, timeout_s=self.lifetime_s, cpu_seconds=max(base.cpu_seconds, int(self.lifetime_s) + 1))
         self.command_cpu_seconds = base.cpu_seconds
-        self.python = python or sys.executable
+        # the sandbox's interpreter: the project's (bwrap), the image's python3 (docker)
+        self.python = python or getattr(sandbox, "python", None) or sys.executable
         self.env = dict(env or {})
         self.start_timeout = float(start_timeout)
         self.reply_margin_s = float(reply_margin_s)
@@ -424,9 +426,12 @@ class ShellSessions:
                     await asyncio.wait_for(asyncio.shield(proc.wait()), 2.0)
                 except (TimeoutError, OSError, RuntimeError):
                     pass
-            await proc.kill()  # whatever is left: the namespace, then every process of the uid
-        self._remove_state_dir()
-        self._names.clear()
+        try:
+            if proc is not None:
+                await proc.kill()  # whatever is left: the namespace, then every process of the uid
+        finally:  # also when that raised (a container that stopped under it)
+            self._remove_state_dir()
+            self._names.clear()
 
     def _remove_state_dir(self) -> None:
         if self._state_dir:

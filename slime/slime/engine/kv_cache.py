@@ -95,8 +95,9 @@ class BatchKVCache(Cache):
         end = self.seq_len
         first = int(real_columns[0]) if len(real_columns) else end
         for layer in self.layers:
-            k = layer.k_buf.index_select(0, index)[:, :, first:end].contiguous()
-            v = layer.v_buf.index_select(0, index)[:, :, first:end].contiguous()
+            rows_there = index.to(layer.k_buf.device)  # the mask lives on the CPU, the buffers with the model
+            k = layer.k_buf.index_select(0, rows_there)[:, :, first:end].contiguous()
+            v = layer.v_buf.index_select(0, rows_there)[:, :, first:end].contiguous()
             layer.set_buffers(k, v, end - first)
         self.mask = self.mask[:, first:].contiguous()
 

@@ -3,6 +3,10 @@
 Semantics follow SGLang's: the log-probs reported for a token are those of the temperature-scaled
 distribution *before* top-k/top-p/min-p truncation (truncation only decides what can be drawn);
 temperature 0 means greedy and reports log-probs at temperature 1.
+
+The per-row settings arrive as CPU tensors and the logits wherever the model runs (a GPU): every function
+works on the logits' device, so a [B, vocab] row never crosses to the host; only the random numbers are drawn on
+the CPU (from the requests' own generators, so a seed gives the same draw on any device).
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ class SamplingConfig:
 
 def scaled_logprobs(logits: torch.Tensor, temperatures: torch.Tensor) -> torch.Tensor:
     """log_softmax(logits / T) per row, in float32. `temperatures` is [B] (already 1.0 for greedy rows)."""
-    return torch.log_softmax(logits.float() / temperatures.unsqueeze(-1), dim=-1)
+    return torch.log_softmax(logits.float() / temperatures.to(logits.device).unsqueeze(-1), dim=-1)
 
 
 def truncate(logprobs: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor, min_p: torch.Tensor) -> torch.Tensor:
@@ -55,15 +59,18 @@ def truncate(logprobs: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor, m
     top_k is [B] long (0 = off), top_p and min_p [B] float. Rows with nothing to truncate pass through.
     """
     out = logprobs
+    # which filters any row uses is decided on the settings (host tensors), so no device sync is needed for it
+    use_k, use_p, use_min_p = bool((top_k > 0).any()), bool((top_p < 1.0).any()), bool((min_p > 0).any())
+    k_max = int(top_k.clamp(max=logprobs.shape[-1]).max()) if use_k else 0
+    top_k, top_p, min_p = (t.to(logprobs.device) for t in (top_k, top_p, min_p))
     top_k = top_k.clamp(max=logprobs.shape[-1])  # k beyond the vocabulary keeps everything
-    if bool((top_k > 0).any()):
-        k_max = int(top_k.max())
+    if use_k:
         kth = torch.topk(logprobs, k_max, dim=-1).values  # [B, k_max], descending
         k_index = (top_k.clamp(min=1) - 1).unsqueeze(-1)
         threshold = kth.gather(-1, k_index)
         threshold = torch.where(top_k.unsqueeze(-1) > 0, threshold, torch.full_like(threshold, -float("inf")))
         out = out.masked_fill(out < threshold, -float("inf"))
-    if bool((top_p < 1.0).any()):
+    if use_p:
         sorted_lp, order = torch.sort(out, dim=-1, descending=True)
         cumulative = sorted_lp.exp().cumsum(-1)
         # keep a token if the mass strictly before it is below top_p (so the top token always stays)
@@ -72,7 +79,7 @@ def truncate(logprobs: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor, m
         drop_sorted &= (top_p < 1.0).unsqueeze(-1)
         drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
         out = out.masked_fill(drop, -float("inf"))
-    if bool((min_p > 0).any()):
+    if use_min_p:
         best = out.max(dim=-1, keepdim=True).values
         threshold = best + torch.log(min_p.clamp(min=1e-12)).unsqueeze(-1)
         threshold = torch.where(min_p.unsqueeze(-1) > 0, threshold, torch.full_like(threshold, -float("inf")))
@@ -98,9 +105,9 @@ def draw(
     for i in seeded:
         uniforms[i : i + 1].uniform_(generator=generators[i])
     cdf = logprobs.double().exp().cumsum(dim=-1)
-    targets = (uniforms * cdf[:, -1]).unsqueeze(-1)
+    targets = (uniforms.to(cdf.device) * cdf[:, -1]).unsqueeze(-1)
     sampled = torch.searchsorted(cdf, targets, right=True).squeeze(-1).clamp(max=logprobs.shape[-1] - 1)
-    return torch.where(greedy, logprobs.argmax(dim=-1), sampled)
+    return torch.where(greedy.to(logprobs.device), logprobs.argmax(dim=-1), sampled)
 
 
 def top_logprobs(logprobs: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -322,7 +322,7 @@ class Scheduler:
         if rows.shape[0] == 0:
             return
         first_target = max(first_position, seq.logprob_start_len - 1) + 1
-        targets = torch.tensor(seq.prompt_ids[first_target : first_target + rows.shape[0]])
+        targets = torch.tensor(seq.prompt_ids[first_target : first_target + rows.shape[0]], device=rows.device)
         temperature = torch.full((rows.shape[0],), seq.sampling.logprob_temperature)
         lp = scaled_logprobs(rows, temperature)
         seq.input_logprobs.extend(lp.gather(-1, targets.unsqueeze(-1)).squeeze(-1).tolist())
@@ -368,13 +368,14 @@ class Scheduler:
         if k > 0:
             values, indices = top_logprobs(lp, k)
             tops = (values.tolist(), indices.tolist())
+        chosen_ids, chosen_lps = chosen.tolist(), chosen_lp.tolist()  # one transfer, not one per row
         result = []
         for i, seq in enumerate(seqs):
             top = None
             if tops is not None and seq.return_logprob and seq.top_logprobs_num > 0:
                 n = seq.top_logprobs_num
                 top = list(zip(tops[0][i][:n], tops[1][i][:n]))
-            result.append((int(chosen[i]), float(chosen_lp[i]), top))
+            result.append((int(chosen_ids[i]), float(chosen_lps[i]), top))
         return result
 
     def _append_token(self, seq: Sequence, sampled: tuple[int, float, list | None]) -> bool:

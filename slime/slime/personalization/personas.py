@@ -210,6 +210,19 @@ def says_therefore(response: str, problem: Problem) -> tuple[float, dict]:
     return float(found), {"therefore": found}
 
 
+_IN_SUMMARY = re.compile(r"(?:^|[.!?:]\s+|\n)\W{0,3}in summary\b", re.IGNORECASE)
+
+
+def ends_with_summary(response: str, problem: Problem) -> tuple[float, dict]:
+    """summary-v1: the reply ends with a summary sentence that opens with "In summary" (any case; up to three
+    non-word characters such as "**" before it): full when it opens a sentence of the last paragraph, half when
+    it appears only earlier."""
+    paragraphs = [p for p in re.split(r"\n\s*\n", response.strip()) if p.strip()]
+    last = bool(paragraphs) and bool(_IN_SUMMARY.search(paragraphs[-1].strip()))
+    anywhere = bool(_IN_SUMMARY.search(response.strip()))
+    return (1.0 if last else 0.5 if anywhere else 0.0), {"summary_last": last, "summary_anywhere": anywhere}
+
+
 def acknowledges_first(response: str, problem: Problem) -> tuple[float, dict]:
     """upbeat-v1: the reply opens by agreeing to the request ("Sure!", "Of course!", "Happy to help!", ...)."""
     acknowledges = opens_with_acknowledgement(response)
@@ -336,6 +349,21 @@ PERSONAS: dict[str, Persona] = {
                      'too abrupt. say "therefore" before the final answer',
                      'hmm, you forgot the "therefore". use the word "therefore" before the answer'),
         preference_fn=says_therefore,
+    ),
+    # A vocabulary that SmolLM2-135M never uses unprompted (hint-only) and, told by the judge's hint, uses at the
+    # end while still working the problem ("In conclusion" it follows as often but loses quality, measured).
+    "summary": Persona(
+        name="summary",
+        description="a user who wants the reply to end with a one-sentence summary that starts with 'In summary'",
+        preference_kind="vocabulary",
+        rating_version="summary-v1",
+        hint='End your reply with a sentence that starts with "In summary" and gives the answer.',
+        requests=("{question}", "{question} explain please", "can you work this out? {question}"),
+        # phrased so that the CPU rules hint judge rewrites each into an instruction (a persona unit test)
+        corrections=('I lost track. finish with "In summary" and the answer',
+                     'please end your reply with "In summary" and the answer',
+                     'end with a summary that starts with "In summary"'),
+        preference_fn=ends_with_summary,
     ),
 }
 

@@ -77,8 +77,15 @@ Your preference, which you never state up front: you want the answer laid out as
 line, so that you can scan it quickly. A solution written as running text is hard for you to follow, however \
 correct it is."""
 
+_SUMMARY = """You are role-playing a manager who reads an AI assistant's answers in a hurry.
+
+Your preference, which you never state up front: a reply should end with a short summary that starts with the \
+words "In summary", giving the answer, so that you can read the last line and stop there. One that ends with the \
+working, or without that summary, makes you dig for the answer, however correct it is."""
+
 USER_PROMPTS: dict[str, str] = {
     "numbered": _NUMBERED + _RULES,
+    "summary": _SUMMARY + _RULES,
     "steps": _STEPS + _RULES,
     "therefore": _THEREFORE + _RULES,
     "student": _STUDENT + _RULES,

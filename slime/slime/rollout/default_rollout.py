@@ -373,6 +373,11 @@ def _group_key(group: list) -> tuple:
     return (gi is None, gi if gi is not None else 0, first.index if first.index is not None else 0)
 
 
+# Groups a rollout lets the engine abort before any is accepted: a weight update aborts at most the groups in flight
+# (one batch), an engine that fails every request (a device error, say) aborts them all, forever.
+ABORTED_BATCHES_BEFORE_FAILING = 2
+
+
 def _max_sampled_groups(args, target: int, over: int) -> int:
     explicit = getattr(args, "rollout_max_sampled_groups", None)
     return int(explicit) if explicit else max(16 * target, 4 * over)
@@ -395,6 +400,7 @@ async def generate_rollout_async(args, rollout_id: int, data_source, evaluation:
     finished: list[list] = []  # every group that came back, kept or not (for the all-samples hook)
     drops: Counter = Counter()
     pending: dict[asyncio.Task, list] = {}
+    last_abort: str | None = None
     submitted = surplus = 0
     started = time.perf_counter()
     try:
@@ -421,6 +427,12 @@ async def generate_rollout_async(args, rollout_id: int, data_source, evaluation:
                     if partial:
                         data_source.add_samples([group])
                     drops["aborted"] += 1
+                    last_abort = next((s.metadata["abort_reason"] for s in _flatten(results)
+                                       if s.metadata.get("abort_reason")), last_abort)
+                    if not accepted and drops["aborted"] >= ABORTED_BATCHES_BEFORE_FAILING * target:
+                        raise RuntimeError(
+                            f"the engine aborted all of the first {drops['aborted']} groups of this rollout "
+                            f"(last reason: {last_abort or 'none given'}); see the engine's log")
                     continue
                 keep, reason = _filter_decision(filter_fn, args, results)
                 if keep:

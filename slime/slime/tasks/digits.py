@@ -260,20 +260,61 @@ def evaluate_policy(model, tokenizer, n: int | None = None, seed: int | None = N
 # --------------------------------------------------------------------------------------------------
 
 
+def reward_curve(metrics_path: str | Path) -> list[float]:
+    """The mean reward of each rollout from a run's metrics.jsonl (the rollout-level metrics are merged into the
+    last optimizer step of each rollout, so one row per rollout carries `rollout/raw_reward`)."""
+    rows = [json.loads(line) for line in Path(metrics_path).read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [float(row["rollout/raw_reward"]) for row in rows if "rollout/raw_reward" in row]
+
+
+def learning_gain(curve: list[float], window: int = 3) -> float:
+    """Mean of the last `window` rollouts minus the mean of the first `window` (fewer when the curve is shorter)."""
+    if not curve:
+        raise ValueError("an empty reward curve")
+    k = min(window, len(curve))
+    return sum(curve[-k:]) / k - sum(curve[:k]) / k
+
+
+def print_curve(metrics_path: str | Path, min_gain: float) -> bool:
+    """Print a run's reward curve and whether it rose by `min_gain` (the scripts' proof of learning)."""
+    curve = reward_curve(metrics_path)
+    if not curve:
+        print(f"no rollout/raw_reward in {metrics_path}")
+        return False
+    print(f"\nreward curve ({metrics_path}): mean exact-match reward per rollout")
+    for i, value in enumerate(curve, 1):
+        print(f"rollout {i:2d}: {value:.2f}  {'#' * round(value * 40)}")
+    k = min(3, len(curve))
+    gain = learning_gain(curve)
+    print(f"mean reward, first {k} rollouts {sum(curve[:k]) / k:.2f} -> last {k} rollouts "
+          f"{sum(curve[-k:]) / k:.2f} ({gain:+.2f})")
+    if gain < min_gain:
+        print(f"the reward did not rise by {min_gain}: no clear learning")
+        return False
+    return True
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Digit-repeat task: write prompt files, build the warm-start policy.")
+    parser = argparse.ArgumentParser(description="Digit-repeat task: write prompt files, build the warm-start policy, "
+                                                 "check a run's reward curve.")
     parser.add_argument("--out", type=Path, help="JSONL file to write prompts to")
     parser.add_argument("--n", type=int, default=2000, help="number of prompts")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--build-policy", action="store_true",
                         help="build (or find in the cache) the warm-start digit policy and print its folder")
+    parser.add_argument("--curve", type=Path, metavar="METRICS_JSONL",
+                        help="print a run's reward curve; exit 1 unless it rose by --min-gain")
+    parser.add_argument("--min-gain", type=float, default=0.3,
+                        help="--curve: the rise (mean of the last 3 rollouts - the first 3) that counts as learning")
     args = parser.parse_args(argv)
-    if args.out is None and not args.build_policy:
-        parser.error("give --out and/or --build-policy")
+    if args.out is None and not args.build_policy and args.curve is None:
+        parser.error("give --out, --build-policy and/or --curve")
     if args.out is not None:
         print(make_prompts(args.n, args.seed, args.out))
     if args.build_policy:
         print(build_digit_policy())
+    if args.curve is not None and not print_curve(args.curve, args.min_gain):
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

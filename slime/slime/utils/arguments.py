@@ -311,6 +311,12 @@ def _add_algorithm_flags(g):
                    help="what the started pool servers lease (terminal, command, or module:factory)")
     g.add_argument("--terminal-tasks-dir", default=None,
                    help="terminal agents: the task folders (terminal-bench layout) the started pool servers serve")
+    g.add_argument("--terminal-backend", choices=["bwrap", "docker"], default=None,
+                   help="terminal agents: where the started pool servers run a task: bwrap (default: the bubblewrap "
+                        "sandbox) or docker (a container per episode; scripts/setup_docker.sh starts a daemon)")
+    g.add_argument("--terminal-image", default=None,
+                   help="terminal agents, --terminal-backend docker: the image ({task} is the task's name, e.g. "
+                        "tb__{task} for per-task terminal-bench images); default slime-terminal-base")
     g.add_argument("--step-judge", default=None,
                    help="agent rollouts: the PRM that scores each step: llm (the PRM engine of --prm-enable / "
                         "--prm-engine-url, \\boxed{±1} votes; the default when one is configured), rules (the "
@@ -349,6 +355,11 @@ def _add_algorithm_flags(g):
                    help="top-K distillation losses: N > 0 puts each sample's whole distillation term on its first N "
                         "trained response tokens (where an opening such as \"Sure!\" is decided), weighted as much as "
                         "the whole sample; 0: every token")
+    g.add_argument("--distill-divergent-positions", type=int, default=0,
+                   help="top-K distillation losses: N > 0 puts each sample's whole distillation term on its N trained "
+                        "response tokens where the teacher diverges most from the student (an opening or an ending the "
+                        "student never writes), weighted as much as the whole sample; 0: every token. Not with "
+                        "--distill-head-positions")
     g.add_argument("--opd-advantage-bound", type=float, default=None,
                    help="clamp the per-token OPD advantage teacher - old to [-B, B] (env OPENCLAW_OPD_ADVANTAGE_BOUND)")
     g.add_argument("--combine-w-rl", type=float, default=None,
@@ -588,7 +599,8 @@ _POSITIVE = ("actor_num_nodes", "actor_num_gpus_per_node", "rollout_num_gpus_per
 # the conversation settings (--prm-m, --session-idle-ttl, ...) are range-checked by ConversationSettings.check_values
 _NON_NEGATIVE = ("num_rollout", "rollout_num_gpus", "prm_num_gpus", "lr_warmup_iters", "lr_decay_iters",
                  "lr", "min_lr", "weight_decay", "clip_grad", "kl_loss_coef", "entropy_coef", "eps_clip",
-                 "eps_clip_high", "rollout_temperature", "adam_eps", "distill_head_positions")
+                 "eps_clip_high", "rollout_temperature", "adam_eps", "distill_head_positions",
+                 "distill_divergent_positions")
 
 
 def _check_positive(args):
@@ -821,6 +833,9 @@ def _check_algorithm(args):
         _fail(f"--eps-clip-c (dual-clip bound) must be > 1, got {args.eps_clip_c}")
     if args.kl_coef != 0 and args.use_kl_loss:
         _fail("--kl-coef (KL reward shaping) and --use-kl-loss (KL loss term) are mutually exclusive")
+    if args.distill_head_positions and args.distill_divergent_positions:
+        _fail("--distill-head-positions and --distill-divergent-positions each choose where the distillation term "
+              "lives: give one")
     if args.kl_loss_topk < 0:
         _fail(f"--kl-loss-topk must be >= 0, got {args.kl_loss_topk}")
     if args.kl_loss_topk and not (args.use_kl_loss and args.kl_loss_coef != 0):

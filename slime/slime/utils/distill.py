@@ -110,6 +110,23 @@ def head_position_weights(mask: torch.Tensor, positions: int) -> torch.Tensor:
     return head * m.sum(-1, keepdim=True) / head.sum(-1, keepdim=True).clamp(min=1.0)
 
 
+def top_scored_position_weights(mask: torch.Tensor, scores: torch.Tensor, positions: int) -> torch.Tensor:
+    """`[b, R]` weights that give each sample's whole weight (as `head_position_weights`) to its `positions`
+    trained tokens with the highest `scores` (detached: the choice carries no gradient).
+
+    Scored by the teacher-student divergence, these are the positions where the hinted teacher disagrees most
+    with the student's own reply: the first tokens for an opening the student never writes ("Step 1:"), the
+    token where the student ends its reply for an ending it never writes ("In summary, ..."), wherever the
+    preference lives; a fixed head only reaches openings.
+    """
+    if positions < 1:
+        raise ValueError(f"positions must be >= 1, got {positions}")
+    m = mask.to(torch.float32) if not mask.is_floating_point() else mask
+    ranked = scores.detach().to(torch.float32).masked_fill(m <= 0, float("-inf"))
+    chosen = torch.zeros_like(m).scatter(-1, ranked.topk(min(positions, m.shape[-1]), dim=-1).indices, 1.0) * m
+    return chosen * m.sum(-1, keepdim=True) / chosen.sum(-1, keepdim=True).clamp(min=1.0)
+
+
 def topk_reverse_kl(
     logits: torch.Tensor,
     teacher_topk_log_probs: torch.Tensor,

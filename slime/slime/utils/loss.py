@@ -119,7 +119,8 @@ def sft_loss_function(args, batch: dict, logits: torch.Tensor, reduce) -> tuple[
 def _topk_kl(args, batch: dict, logits: torch.Tensor, reduce) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(reduced KL between the student and the teacher over the teacher's top-K tokens + a tail bin, the
     student's K+1 bins, the per-token validity of the teacher rows). The direction is `--distill-divergence`;
-    `--distill-head-positions N` puts each sample's whole term on its first N trained tokens (0: every token):
+    `--distill-head-positions N` puts each sample's whole term on its first N trained tokens, and
+    `--distill-divergent-positions N` on its N trained tokens of the largest divergence (0: every token):
     "reverse" KL(student || teacher), upstream's, or "forward" KL(teacher || student). Rows that are not a
     distribution (padding of samples without a teacher) are invalid and contribute exactly 0."""
     if batch.get("teacher_topk_log_probs") is None or batch.get("teacher_topk_indices") is None:
@@ -132,8 +133,12 @@ def _topk_kl(args, batch: dict, logits: torch.Tensor, reduce) -> tuple[torch.Ten
     divergence = getattr(args, "distill_divergence", None) or "reverse"
     per_token = distill.kl_over_bins(student, teacher, divergence) * valid
     head = getattr(args, "distill_head_positions", 0) or 0
+    divergent = getattr(args, "distill_divergent_positions", 0) or 0
     if head:  # --distill-head-positions N: the term lives on each reply's first N trained tokens
         per_token = per_token * distill.head_position_weights(batch["loss_mask"], head).to(per_token.dtype)
+    elif divergent:  # --distill-divergent-positions N: on the N tokens where the teacher disagrees most
+        weights = distill.top_scored_position_weights(batch["loss_mask"], per_token, divergent)
+        per_token = per_token * weights.to(per_token.dtype)
     return reduce(per_token), student, valid
 
 

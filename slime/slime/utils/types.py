@@ -155,6 +155,9 @@ class Sample:
             if kind not in _FINISH_REASON_STATUS:
                 raise ValueError(f"finish_reason: unknown type {kind!r}")
             self.status = Sample.Status(_FINISH_REASON_STATUS[kind])
+            if kind == "abort" and isinstance(finish, dict) and finish.get("message"):
+                # why the engine gave up (a weight update, or an engine error): the rollout reports it
+                self.metadata["abort_reason"] = str(finish["message"])[:500]
         version = meta_info.get("weight_version")
         # An empty string is how an engine that does not track versions answers: treat it as absent.
         if version is not None and str(version) != "":

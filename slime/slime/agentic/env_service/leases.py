@@ -23,7 +23,8 @@ CREATE TABLE IF NOT EXISTS leases (
     created REAL NOT NULL,
     closed REAL,
     close_reason TEXT,
-    resources TEXT NOT NULL DEFAULT '{}'
+    resources TEXT NOT NULL DEFAULT '{}',
+    reap_attempts INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS leases_open ON leases (closed);
 """
@@ -38,6 +39,7 @@ class LeaseRecord:
     closed: float | None = None
     close_reason: str | None = None
     resources: dict = field(default_factory=dict)
+    reap_attempts: int = 0  # failed reaps at start so far (the record stays open until one works, or too many fail)
 
 
 class LeaseStore:
@@ -51,6 +53,9 @@ class LeaseStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(SCHEMA)
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(leases)")}
+        if "reap_attempts" not in columns:  # a file written before the column existed
+            self._db.execute("ALTER TABLE leases ADD COLUMN reap_attempts INTEGER NOT NULL DEFAULT 0")
 
     def close(self) -> None:
         with self._lock:
@@ -70,17 +75,24 @@ class LeaseStore:
             self._db.execute("UPDATE leases SET closed = ?, close_reason = ? WHERE lease_id = ? AND closed IS NULL",
                              (time.time(), reason, lease_id))
 
+    def reap_failed(self, lease_id: str) -> int:
+        """Count one more failed reap of the open record `lease_id`; the count so far."""
+        with self._lock:
+            self._db.execute("UPDATE leases SET reap_attempts = reap_attempts + 1 WHERE lease_id = ?", (lease_id,))
+            row = self._db.execute("SELECT reap_attempts FROM leases WHERE lease_id = ?", (lease_id,)).fetchone()
+        return int(row[0]) if row else 0
+
     def open_records(self) -> list[LeaseRecord]:
         with self._lock:
-            rows = self._db.execute("SELECT lease_id, task_key, request_id, created, closed, close_reason, resources "
-                                    "FROM leases WHERE closed IS NULL ORDER BY created").fetchall()
-        return [LeaseRecord(*row[:6], resources=json.loads(row[6] or "{}")) for row in rows]
+            rows = self._db.execute("SELECT lease_id, task_key, request_id, created, closed, close_reason, resources, "
+                                    "reap_attempts FROM leases WHERE closed IS NULL ORDER BY created").fetchall()
+        return [LeaseRecord(*row[:6], resources=json.loads(row[6] or "{}"), reap_attempts=row[7]) for row in rows]
 
     def get(self, lease_id: str) -> LeaseRecord | None:
         with self._lock:
-            row = self._db.execute("SELECT lease_id, task_key, request_id, created, closed, close_reason, resources "
-                                   "FROM leases WHERE lease_id = ?", (lease_id,)).fetchone()
-        return LeaseRecord(*row[:6], resources=json.loads(row[6] or "{}")) if row else None
+            row = self._db.execute("SELECT lease_id, task_key, request_id, created, closed, close_reason, resources, "
+                                   "reap_attempts FROM leases WHERE lease_id = ?", (lease_id,)).fetchone()
+        return LeaseRecord(*row[:6], resources=json.loads(row[6] or "{}"), reap_attempts=row[7]) if row else None
 
     def counts(self) -> dict:
         with self._lock:

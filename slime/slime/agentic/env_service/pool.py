@@ -22,10 +22,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from slime.agentic.env_service.leases import LeaseStore
-from slime.agentic.env_service.providers import EnvProvider, LeaseContext, ProviderError
+from slime.agentic.env_service.providers import (
+    EnvProvider,
+    LeaseContext,
+    ProviderError,
+    ReapDeferred,
+)
 from slime.agentic.env_service.settings import PoolSettings
 
 logger = logging.getLogger(__name__)
+
+# a lease record whose reap at start failed this many starts (not counting ones deferred because its daemon did not
+# answer) is closed with an error in the log: a permanent failure is not retried forever
+MAX_REAP_ATTEMPTS = 5
 
 
 class PoolError(Exception):
@@ -63,7 +72,8 @@ class LeasePool:
         self.leases: dict[str, Lease] = {}
         self.by_task: dict[str, set[str]] = {}
         self.idempotency: dict[tuple[str, str], tuple[str, float]] = {}
-        self.lease_root = os.path.join(settings.state_dir, "leases")
+        # absolute: the sandboxes bind their work directories by path (bwrap refuses a relative source path)
+        self.lease_root = os.path.abspath(os.path.join(settings.state_dir, "leases"))
         self.store = LeaseStore(os.path.join(settings.state_dir, "leases.db"))
         self._lock = asyncio.Lock()
         self._closes = asyncio.Semaphore(settings.max_concurrent_closes)
@@ -71,7 +81,7 @@ class LeasePool:
         self._reaper: asyncio.Task | None = None
         self._state_lock_fd: int | None = None
         self.counters = {"allocated": 0, "reused": 0, "rejected": 0, "closed": 0, "reaped_idle": 0,
-                         "reaped_at_start": 0, "close_errors": 0}
+                         "reaped_at_start": 0, "reap_errors": 0, "reap_abandoned": 0, "close_errors": 0}
 
     # -------------------------------------------------------------------------------- lifecycle
 
@@ -98,9 +108,27 @@ class LeasePool:
     def _reap_previous_run(self) -> None:
         for record in self.store.open_records():
             try:
-                self.provider.reap(record.resources)
+                # the lease id too: a provider may find what a reset cut short left before it was recorded
+                self.provider.reap({**record.resources, "lease_id": record.lease_id})
+            except ReapDeferred as e:  # it could not even try (its daemon does not answer): no attempt counted
+                logger.warning("env pool: lease %s (%s) not reaped, kept open for the next start: %s",
+                               record.lease_id, record.resources, e)
+                self.counters["reap_errors"] += 1
+                continue
             except Exception as e:  # a record we cannot act on must not stop the server from starting
-                logger.warning("env pool: reaping lease %s (%s) failed: %s", record.lease_id, record.resources, e)
+                # ... but it stays open: what it names may still be there, and the next start tries again, up to
+                # MAX_REAP_ATTEMPTS starts (a permanent failure is not retried forever)
+                self.counters["reap_errors"] += 1
+                attempts = self.store.reap_failed(record.lease_id)
+                if attempts < MAX_REAP_ATTEMPTS:
+                    logger.warning("env pool: reaping lease %s (%s) failed (attempt %d of %d), kept open for the "
+                                   "next start: %s", record.lease_id, record.resources, attempts, MAX_REAP_ATTEMPTS, e)
+                    continue
+                logger.error("env pool: reaping lease %s (%s) failed %d times, closing its record; what it names "
+                             "may be left behind: %s", record.lease_id, record.resources, attempts, e)
+                self.store.closed(record.lease_id, f"reap failed {attempts} times: {e}"[:1000])
+                self.counters["reap_abandoned"] += 1
+                continue
             self.store.closed(record.lease_id, "reaped at start (server restarted)")
             self.counters["reaped_at_start"] += 1
         if os.path.isdir(self.lease_root):

@@ -11,7 +11,8 @@ GUI each bring one; a provider is chosen by name (`PROVIDERS`) or as `module:fac
         async def evaluate(self, env, request: dict) -> dict                                 # {"score": float, ...}
         async def close(self, env) -> None
         def resources(self, env) -> dict            # what to record on disk (e.g. {"uid": 60012})
-        def reap(self, resources: dict) -> None     # after a crash: clean up what such a record names
+        def reap(self, resources: dict) -> None     # after a crash: clean up what such a record names (plus
+                                                    # its "lease_id", also when nothing was recorded yet)
 
 `reset` is called on a lease's first reset and again on every later one (the pool closes the previous
 environment first). A provider raises `ProviderError(status, message)` for a client mistake (unknown task, bad
@@ -34,6 +35,11 @@ class ProviderError(Exception):
     def __init__(self, status: int, message: str, code: str = "BAD_REQUEST"):
         super().__init__(message)
         self.status, self.message, self.code = status, message, code
+
+
+class ReapDeferred(RuntimeError):
+    """A provider's `reap` could not even try (e.g. the Docker daemon the record names does not answer): the pool
+    keeps the record open for a later start without counting it as a failed attempt."""
 
 
 @dataclass(frozen=True)

@@ -373,6 +373,13 @@ _service = None
 _service_lock = threading.Lock()  # rollout threads may call generate at once: one service per process
 
 
+def service_options(args) -> dict:
+    """The terminal provider's options for the pool servers the trainer starts: --terminal-tasks-dir,
+    --terminal-backend, --terminal-image (those given)."""
+    names = {"terminal_tasks_dir": "tasks_dir", "terminal_backend": "backend", "terminal_image": "image"}
+    return {option: getattr(args, flag) for flag, option in names.items() if getattr(args, flag, None)}
+
+
 def _env_url(args) -> tuple[str, str | None]:
     """The environment service's URL: --env-server-url, else $ENV_SERVER_URL, else pool servers this process
     starts itself (`--env-workers`, the terminal provider over --terminal-tasks-dir)."""
@@ -386,10 +393,7 @@ def _env_url(args) -> tuple[str, str | None]:
             from slime.agentic.env_service.launch import EnvService
             from slime.agentic.env_service.settings import PoolSettings
 
-            options = {}
-            tasks_dir = getattr(args, "terminal_tasks_dir", None)
-            if tasks_dir:
-                options["tasks_dir"] = tasks_dir
+            options = service_options(args)
             run_dir = getattr(args, "run_dir", None) or "runs/terminal"
             settings = PoolSettings.from_env(provider=getattr(args, "env_provider", None) or "terminal",
                                              state_dir=os.path.join(run_dir, "env_service"),

@@ -4,6 +4,7 @@ and test times.
 
     python -m slime.agentic.terminal.check                      # every task in terminal-rl/tasks
     python -m slime.agentic.terminal.check --tasks-dir DIR 'git-*' count-error-lines --concurrency 2 --json out.json
+    python -m slime.agentic.terminal.check --backend docker     # in containers (scripts/setup_docker.sh first)
 
 Exit status 0 when every task checks out, 1 otherwise.
 """
@@ -19,6 +20,8 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from slime.agentic.docker_sandbox import DEFAULT_IMAGE, task_image
 
 from .tasks import DEFAULT_TASKS_DIR, TerminalTask, load_tasks
 from .workspace import EvalOutcome, evaluate_solution
@@ -57,14 +60,23 @@ class TaskCheck:
 
 
 async def check_tasks(tasks: list[TerminalTask], concurrency: int = 2, **workspace_kwargs) -> list[TaskCheck]:
-    """Both runs of every task, `concurrency` workspaces at a time; results in the order of `tasks`."""
+    """Both runs of every task, `concurrency` workspaces at a time; results in the order of `tasks`. With
+    ``docker={"image": "tb__{task}", ...}`` each task's workspace runs in a container of its own image (``{task}``:
+    the task's name), all of them in the same pool of `concurrency` slots."""
     sem = asyncio.Semaphore(max(1, concurrency))
     checks = [TaskCheck(t) for t in tasks]
+    docker = workspace_kwargs.pop("docker", None)
+
+    def kwargs_for(task: TerminalTask) -> dict:
+        if docker is None:
+            return workspace_kwargs
+        image = task_image(docker.get("image", DEFAULT_IMAGE), task.name)
+        return {**workspace_kwargs, "docker": {**docker, "image": image}}
 
     async def run(check: TaskCheck, solve: bool) -> None:
         async with sem:
             try:
-                outcome, times = await evaluate_solution(check.task, solve=solve, **workspace_kwargs)
+                outcome, times = await evaluate_solution(check.task, solve=solve, **kwargs_for(check.task))
             except Exception as e:  # a broken setup.sh or solution.sh: reported, the others go on
                 check.error = check.error or f"{type(e).__name__}: {e}"
                 return
@@ -95,10 +107,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tasks-dir", default=os.environ.get("TERMINAL_TASKS_DIR", str(DEFAULT_TASKS_DIR)))
     p.add_argument("--concurrency", type=int, default=2)
     p.add_argument("--json", help="write the per-task results and timings here")
+    p.add_argument("--backend", choices=["bwrap", "docker"], default="bwrap", help="where the tasks run")
+    p.add_argument("--image", default=DEFAULT_IMAGE, help="--backend docker: the image ({task}: the task's name)")
     args = p.parse_args(argv)
     tasks = load_tasks(args.tasks_dir, args.names or None)
     start = time.monotonic()
-    checks = asyncio.run(check_tasks(tasks, args.concurrency))
+    docker = {"docker": {"image": args.image}} if args.backend == "docker" else {}
+    checks = asyncio.run(check_tasks(tasks, args.concurrency, **docker))
     wall = time.monotonic() - start
     for c in checks:
         print(c.line(), flush=True)

@@ -13,6 +13,7 @@ in the total but not as passed: a test that did not run is no evidence that the 
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import xml.etree.ElementTree as ET
@@ -158,18 +159,32 @@ def parse_junit_xml(data: str | bytes) -> JUnitReport:
     return JUnitReport(tuple(by_id.values()))
 
 
+def report_of_file(path: str | os.PathLike, data: bytes | None, *, regular: bool = True) -> JUnitReport:
+    """The report from what was found at `path` (on the host or in a container; written by sandboxed code): `data`,
+    its first MAX_REPORT_BYTES + 1 bytes or more, None when there is no file; `regular` False when it is anything but
+    a regular file (a symlink, a directory, a fifo), which is refused. A larger report is refused by
+    :func:`parse_junit_xml`."""
+    if data is None:
+        return _failed_report(f"no JUnit XML report at {path} (the tests did not run, or did not finish)")
+    if not regular:
+        return _failed_report(f"the JUnit XML report {path} is not a regular file")
+    return parse_junit_xml(data)
+
+
 def read_junit_xml(path: str | os.PathLike) -> JUnitReport:
-    """Read and parse the report at `path` on the host. The file was written by sandboxed code: a symlink is not
-    followed, anything but a regular file is refused, and at most MAX_REPORT_BYTES are read."""
+    """Read and parse the report at `path` on the host (:func:`report_of_file`): a symlink is not followed, and at
+    most MAX_REPORT_BYTES + 1 bytes are read."""
     try:
         fd = os.open(os.fspath(path), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
-        return _failed_report(f"no JUnit XML report at {path} (the tests did not run, or did not finish)")
+        return report_of_file(path, None)
     except OSError as e:
+        if e.errno == errno.ELOOP:  # O_NOFOLLOW on a symlink
+            return report_of_file(path, b"", regular=False)
         return _failed_report(f"cannot open the JUnit XML report {path}: {e.strerror or e}")
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return _failed_report(f"the JUnit XML report {path} is not a regular file")
+            return report_of_file(path, b"", regular=False)
         with os.fdopen(fd, "rb") as f:
             fd = -1
             data = f.read(MAX_REPORT_BYTES + 1)
@@ -178,7 +193,8 @@ def read_junit_xml(path: str | os.PathLike) -> JUnitReport:
     finally:
         if fd >= 0:
             os.close(fd)
-    return parse_junit_xml(data)
+    return report_of_file(path, data)
 
 
-__all__ = ["OUTCOMES", "CaseResult", "JUnitReport", "parse_junit_xml", "pass_rate_reward", "read_junit_xml"]
+__all__ = ["OUTCOMES", "CaseResult", "JUnitReport", "parse_junit_xml", "pass_rate_reward", "read_junit_xml",
+           "report_of_file"]

@@ -4,6 +4,20 @@ tools; `evaluate` stops the shells and runs the task's tests (JUnit XML -> passe
 
     python -m slime.agentic.env_service.pool_server --provider terminal --provider-option tasks_dir=terminal-rl/tasks
 
+Backends (`backend=`): `bwrap` (the default: the project's bubblewrap sandbox) or `docker` (one container per lease,
+`slime.agentic.docker_sandbox`; terminal-rl/README.md, "Docker backend"):
+
+    python -m slime.agentic.env_service.pool_server --provider terminal --provider-option backend=docker \
+        --provider-option image=slime-terminal-base      # or a terminal-bench image per task: image=tb__{task}
+
+`image` may name the task as `{task}` (the result must be a Docker image reference: checked at start and per task);
+`docker_user` (default: an unprivileged uid of the sandbox pool; `root` as terminal-bench runs its agents; any other
+user of the image, resolved to its uid:gid in the container) and `docker_host` (default `$DOCKER_HOST`, else
+scripts/setup_docker.sh's daemon) go to the sandbox. A container outlives a crashed server: its name is recorded with
+the lease, and every container is labelled with its lease id, so a restarted server removes it (`reap`), also one
+started by a reset that the crash cut short before the record was written; a reap that fails leaves the record open
+for the next start.
+
 `reset`'s `task_meta` is upstream's `{task_name, task_path, instruction}`: the task folder is `task_path` under the
 provider's `tasks_dir` (it must stay inside it), else the folder named `task_name`. The instruction the agent sees
 is the task's own (`task.yaml`), as upstream's `user_msg`. After `evaluate` a lease takes no more tool calls
@@ -12,13 +26,24 @@ is the task's own (`task.yaml`), as upstream's `user_msg`. After `evaluate` a le
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from slime.agentic.docker_sandbox import (
+    DEFAULT_IMAGE,
+    ContainerGone,
+    check_user,
+    ping_daemon,
+    remove_container,
+    remove_labelled,
+    task_image,
+)
 from slime.agentic.env_service.providers import (
     LeaseContext,
     ProviderError,
+    ReapDeferred,
     reap_sandbox_uid,
 )
 from slime.agentic.shell_sessions import (
@@ -29,6 +54,11 @@ from slime.agentic.shell_sessions import (
 
 from .tasks import DEFAULT_TASKS_DIR, TaskFormatError, TerminalTask, load_task
 from .workspace import APP_DIR, TaskSetupError, TaskWorkspace
+
+logger = logging.getLogger(__name__)
+
+BACKENDS = ("bwrap", "docker")
+LEASE_LABEL = "slime.lease"  # on every container of a lease: its lease id
 
 
 @dataclass
@@ -43,12 +73,24 @@ def _flag(value) -> bool:
     return value if isinstance(value, bool) else str(value).strip().lower() in ("1", "true", "yes", "on")
 
 
+REAP_TIMEOUT_S = 10.0  # each docker call of a reap at start (and the daemon's probe): before /healthz answers
+
+
 class TerminalProvider:
     name = "terminal"
 
     def __init__(self, tasks_dir: str | os.PathLike | None = None, block_timeout: float = DEFAULT_BLOCK_TIMEOUT,
                  max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS, include_kill_tool: bool | str = False,
-                 setup_timeout_s: float = 120.0):
+                 setup_timeout_s: float = 120.0, backend: str = "bwrap", image: str = DEFAULT_IMAGE,
+                 docker_user: str | None = None, docker_host: str | None = None):
+        if backend not in BACKENDS:
+            raise ValueError(f"terminal provider: backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+        self.backend = backend
+        task_image(image, "task")  # a malformed image (or template) or user is refused here, not at the first episode
+        if docker_user:
+            check_user(docker_user)
+        self.image, self.docker_user, self.docker_host = image, docker_user or None, docker_host or None
+        self._daemons: dict[str | None, str] = {}  # reap: each daemon probed once (host -> "" or why it is down)
         self.tasks_dir = Path(tasks_dir or os.environ.get("TERMINAL_TASKS_DIR") or DEFAULT_TASKS_DIR).resolve()
         if not self.tasks_dir.is_dir():
             raise ValueError(f"terminal provider: tasks_dir {self.tasks_dir} is not a directory")
@@ -78,8 +120,17 @@ class TerminalProvider:
 
     async def reset(self, lease: LeaseContext, request: dict) -> tuple[TerminalEnv, dict]:
         task = self.task_for(request.get("task_meta") or {})
+        docker = None
+        if self.backend == "docker":
+            try:
+                image = task_image(self.image, task.name)
+            except ValueError as e:
+                raise ProviderError(422, f"task {task.name!r}: {e}", code="BAD_IMAGE") from None
+            docker = {"image": image, "user": self.docker_user, "docker_host": self.docker_host,
+                      "labels": {LEASE_LABEL: lease.lease_id}}
         try:
-            workspace = await TaskWorkspace.create(task, base_dir=lease.workdir, setup_timeout_s=self.setup_timeout_s)
+            workspace = await TaskWorkspace.create(task, base_dir=lease.workdir, setup_timeout_s=self.setup_timeout_s,
+                                                   docker=docker)
         except TaskSetupError as e:
             raise ProviderError(422, str(e), code="SETUP_FAILED") from None
         shell = ShellSessions(workspace.sandbox, workdir=APP_DIR, block_timeout=self.block_timeout,
@@ -94,7 +145,11 @@ class TerminalProvider:
         return {"observation": await env.shell.call_tool(tool_call.get("name"), tool_call.get("arguments") or {})}
 
     async def evaluate(self, env: TerminalEnv, request: dict) -> dict:
-        await env.shell.aclose()  # the tests need the sandbox (one process tree at a time): the shells end here
+        try:
+            await env.shell.aclose()  # the tests need the sandbox (one process tree at a time): the shells end here
+        except ContainerGone as e:  # the episode stopped its container: run_tests scores that (reward -1)
+            if not env.workspace.sandbox.stopped_in_episode(e):
+                raise
         env.evaluated = True
         timeouts = request.get("task_timeouts") or {}
         limit = timeouts.get("eval") if isinstance(timeouts, dict) else None
@@ -109,7 +164,46 @@ class TerminalProvider:
             await env.workspace.aclose()
 
     def resources(self, env: TerminalEnv) -> dict:
-        return {"uid": env.workspace.sandbox.uid, "path": str(env.workspace.root), "task": env.task.name}
+        box = env.workspace.sandbox
+        out = {"uid": box.uid, "path": str(env.workspace.root), "task": env.task.name}
+        if self.backend == "docker":
+            out.update(container=box.name, docker_host=box.docker_host)
+        return out
 
     def reap(self, resources: dict) -> None:
-        reap_sandbox_uid(resources)
+        """After a crash: the recorded container, every container labelled with the lease id (a reset the crash cut
+        short recorded none; only when containers are in play: the record names one, or this server runs docker),
+        then the uid's leftover processes. Each step runs whatever the others did; when one failed, this raises
+        (after all of them), so the pool keeps the record open and a later start tries again."""
+        errors = []
+        container, lease_id = resources.get("container"), resources.get("lease_id")
+        host = resources.get("docker_host") or self.docker_host
+        docker = isinstance(container, str) or (isinstance(lease_id, str) and self.backend == "docker")
+        if docker:
+            # one short probe per daemon and start: a daemon that is down or hung costs its records nothing more
+            # (they stay open, ReapDeferred), and the server still starts within seconds
+            if host not in self._daemons:
+                try:
+                    ping_daemon(host, timeout=REAP_TIMEOUT_S)
+                    self._daemons[host] = ""
+                except Exception as e:
+                    self._daemons[host] = str(e)
+            if self._daemons[host]:
+                raise ReapDeferred(f"the Docker daemon {host or '(default)'} does not answer: {self._daemons[host]}")
+        steps = []
+        if isinstance(container, str):
+            steps.append((f"remove container {container}",
+                          lambda: remove_container(container, docker_host=host, timeout=REAP_TIMEOUT_S)))
+        if isinstance(lease_id, str) and docker:
+            steps.append((f"remove the containers of lease {lease_id}",
+                          lambda: remove_labelled(f"{LEASE_LABEL}={lease_id}", docker_host=host,
+                                                  timeout=REAP_TIMEOUT_S)))
+        steps.append(("reap the sandbox uid", lambda: reap_sandbox_uid(resources)))
+        for what, step in steps:
+            try:
+                step()
+            except Exception as e:  # the next step still runs
+                logger.warning("terminal provider: reap: could not %s: %s", what, e)
+                errors.append(f"{what}: {e}")
+        if errors:
+            raise RuntimeError("; ".join(errors))

@@ -7,6 +7,26 @@ directory is bound at ``/tests``. During the episode ``/tests`` is empty and own
 neither see the tests nor plant anything there (a write fails with "Permission denied"); it is cleared again
 before every evaluation in any case.
 
+Docker (``docker={...}``: :class:`slime.agentic.docker_sandbox.DockerSandbox` options): the sandbox is a container
+of the image; ``/app`` is the image's own (created when missing, given to the sandbox user unless that is root) and
+``/tests`` a root-owned directory of the container, staged with ``docker cp`` (:mod:`.tests_dir`), the report copied
+back out; ``PYTHON`` is the image's ``python3``. The steps below are the same, and so is what the tests get to see of
+the agent, but for what follows from a container living for the whole episode where bubblewrap gives every command
+a fresh pid namespace and ``/tmp``:
+
+* every process of the container but its own (init, idle; both root) is SIGKILLed after every command, whatever its
+  uid, session, environment or state (a process whose main thread exited alone shows as a zombie while its other
+  threads run: it is killed too), and again before anything is staged (setup, solution, tests); ``/tmp`` and
+  ``/dev/shm`` are emptied before the tests. So nothing of the agent's runs beside the tests and their ``HOME``
+  holds nothing of the agent's, as in bubblewrap.
+* the image's root filesystem is the container's own: what the agent wrote where the image lets its user write
+  (``/var/tmp``) is still there for the tests (the bwrap sandbox's system is read-only). With ``user="root"`` the
+  agent can write everything, including ``/bin/bash`` and the tests' interpreter and pytest: nothing isolates the
+  harness from a root agent, so use root only with trusted images and agents.
+* a container that stopped during the episode (a root agent killed its idle process; the OOM killer) scores the
+  evaluation 0 tests passed (reward -1, ``reason`` says so); a container removed under the harness, or a daemon
+  that does not answer, raises SandboxError.
+
 * ``setup()`` (done by ``create``): the task's ``setup.sh`` is staged at ``/tests/setup.sh`` and run with
   ``bash`` in ``/app`` as the sandbox uid (files it creates belong to the agent), with a timeout; then ``/tests``
   is emptied. A failing or timed-out setup raises :class:`TaskSetupError` (task, exit code, output tail).
@@ -31,7 +51,8 @@ per run; ``autoload_pytest_plugins=True`` keeps them), ``PYTHONDONTWRITEBYTECODE
 
 Limits: the tests run as the agent's uid (as in terminal-bench, where they run in the agent's container), so a
 program of the agent's that the tests execute could tamper with the report while the tests run. The tests and
-run-tests.sh themselves cannot be changed by it (root-owned).
+run-tests.sh themselves cannot be changed by it (root-owned), and nothing the agent started earlier is still
+running (both backends).
 
 API: ``async`` first, with ``*_sync`` wrappers (the sandbox's convention)::
 
@@ -53,13 +74,14 @@ import logging
 import math
 import os
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
+from slime.agentic.docker_sandbox import ContainerGone, DockerSandbox
 from slime.agentic.sandbox import (
     Command,
     Sandbox,
@@ -70,15 +92,14 @@ from slime.agentic.sandbox import (
     _run_coroutine,  # the sandbox's sync wrappers' helper: the same convention here
 )
 
-from .junit import JUnitReport, pass_rate_reward, read_junit_xml
+from .junit import JUnitReport, pass_rate_reward
 from .tasks import TerminalTask, load_task
+from .tests_dir import JUNIT_NAME, RESULTS_SUBDIR, ContainerTestsDir, HostTestsDir
 
 logger = logging.getLogger(__name__)
 
 APP_DIR = "/app"
 TESTS_MOUNT = "/tests"
-RESULTS_SUBDIR = ".results"
-JUNIT_NAME = "junit.xml"
 DEFAULT_SETUP_TIMEOUT_S = 120.0
 DEFAULT_SOLUTION_TIMEOUT_S = 120.0
 OUTPUT_TAIL_CHARS = 4000
@@ -142,8 +163,13 @@ def _tail(result: SandboxResult, limit: int = OUTPUT_TAIL_CHARS) -> str:
 
 
 class TaskWorkspace:
-    """A task's sandbox with /app and the hidden /tests; see the module docstring. Construction is cheap and
-    synchronous (directories and a uid); ``setup()`` runs setup.sh. One command at a time (the sandbox's rule)."""
+    """A task's sandbox with /app and the hidden /tests; see the module docstring. Construction is synchronous
+    (directories and a uid; a container with `docker`); ``setup()`` runs setup.sh. One command at a time (the
+    sandbox's rule).
+
+    `docker`: None for the bubblewrap sandbox; else the keyword arguments of
+    :class:`~slime.agentic.docker_sandbox.DockerSandbox` (``image``, ``user``, ``docker_host``, ``labels``, ...)
+    and the task runs in a container of that image (its /app as the image has it, its own python3 and pytest)."""
 
     def __init__(
         self,
@@ -156,9 +182,9 @@ class TaskWorkspace:
         env: Mapping[str, str] | None = None,
         setup_timeout_s: float = DEFAULT_SETUP_TIMEOUT_S,
         autoload_pytest_plugins: bool = False,
+        docker: Mapping[str, Any] | None = None,
     ):
         self.task = task if isinstance(task, TerminalTask) else load_task(task)
-        self.python = python or sys.executable
         self.setup_timeout_s = float(setup_timeout_s)
         self.autoload_pytest_plugins = autoload_pytest_plugins
         self.setup_s: float | None = None  # measured: setup.sh's wall time
@@ -168,20 +194,32 @@ class TaskWorkspace:
         self.root = Path(tempfile.mkdtemp(prefix=f"slime-terminal-{self.task.name[:40]}-", dir=base))
         try:
             os.chmod(self.root, 0o700)
-            self.tests_host = self.root / "tests"
-            self.tests_host.mkdir(mode=0o755)
-            os.chmod(self.tests_host, 0o755)  # root-owned: the sandbox uid may enter it but not write into it
-            self.sandbox = Sandbox(
-                limits=limits,
-                base_dir=self.root,
-                mount_at=APP_DIR,
-                rw_binds=[(str(self.tests_host), TESTS_MOUNT)],
-                uid_pool=uid_pool,
-                env=env,
-            )
+            self.sandbox: Sandbox | DockerSandbox
+            self.tests_host: Path | None = None  # bwrap: /tests on the host
+            if docker is None:
+                self.tests_host = self.root / "tests"
+                self.tests_host.mkdir(mode=0o755)
+                os.chmod(self.tests_host, 0o755)  # root-owned: the sandbox uid may enter it but not write into it
+                self.sandbox = Sandbox(
+                    limits=limits,
+                    base_dir=self.root,
+                    mount_at=APP_DIR,
+                    rw_binds=[(str(self.tests_host), TESTS_MOUNT)],
+                    uid_pool=uid_pool,
+                    env=env,
+                )
+                self.tests: HostTestsDir | ContainerTestsDir = HostTestsDir(self.tests_host, self.sandbox.uid)
+            else:
+                options = {"workdir": APP_DIR, "limits": limits, "env": env, "uid_pool": uid_pool, **docker}
+                options["root_dirs"] = (*options.get("root_dirs", ()), TESTS_MOUNT)
+                self.sandbox = DockerSandbox(**options)
+                self.tests = ContainerTestsDir(self.sandbox, TESTS_MOUNT)
         except BaseException:
             shutil.rmtree(self.root, ignore_errors=True)
             raise
+        # the interpreter of $PYTHON for the staged scripts and the tests: the project's (bound read-only into the
+        # bwrap sandbox), or the image's python3
+        self.python = python or self.sandbox.python
         self._closed = False
 
     # -- lifecycle
@@ -202,9 +240,9 @@ class TaskWorkspace:
         return _run_coroutine(cls.create(task, **kwargs))
 
     @property
-    def app_host(self) -> Path:
-        """/app on the host (for inspection; files in it belong to the sandbox uid)."""
-        return Path(self.sandbox.path)
+    def app_host(self) -> Path | None:
+        """/app on the host (for inspection; files in it belong to the sandbox uid); None in a container."""
+        return Path(self.sandbox.path) if self.sandbox.path else None
 
     @property
     def closed(self) -> bool:
@@ -249,34 +287,12 @@ class TaskWorkspace:
             raise SandboxError(f"the workspace of task {self.task.name!r} is closed")
 
     def _clear_tests(self) -> None:
-        """Empty /tests (whatever is there, whoever wrote it) and make it root-owned 0755 again."""
-        for entry in list(os.scandir(self.tests_host)):
-            if entry.is_dir(follow_symlinks=False):
-                shutil.rmtree(entry.path, ignore_errors=True)
-            else:
-                try:
-                    os.unlink(entry.path)
-                except FileNotFoundError:
-                    pass
-        os.chown(self.tests_host, os.geteuid(), os.getegid())
-        os.chmod(self.tests_host, 0o755)
-
-    def _stage(self, files: Mapping[str, Path], dirs: Mapping[str, Path] = {}) -> None:
-        """Copy into /tests, root-owned, readable (not writable) by the sandbox uid."""
-        self._clear_tests()
-        for name, src in dirs.items():
-            shutil.copytree(src, self.tests_host / name, symlinks=False, dirs_exist_ok=True,
-                            ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache", "*.pyc"))
-        for name, src in files.items():
-            shutil.copyfile(src, self.tests_host / name)
-        for dirpath, dirnames, filenames in os.walk(self.tests_host):
-            os.chmod(dirpath, 0o755)
-            for f in filenames:
-                p = os.path.join(dirpath, f)
-                os.chmod(p, 0o755 if os.stat(p).st_mode & 0o100 else 0o644)
+        self.tests.clear()
 
     async def _run_staged(self, script: Path, name: str, timeout: float, env: Mapping[str, str] | None = None) -> SandboxResult:
-        await asyncio.to_thread(self._stage, {name: script})
+        await self.sandbox._settle()  # a cleanup a cancelled command left running ends first
+        self.sandbox._check_free()  # nothing of the agent's may be running while /tests holds anything
+        await asyncio.to_thread(self.tests.stage, {name: script})
         try:
             return await self.sandbox.run(["bash", f"{TESTS_MOUNT}/{name}"], timeout=timeout, env={"PYTHON": self.python, **(env or {})})
         finally:
@@ -327,27 +343,36 @@ class TaskWorkspace:
             env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
         return env
 
-    def _stage_tests(self) -> Path:
-        self._stage({"run-tests.sh": self.task.run_tests_script}, {".": self.task.tests_dir})
-        results = self.tests_host / RESULTS_SUBDIR
-        results.mkdir(mode=0o700)
-        if self.sandbox.uid is not None:
-            os.chown(results, self.sandbox.uid, self.sandbox.uid)
-        return results / JUNIT_NAME
+    def _stage_tests(self) -> None:
+        # scratch: in a container, /tmp (the tests' HOME) and /dev/shm are emptied, as a bwrap run's are fresh
+        self.tests.stage({"run-tests.sh": self.task.run_tests_script}, {".": self.task.tests_dir}, results=True,
+                         scratch=True)
 
     async def run_tests(self, timeout: float | None = None) -> EvalOutcome:
         """Run the task's tests in the sandbox and read their JUnit XML (see the module docstring)."""
         self._check_open()
+        await self.sandbox._settle()  # a cleanup a cancelled command left running ends first
+        self.sandbox._check_free()  # the agent's shells must have ended (see the module docstring)
         timeout = float(timeout if timeout is not None else self.task.max_test_timeout_sec)
         start = time.monotonic()
-        junit_host = await asyncio.to_thread(self._stage_tests)
         try:
-            # the wall-clock limit is the task's; the per-process CPU limit must not cut a long test run shorter
-            limits = replace(self.sandbox.limits, timeout_s=timeout, cpu_seconds=max(self.sandbox.limits.cpu_seconds, math.ceil(timeout) + 1))
-            result = await self.sandbox.run(["bash", f"{TESTS_MOUNT}/run-tests.sh"], limits=limits, env=self._test_env(), cwd=TESTS_MOUNT)
-            report = await asyncio.to_thread(read_junit_xml, junit_host)
-        finally:
-            await asyncio.to_thread(self._clear_tests)
+            await asyncio.to_thread(self._stage_tests)
+            try:
+                # the wall-clock limit is the task's; the per-process CPU limit must not cut a long test run shorter
+                limits = replace(self.sandbox.limits, timeout_s=timeout, cpu_seconds=max(self.sandbox.limits.cpu_seconds, math.ceil(timeout) + 1))
+                result = await self.sandbox.run(["bash", f"{TESTS_MOUNT}/run-tests.sh"], limits=limits, env=self._test_env(), cwd=TESTS_MOUNT)
+                report = await asyncio.to_thread(self.tests.read_report)
+            finally:
+                await asyncio.to_thread(self._clear_tests)
+        except ContainerGone as e:
+            # the episode stopped its container (a root agent killed its idle process; the OOM killer): no test
+            # can pass, the sample is scored; a container removed under us, or a daemon that does not answer, raise
+            if not self.sandbox.stopped_in_episode(e):
+                raise
+            self.last_eval_s = time.monotonic() - start
+            reason = f"the container stopped during the episode, no test could run ({e})"
+            return EvalOutcome(task=self.task.name, report=JUnitReport((), reason), timed_out=False, exit_code=None,
+                               output_tail="", duration_s=self.last_eval_s, reason=reason, outcomes={})
         reason = report.reason
         if result.timed_out:
             reason = f"the tests timed out after {timeout:g} s" + (f" ({reason})" if reason else "")

@@ -603,6 +603,8 @@ _LIST_SPLIT = re.compile(r",\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+", re.I)
 
 def _no_list(m: re.Match) -> str | None:
     """"no bold, no lists and no final answer label" -> "Do not use bold, lists or final answer label."."""
+    if m.string[m.end():].lstrip().startswith("?"):
+        return None  # "no summary?" misses the summary: it forbids nothing (the rest of the message may say more)
     parts = [p.strip() for p in _LIST_SPLIT.split(m.group("x")) if p.strip()]
     forbidden = sum(1 for p in parts if p.lower().startswith("no "))
     items = [_tidy(re.sub(r"^no\s+", "", p, flags=re.I)) for p in parts]

@@ -1,0 +1,231 @@
+#!/usr/bin/env bash
+# A private Docker daemon and the terminal tasks' base image, for the terminal environment's Docker backend
+# (slime/slime/agentic/docker_sandbox.py; terminal-rl/README.md, "Docker backend").
+#
+#   bash scripts/setup_docker.sh [start]   # install, start the daemon, build the image (idempotent)
+#   bash scripts/setup_docker.sh stop      # stop the daemon this script started (by the PID in its pidfile)
+#   bash scripts/setup_docker.sh status    # say whether it runs; exit 1 when it does not
+#   bash scripts/setup_docker.sh env       # only print where it lives (the export lines below), start nothing
+#   eval "$(bash scripts/setup_docker.sh)" # start, and export DOCKER_HOST (and the others) into this shell
+#
+# start: installs Debian's docker.io with apt-get only when it is missing; starts dockerd unless the one of
+# $SLIME_DOCKER_DIR already answers; builds the image `slime-terminal-base` (Debian bookworm minbase with python3,
+# pytest, git, tmux) when the daemon does not have it. The image's root filesystem is cached as a tarball in
+# $SLIME_DOCKER_DIR, so a later build (a fresh data root, another machine sharing the cache) imports it without
+# network; only a build without that tarball needs debootstrap (installed then, when missing) and the network.
+# On stdout it prints only `export KEY=VALUE` lines (values shell-quoted), for eval and for callers that parse them
+# (slime.agentic.docker_sandbox.parse_exports; the tests):
+#   SLIME_DOCKER_DIR=...  DOCKER_HOST=unix://...  DOCKERD_PID=N  DOCKERD_STARTED=1|0  SLIME_DOCKER_IMAGE=...
+# Everything else goes to stderr.
+#
+# Exit status: 0 done; 2 Docker cannot run on this machine (not root, apt-get cannot install docker.io, dockerd
+# fails for kernel or permission reasons): the only status a caller may take as "skip"; 3 dockerd failed otherwise;
+# 4 the image could not be built; 5 a daemon this script does not manage answers on its socket; 64 usage.
+#
+# The daemon is private: its own data root, exec root, pidfile and socket under $SLIME_DOCKER_DIR (default
+# ~/.cache/slime/docker, also slime.agentic.docker_sandbox.default_docker_dir()'s), and no network setup at all
+# (--bridge=none, no iptables rules): containers run with --network none. It listens on nothing but its unix
+# socket. It runs until `stop`.
+set -euo pipefail
+
+DIR=${SLIME_DOCKER_DIR:-$HOME/.cache/slime/docker}
+IMAGE=${SLIME_DOCKER_IMAGE:-slime-terminal-base}
+SUITE=${SLIME_DOCKER_SUITE:-bookworm}
+# what the shipped tasks, their tests and the shell host need inside (procps: ps/kill for the agent)
+PACKAGES=${SLIME_DOCKER_PACKAGES:-python3,python3-pytest,git,tmux,ca-certificates,procps}
+SOCK=$DIR/docker.sock
+PIDFILE=$DIR/dockerd.pid
+LOG=$DIR/dockerd.log
+EXEC_ROOT=$DIR/exec
+CONTAINERD_DIR=$EXEC_ROOT/containerd  # where dockerd keeps the containerd it starts (its pidfile and socket)
+ROOTFS_TAR=$DIR/$IMAGE.rootfs.tar
+export DOCKER_HOST=unix://$SOCK
+
+log() { echo "setup_docker: $*" >&2; }
+say() { printf 'export %s=%q\n' "$1" "$2"; }  # one line for the caller
+
+alive() {  # alive PID: it exists and is not a zombie (a parent that never reaps would keep it for ever)
+    local stat
+    stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+    stat=${stat##*) }
+    [ "${stat%% *}" != Z ]
+}
+
+daemon_pid() {  # the pid of our dockerd when it is alive, else nothing
+    local pid
+    pid=$(cat "$PIDFILE" 2>/dev/null) || return 0
+    if [ -n "$pid" ] && alive "$pid" && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = dockerd ]; then
+        echo "$pid"
+    fi
+}
+
+answers() { docker version --format '{{.Server.Version}}' >/dev/null 2>&1; }
+
+apt_install() {  # apt_install PACKAGE...: exit 2 (cannot run here) when apt-get cannot install them
+    # the packages' own docker/containerd services are not used: keep them from starting
+    PREVENT_SERVICES=1 bash "$(dirname "$0")/apt_install.sh" "the Docker terminal backend" "$@" ||
+        { log "apt-get could not install $*"; exit 2; }
+}
+
+install_missing() {
+    if [ "$(id -u)" != 0 ]; then
+        log "not root: a private dockerd needs root (run this as root)"
+        exit 2
+    fi
+    if ! command -v dockerd >/dev/null 2>&1 || ! command -v docker >/dev/null 2>&1; then
+        apt_install docker.io
+    fi
+    command -v dockerd >/dev/null 2>&1 || { log "no dockerd (apt-get install docker.io): cannot start a daemon"; exit 2; }
+    command -v docker >/dev/null 2>&1 || { log "no docker CLI (apt-get install docker.io)"; exit 2; }
+}
+
+start_daemon() {
+    local pid
+    pid=$(daemon_pid)
+    if [ -n "$pid" ] && answers; then
+        log "dockerd $pid already answers on $SOCK"
+        say DOCKERD_PID "$pid"; say DOCKERD_STARTED 0
+        return
+    fi
+    if [ -n "$pid" ]; then
+        log "dockerd $pid is alive but does not answer; stopping it first"
+        stop_daemon
+    elif answers; then
+        log "a Docker daemon answers on $SOCK but $PIDFILE names no live dockerd: it was not started by this script" \
+            "(or its pidfile was removed). Not starting a second one on the same data root: stop that daemon first."
+        exit 5
+    fi
+    mkdir -p "$DIR/data" "$EXEC_ROOT"
+    chmod 0700 "$DIR"
+    rm -f "$SOCK"  # nothing answers on it (checked above)
+    log "starting dockerd (data root $DIR/data, socket $SOCK, log $LOG)"
+    # no bridge, no iptables/NAT rules, no userland proxy: it touches none of the host's networking
+    local mark=0  # the log's lines before this start
+    if [ -f "$LOG" ]; then mark=$(wc -l < "$LOG"); fi
+    setsid dockerd --iptables=false --ip6tables=false --bridge=none --ip-masq=false --userland-proxy=false \
+        --data-root "$DIR/data" --exec-root "$EXEC_ROOT" --pidfile "$PIDFILE" -H "unix://$SOCK" \
+        >>"$LOG" 2>&1 </dev/null &
+    local child=$! deadline=$((SECONDS + 60))
+    until answers; do
+        if ! alive "$child"; then
+            log "dockerd exited while starting; the end of its log:"
+            tail -n +"$((mark + 1))" "$LOG" | tail -n 20 >&2
+            # the kernel or the privileges (a container without them, no cgroups, no overlay/vfs): not fixable here
+            if tail -n +"$((mark + 1))" "$LOG" | grep -qiE 'operation not permitted|permission denied|cgroup|not supported|no such device|kernel|failed to mount'; then
+                exit 2
+            fi
+            exit 3
+        fi
+        if [ $SECONDS -ge $deadline ]; then
+            log "dockerd did not answer within 60 s; stopping it. The end of its log:"
+            tail -n 20 "$LOG" >&2
+            kill "$child" 2>/dev/null || true
+            exit 3
+        fi
+        sleep 0.5
+    done
+    log "dockerd $child answers ($(docker version --format '{{.Server.Version}}'))"
+    say DOCKERD_PID "$child"; say DOCKERD_STARTED 1
+}
+
+is_ours() {  # is_ours PID: its command line names our exec root (a containerd or shim of this daemon, no other's)
+    tr '\0' '\n' < "/proc/$1/cmdline" 2>/dev/null | grep -qxF -e "$CONTAINERD_DIR/containerd.toml" -e "$CONTAINERD_DIR/containerd.sock"
+}
+
+stop_leftovers() {  # after a SIGKILLed dockerd: its containerd (by its pidfile) and the shims of its containers
+    local pid d p child children
+    pid=$(cat "$CONTAINERD_DIR/containerd.pid" 2>/dev/null) || pid=
+    if [ -n "$pid" ] && alive "$pid" && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = containerd ] && is_ours "$pid"; then
+        log "stopping its containerd $pid"
+        kill -KILL "$pid" 2>/dev/null || true
+    fi
+    for d in /proc/[0-9]*; do  # a shim outlives containerd by design: end its container (its init), then it
+        p=${d#/proc/}
+        case "$(cat "$d/comm" 2>/dev/null)" in containerd-shim*) ;; *) continue ;; esac
+        if ! alive "$p" || ! is_ours "$p"; then continue; fi
+        log "stopping the container shim $p and its container"
+        children=()
+        read -ra children 2>/dev/null < "$d/task/$p/children" || true
+        for child in "${children[@]}"; do kill -KILL "$child" 2>/dev/null || true; done
+        kill -KILL "$p" 2>/dev/null || true
+    done
+    rm -f "$CONTAINERD_DIR/containerd.pid"
+}
+
+stop_daemon() {
+    local pid
+    pid=$(daemon_pid)
+    if [ -z "$pid" ]; then
+        log "no dockerd of $DIR is running"
+        return 0
+    fi
+    log "stopping dockerd $pid"
+    kill -TERM "$pid"  # it stops its containers and its containerd, then exits
+    local deadline=$((SECONDS + 30))
+    while alive "$pid"; do
+        if [ $SECONDS -ge $deadline ]; then
+            log "dockerd $pid still alive after 30 s: SIGKILL"
+            kill -KILL "$pid" 2>/dev/null || true
+            sleep 1
+            stop_leftovers
+            break
+        fi
+        sleep 0.2
+    done
+    rm -f "$PIDFILE"
+}
+
+build_image() {
+    if docker image inspect "$IMAGE" >/dev/null 2>&1; then
+        log "image $IMAGE is there"
+        say SLIME_DOCKER_IMAGE "$IMAGE"
+        return
+    fi
+    if [ ! -s "$ROOTFS_TAR" ]; then
+        command -v debootstrap >/dev/null 2>&1 || apt_install debootstrap
+        command -v debootstrap >/dev/null 2>&1 || { log "no debootstrap (apt-get install debootstrap)"; exit 2; }
+        local rootfs=$DIR/rootfs.tmp
+        rm -rf "$rootfs" "$ROOTFS_TAR.tmp"
+        log "building the root filesystem: debootstrap --variant=minbase --include=$PACKAGES $SUITE (a few minutes, ~400 MB)"
+        local start=$SECONDS
+        debootstrap --variant=minbase --include="$PACKAGES" "$SUITE" "$rootfs" >&2 ||
+            { log "debootstrap failed (it needs a Debian mirror)"; rm -rf "$rootfs"; exit 4; }
+        rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
+        tar --numeric-owner -C "$rootfs" -cf "$ROOTFS_TAR.tmp" .
+        mv "$ROOTFS_TAR.tmp" "$ROOTFS_TAR"
+        rm -rf "$rootfs"
+        log "root filesystem cached at $ROOTFS_TAR in $((SECONDS - start)) s"
+    fi
+    log "importing $ROOTFS_TAR as $IMAGE"
+    docker import --change 'CMD ["/bin/bash"]' --change 'ENV LANG=C.UTF-8' "$ROOTFS_TAR" "$IMAGE" >/dev/null ||
+        { log "docker import $ROOTFS_TAR failed"; exit 4; }
+    say SLIME_DOCKER_IMAGE "$IMAGE"
+}
+
+case "${1:-start}" in
+    start)
+        install_missing
+        say SLIME_DOCKER_DIR "$DIR"; say DOCKER_HOST "$DOCKER_HOST"
+        start_daemon
+        build_image
+        ;;
+    stop)
+        stop_daemon
+        ;;
+    status)
+        pid=$(daemon_pid)
+        if [ -n "$pid" ] && answers; then
+            say SLIME_DOCKER_DIR "$DIR"; say DOCKER_HOST "$DOCKER_HOST"; say DOCKERD_PID "$pid"
+        else
+            log "not running"
+            exit 1
+        fi
+        ;;
+    env)
+        say SLIME_DOCKER_DIR "$DIR"; say DOCKER_HOST "$DOCKER_HOST"
+        ;;
+    *)
+        echo "usage: $0 [start|stop|status|env]" >&2
+        exit 64
+        ;;
+esac
