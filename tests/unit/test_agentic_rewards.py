@@ -391,3 +391,14 @@ def test_retool_reward_counts_only_successful_calls_when_given():
 
 
 # -------------------------------------------------------------------------------------- step batches
+
+
+def test_attach_step_targets_writes_the_composed_targets_and_only_when_judged():
+    from slime.agentic.rewards import attach_step_targets
+
+    meta = {"step_wise": {"step_indices": [0, 1], "prm_scores": [1.0, None]}}
+    assert attach_step_targets(meta, -1.0, 0.5) == [1.0, None]
+    assert meta["step_wise"]["step_scores_with_outcome"] == [-0.5, -1.0]  # unjudged: the outcome alone
+    bare = {"step_wise": {"prm_scores": None}}
+    assert attach_step_targets(bare, 1.0, 1.0) is None and "step_scores_with_outcome" not in bare["step_wise"]
+    assert attach_step_targets({}, 1.0, 1.0) is None

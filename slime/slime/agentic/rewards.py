@@ -256,6 +256,17 @@ def trajectory_score(outcome: float, prm_steps: Sequence[float | None], coef: fl
     return math.fsum(compose_step_target(outcome, p, coef).value for p in prm_steps) / len(prm_steps)
 
 
+def attach_step_targets(meta: dict, outcome: float, coef: float) -> list[float | None] | None:
+    """Write the `step_wise` estimator's targets into a sample's metadata: for each PRM score in
+    `meta["step_wise"]["prm_scores"]`, `outcome + coef * prm` (`compose_step_target`; unjudged: the outcome alone),
+    as `step_scores_with_outcome`. Returns the PRM scores (None when the sample has none: nothing is written)."""
+    prm = (meta.get("step_wise") or {}).get("prm_scores")
+    if not prm:
+        return None
+    meta["step_wise"]["step_scores_with_outcome"] = [compose_step_target(outcome, p, coef).value for p in prm]
+    return prm
+
+
 # ------------------------------------------------------------------------------------------- step_wise
 
 

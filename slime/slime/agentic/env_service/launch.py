@@ -4,8 +4,10 @@ its parent, and is stopped by PID. The API key travels in the environment, never
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
+import threading
 from dataclasses import replace
 from pathlib import Path
 
@@ -117,3 +119,28 @@ class EnvService:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+_process_services: dict[str, EnvService] = {}
+_process_services_lock = threading.Lock()  # rollout threads may ask at once: one service per provider per process
+
+
+def rollout_service(args, provider: str, options: dict, default_run_dir: str) -> tuple[str, str | None]:
+    """(URL, API key) of the environment service an agent's rollout talks to: `--env-server-url`, else
+    `$ENV_SERVER_URL` (key `$ENV_SERVER_API_KEY`), else pool servers this process starts on first use
+    (`--env-workers` of `--env-provider`, default `provider`, with the provider `options`; state under
+    `<run dir>/env_service`) and stops at exit."""
+    url = getattr(args, "env_server_url", None) or os.environ.get("ENV_SERVER_URL")
+    if url:
+        return url, os.environ.get("ENV_SERVER_API_KEY") or None
+    name = getattr(args, "env_provider", None) or provider
+    with _process_services_lock:
+        service = _process_services.get(name)
+        if service is None:
+            run_dir = getattr(args, "run_dir", None) or default_run_dir
+            settings = PoolSettings.from_env(provider=name, state_dir=os.path.join(run_dir, "env_service"),
+                                             provider_options=options)
+            service = EnvService(settings, workers=int(getattr(args, "env_workers", None) or 1)).start()
+            atexit.register(service.stop)
+            _process_services[name] = service
+    return service.url, service.api_key

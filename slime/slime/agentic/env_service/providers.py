@@ -190,7 +190,8 @@ def render_result(result: sb.SandboxResult) -> str:
 # ------------------------------------------------------------------------------------------ registry
 
 # a string is imported when first used, so a pool server loads only the provider it serves
-PROVIDERS = {"command": CommandProvider, "terminal": "slime.agentic.terminal.provider:TerminalProvider"}
+PROVIDERS = {"command": CommandProvider, "terminal": "slime.agentic.terminal.provider:TerminalProvider",
+             "swe": "slime.agentic.swe.provider:SweProvider"}
 
 
 def register_provider(name: str, factory) -> None:

@@ -32,7 +32,6 @@ import json
 import logging
 import os
 import re
-import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -157,6 +156,19 @@ class Turn:
     finish_reason: str
     omitted_messages: int = 0
     latency_ms: float = 0.0
+
+
+def turn_sample(sample: Sample, turn: Turn, k: int, meta: dict, status, trainable: bool,
+                prm_scores: list[float | None] | None) -> Sample:
+    """The training sample of one model turn (one sample per turn, `--dynamic-history`): the exact ids the engine
+    got + the ids it sampled with their log-probs, loss mask 1; `meta` gets the turn's `step_wise` record (step k,
+    its span, its PRM score). Shared by the terminal and SWE agents."""
+    meta = {**meta, "step_wise": {"step_indices": [k], "step_token_spans": [[0, len(turn.output_ids)]],
+                                  "prm_scores": [prm_scores[k]] if prm_scores else None}}
+    return Sample(group_index=sample.group_index, index=sample.index, prompt=sample.prompt, label=sample.label,
+                  tokens=list(turn.input_ids) + list(turn.output_ids), response_length=len(turn.output_ids),
+                  response=turn.text, loss_mask=[1] * len(turn.output_ids), rollout_log_probs=list(turn.logprobs),
+                  status=status, metadata=meta, remove_sample=not trainable)
 
 
 class TurnPolicy(Protocol):
@@ -353,24 +365,15 @@ def episode_samples(episode: Episode, sample: Sample, prm_scores: list[float | N
     base = {"task_key": episode.task_key, "num_turns": len(episode.turns), "status": episode.status,
             "stop_reason": episode.stop_reason, "parse_error_count": episode.parse_errors,
             "tool_calls": episode.tool_calls, "accuracy": episode.accuracy, "evaluation": episode.evaluation}
-    out = []
-    for k, turn in enumerate(episode.turns):
-        meta = {**(sample.metadata or {}), **base, "turn_idx": k, "finish_reason": turn.finish_reason,
-                "latency_ms": round(turn.latency_ms, 1), "omitted_messages": turn.omitted_messages,
-                "step_wise": {"step_indices": [k], "step_token_spans": [[0, len(turn.output_ids)]],
-                              "prm_scores": [prm_scores[k]] if prm_scores else None}}
-        out.append(Sample(group_index=sample.group_index, index=sample.index, prompt=sample.prompt,
-                          label=sample.label, tokens=list(turn.input_ids) + list(turn.output_ids),
-                          response_length=len(turn.output_ids), response=turn.text,
-                          loss_mask=[1] * len(turn.output_ids), rollout_log_probs=list(turn.logprobs),
-                          status=status, metadata=meta, remove_sample=not trainable))
-    return out
+    return [turn_sample(sample, turn, k, {**(sample.metadata or {}), **base, "turn_idx": k,
+                                          "finish_reason": turn.finish_reason, "latency_ms": round(turn.latency_ms, 1),
+                                          "omitted_messages": turn.omitted_messages},
+                        status, trainable, prm_scores)
+            for k, turn in enumerate(episode.turns)]
 
 
 # ------------------------------------------------------------------------------------------------ trainer hooks
 
-_service = None
-_service_lock = threading.Lock()  # rollout threads may call generate at once: one service per process
 
 
 def service_options(args) -> dict:
@@ -383,27 +386,9 @@ def service_options(args) -> dict:
 def _env_url(args) -> tuple[str, str | None]:
     """The environment service's URL: --env-server-url, else $ENV_SERVER_URL, else pool servers this process
     starts itself (`--env-workers`, the terminal provider over --terminal-tasks-dir)."""
-    global _service
-    url = getattr(args, "env_server_url", None) or os.environ.get("ENV_SERVER_URL")
-    key = os.environ.get("ENV_SERVER_API_KEY") or None
-    if url:
-        return url, key
-    with _service_lock:
-        if _service is None:
-            from slime.agentic.env_service.launch import EnvService
-            from slime.agentic.env_service.settings import PoolSettings
+    from slime.agentic.env_service.launch import rollout_service
 
-            options = service_options(args)
-            run_dir = getattr(args, "run_dir", None) or "runs/terminal"
-            settings = PoolSettings.from_env(provider=getattr(args, "env_provider", None) or "terminal",
-                                             state_dir=os.path.join(run_dir, "env_service"),
-                                             provider_options=options)
-            service = EnvService(settings, workers=int(getattr(args, "env_workers", None) or 1)).start()
-            import atexit
-
-            atexit.register(service.stop)
-            _service = service
-    return _service.url, _service.api_key
+    return rollout_service(args, "terminal", service_options(args), "runs/terminal")
 
 
 def _client(args):
@@ -480,13 +465,9 @@ async def reward_func(args, item: Sample | list[Sample]):
         reward = {"score": score, "acc": accuracy, "solved": float(accuracy >= 1.0),
                   "parse_error": float(int(meta.get("parse_error_count", 0)) > 0),
                   "truncated": float(meta.get("status") == "truncated")}
-        prm = (meta.get("step_wise") or {}).get("prm_scores")
-        if prm:
-            # the step_wise estimator's target of this turn: outcome + coef * prm (unjudged: the outcome alone)
-            coef = float(getattr(args, "prm_step_coef", 1.0))
-            meta["step_wise"]["step_scores_with_outcome"] = [rewards.compose_step_target(score, p, coef).value
-                                                             for p in prm]
-            if prm[0] is not None:
-                reward["prm_turn_score"] = prm[0]
+        # the step_wise estimator's target of this turn: outcome + coef * prm (unjudged: the outcome alone)
+        prm = rewards.attach_step_targets(meta, score, float(getattr(args, "prm_step_coef", 1.0)))
+        if prm and prm[0] is not None:
+            reward["prm_turn_score"] = prm[0]
         out.append(reward)
     return out if isinstance(item, list) else out[0]

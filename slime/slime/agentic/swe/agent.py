@@ -1,0 +1,628 @@
+"""The SWE agent (upstream's mini-swe-agent loop, without litellm): THOUGHT + exactly one bash block per step, run in
+the instance's sandboxed repository through the environment service (the `swe` provider), until the submit command.
+
+    --custom-generate-function-path slime.agentic.swe.agent.generate
+    --custom-rm-path slime.agentic.swe.agent.reward_func
+    --env-provider swe  (instances: $SWE_INSTANCES, default swe-rl/data/instances.jsonl)
+
+Per episode: allocate a lease (`request_id` names the instance, seed, group and index), reset it to a fresh tree of
+the instance, then at most `max_steps` times (`--max-turns`, `$MAX_STEPS`, default 20):
+
+1. heartbeat; the context (the whole trajectory while it fits `rollout_max_context_len - max_new_tokens`, else the
+   head/tail context manager, :func:`manage_context`); generate (exact ids and log-probs);
+2. the first ```bash block of the response (:func:`parse_bash_block`); none: the format-error observation
+   (``<returncode>-1</returncode><output>..</output>``, no reminder) and on to the next step;
+3. `exec` (`bash`); a command holding the submit sentinel ends the episode, its output with the sentinel line
+   stripped is the patch (kept when it is a git diff: :func:`submitted_patch`);
+4. otherwise the observation (:func:`templates.observation`: return code, output with the 10,000-character
+   elision, turns-left reminder).
+
+No valid submitted patch: the repository's diff (the `diff` tool: upstream's diff fallback). The patch is evaluated
+by the provider in a fresh tree (sealed: :func:`.evaluate.evaluate_patch`), never the agent's; an empty patch is
+not evaluated. Reward +1 resolved, -1 otherwise.
+
+Training samples (`--dynamic-history` selects, as in the tool-call setting): one per step (the prompt is exactly the
+ids the engine got at that step, the response exactly the ids it sampled, with their log-probs), or one per
+trajectory (prompt = [system, problem]; response = every later message: the sampled ids of each step with loss
+mask 1 and log-probs, the observations between them with mask 0). The policy builds its context incrementally
+(step k+1's context = step k's context + its sampled ids + the observation's tokens), so while the context manager
+has not cut anything the trajectory sample is exactly what the model saw; a step generated from a cut context
+(upstream trained those off-policy, track2_spec §7.1.11) keeps loss mask 0 in the trajectory sample.
+
+PRM per step (`--step-judge rules|llm|module:factory`, :mod:`.prm`): one score per assistant turn, keyed by its
+index (a format-error step gets its own score: upstream shifted every later score by one, §4.3).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import re
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass, field
+
+from slime.agentic import rewards
+from slime.agentic.env_service.client import EnvServiceError
+from slime.agentic.terminal.agent import Turn, turn_sample
+from slime.utils.types import Sample
+
+from . import templates
+from .patches import patch_format_problem
+from .provider import timeout_message
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_STEPS = 20
+DEFAULT_HEAD_RATIO = 0.3
+DEFAULT_EXEC_TIMEOUT_S = 180.0
+_BASH_BLOCK = re.compile(r"```bash[ \t]*\r?\n(.*?)```", re.DOTALL)
+_TESTS_RAN = re.compile(r"(\b\d+ (passed|failed|errors?|skipped|xfailed|xpassed|deselected)\b.* in [\d.]+s"
+                        r"|\bno tests ran\b|^Ran \d+ tests? in )", re.M)
+
+
+# ------------------------------------------------------------------------------------------------ parsing
+
+
+def parse_bash_block(text: str) -> str | None:
+    """The command of the first ```bash block of a response (upstream runs the first); None when there is none or
+    it is empty. Blocks in other languages (```python, ```sh, a bare ```) are not commands."""
+    match = _BASH_BLOCK.search(text or "")
+    if match is None:
+        return None
+    command = match.group(1).strip("\n")
+    return command if command.strip() else None
+
+
+def is_submit(command: str) -> bool:
+    return templates.SUBMIT_SENTINEL in command
+
+
+def submitted_patch(output: str) -> str | None:
+    """The patch of a submit command's output: what follows the sentinel line, kept when it is a git diff."""
+    at = output.find(templates.SUBMIT_SENTINEL)
+    if at < 0:
+        return None
+    patch = output[at + len(templates.SUBMIT_SENTINEL):].lstrip("\r\n")
+    return patch if patch_format_problem(patch) is None else None
+
+
+def is_test_run(command: str, output: str) -> bool:
+    """A test run: pytest/unittest in the command and a test summary in its output."""
+    return bool(re.search(r"\b(pytest|unittest|tox|nox)\b", command)) and bool(_TESTS_RAN.search(output))
+
+
+# ------------------------------------------------------------------------------------------------ context
+
+
+@dataclass
+class ManagedContext:
+    messages: list[dict]
+    omitted_turns: int = 0
+
+
+def pair_groups(messages: list[dict], head: int = 2) -> list[list[dict]]:
+    """The messages after the first `head`, as turns: an assistant message and the observation(s) that answer it."""
+    groups: list[list[dict]] = []
+    for m in messages[head:]:
+        if m["role"] == "assistant" or not groups:
+            groups.append([m])
+        else:
+            groups[-1].append(m)
+    return groups
+
+
+def manage_context(messages: list[dict], count_tokens: Callable[[list[dict]], int], max_tokens: int,
+                   head_ratio: float = DEFAULT_HEAD_RATIO) -> ManagedContext | None:
+    """Upstream's head/tail context manager at turn granularity, measured with `count_tokens` (the policy's chat
+    template). Over budget: keep [system, problem], then as many turns from the front as fit `floor(head_ratio *
+    available)`, then, after an omission note, as many of the latest turns as fit the rest (`available` = the budget
+    less the system, the problem and the note). The latest turn is always kept (the model must see its last
+    observation); None when not even [system, problem, note, latest turn] fit."""
+    if count_tokens(messages) <= max_tokens:
+        return ManagedContext(list(messages))
+    head, turns = list(messages[:2]), pair_groups(messages)
+    if not turns:
+        return None
+    base = count_tokens(head)
+    fixed = count_tokens(head + [templates.omitted_note(len(turns))])
+    available = max_tokens - fixed
+    if available <= 0:
+        return None
+    costs = [count_tokens(head + t) - base for t in turns]
+    head_budget = math.floor(head_ratio * available)
+    n_head, used = 0, 0
+    while n_head < len(turns) - 1 and used + costs[n_head] <= head_budget:
+        used += costs[n_head]
+        n_head += 1
+    while True:
+        tail_budget, tail = available - sum(costs[:n_head]), []
+        for i in range(len(turns) - 1, n_head - 1, -1):
+            if sum(costs[j] for j in tail) + costs[i] > tail_budget:
+                break
+            tail.append(i)
+        if tail or n_head == 0:
+            break
+        n_head -= 1  # the latest turn must be shown: give its room back from the head
+    if not tail:
+        return None
+    tail.reverse()
+    while True:
+        kept_head, kept_tail = turns[:n_head], [turns[i] for i in tail]
+        omitted = len(turns) - n_head - len(tail)
+        middle = [templates.omitted_note(omitted)] if omitted else []
+        candidate = head + [m for t in kept_head for m in t] + middle + [m for t in kept_tail for m in t]
+        if count_tokens(candidate) <= max_tokens:  # pieces rendered apart may differ by a token or two together
+            return ManagedContext(candidate, omitted)
+        if n_head:
+            n_head -= 1
+        elif len(tail) > 1:
+            tail.pop(0)
+        else:
+            return None
+
+
+# ------------------------------------------------------------------------------------------------ policy
+
+
+@dataclass
+class StepTurn(Turn):
+    managed: bool = False  # the context was not the trajectory's own prefix (the context manager cut it)
+
+
+@dataclass
+class Piece:
+    kind: str  # prompt | step | observation
+    ids: list[int]
+    logprobs: list[float] | None = None  # step: the engine's
+    exact: bool = True  # step: generated from the trajectory's own prefix
+
+
+class SweEnginePolicy:
+    """The policy behind an engine of our protocol (`/generate` with ids and log-probs), for one episode.
+
+    The context is built from ids, not re-rendered text: step 0 gets [system, problem] rendered with the policy's
+    chat template; step k+1 gets step k's context + the ids step k sampled + the tokens the template puts after an
+    assistant message and around the observation (found once with a fixed base conversation, as upstream's
+    "fixed-base" encoding). When that no longer fits, the messages are cut by `manage_context` and rendered."""
+
+    def __init__(self, client, tokenizer, sampling_params: dict, max_context_tokens: int,
+                 head_ratio: float = DEFAULT_HEAD_RATIO):
+        self.client, self.tokenizer = client, tokenizer
+        self.sampling_params = dict(sampling_params)
+        self.max_new_tokens = int(self.sampling_params.get("max_new_tokens") or 1024)
+        self.max_context_tokens = int(max_context_tokens)
+        self.max_input_tokens = self.max_context_tokens - self.max_new_tokens
+        if self.max_input_tokens <= 0:
+            raise ValueError(f"the context ({max_context_tokens} tokens) leaves no room for a prompt beside "
+                             f"{self.max_new_tokens} new tokens")
+        self.head_ratio = head_ratio
+        self.pieces: list[Piece] = []
+        self._covered = 0  # messages the pieces stand for
+        self._closing: str | None = None
+        self._last_finish = "stop"
+
+    def render(self, messages: list[dict]) -> list[int]:
+        from slime.models.chat_template import render_prompt_ids
+
+        return render_prompt_ids(self.tokenizer, messages)
+
+    def _text(self, messages: list[dict], generation: bool) -> str:
+        from slime.models.chat_template import render_text
+
+        return render_text(self.tokenizer, messages, add_generation_prompt=generation)
+
+    _BASE = [{"role": "system", "content": "S"}, {"role": "user", "content": "U"},
+             {"role": "assistant", "content": "A"}]
+
+    def closing_text(self) -> str:
+        """What the template writes after an assistant message's content (e.g. ``<|im_end|>\\n``)."""
+        if self._closing is None:
+            before, after = self._text(self._BASE[:2], True), self._text(self._BASE, False)
+            if not after.startswith(before + "A"):
+                raise ValueError("the chat template does not render an assistant message after its generation prompt")
+            self._closing = after[len(before) + 1:]
+        return self._closing
+
+    def observation_text(self, message: dict) -> str:
+        """The template's text for a user message after an assistant message, through the next generation prompt."""
+        before = self._text(self._BASE, False)
+        after = self._text(self._BASE + [message], True)
+        if not after.startswith(before):
+            raise ValueError("the chat template re-renders earlier messages when a user message follows")
+        return after[len(before):]
+
+    def _glue(self, last: Piece, message: dict, finish_reason: str) -> list[int]:
+        closing = self.closing_text()
+        if last.ids and finish_reason == "stop":
+            # the model sampled the end of its turn (its EOS, e.g. <|im_end|>): only the rest of the closing follows
+            end = self.tokenizer.decode(last.ids[-1:], skip_special_tokens=False)
+            if end and closing.startswith(end):
+                closing = closing[len(end):]
+        return self.tokenizer.encode(closing + self.observation_text(message), add_special_tokens=False)
+
+    @property
+    def trajectory_ids(self) -> list[int]:
+        return [t for p in self.pieces for t in p.ids]
+
+    async def generate_turn(self, messages: list[dict], tools=None) -> StepTurn | None:
+        if not self.pieces:
+            self.pieces.append(Piece("prompt", self.render(messages[:2])))
+            self._covered = 2
+        else:
+            new = messages[self._covered:]
+            if len(new) != 2 or new[0]["role"] != "assistant" or new[1]["role"] != "user" or \
+                    self.pieces[-1].kind != "step":
+                raise ValueError("SweEnginePolicy: each turn must add the last response and one observation")
+            self.pieces.append(Piece("observation", self._glue(self.pieces[-1], new[1], self._last_finish)))
+            self._covered = len(messages)
+        full = self.trajectory_ids
+        managed, omitted = False, 0
+        if len(full) <= self.max_input_tokens:
+            input_ids = full
+        else:
+            rendered: dict[int, list[int]] = {}
+
+            def count(candidate: list[dict]) -> int:
+                rendered[id(candidate)] = self.render(candidate)
+                return len(rendered[id(candidate)])
+
+            cut = manage_context(messages, count, self.max_input_tokens, self.head_ratio)
+            if cut is None:
+                return None
+            input_ids, managed, omitted = rendered[id(cut.messages)], True, cut.omitted_turns
+        start = time.monotonic()
+        output = await self.client.generate(input_ids=input_ids, sampling_params=self.sampling_params,
+                                            return_logprob=True)
+        meta = output.get("meta_info") or {}
+        entries = meta.get("output_token_logprobs") or []
+        ids, lps = [int(e[1]) for e in entries], [float(e[0]) for e in entries]
+        self._last_finish = (meta.get("finish_reason") or {}).get("type", "stop")
+        self.pieces.append(Piece("step", ids, lps, exact=not managed))
+        return StepTurn(input_ids=list(input_ids), output_ids=ids, logprobs=lps, text=output.get("text", ""),
+                        finish_reason=self._last_finish, omitted_messages=omitted,
+                        latency_ms=(time.monotonic() - start) * 1000, managed=managed)
+
+
+class ScriptedSwePolicy:
+    """Says the given responses in order (then a response without a command): scripted agents for tests and the
+    load check. Ids are the text's bytes, so step samples stay well-formed."""
+
+    def __init__(self, responses: list[str], final: str = "THOUGHT: I have nothing more to do."):
+        self.responses, self.final = list(responses), final
+
+    async def generate_turn(self, messages: list[dict], tools=None) -> StepTurn:
+        text = self.responses.pop(0) if self.responses else self.final
+        data = text.encode()
+        return StepTurn(input_ids=list(str(len(messages)).encode()), output_ids=list(data),
+                        logprobs=[0.0] * len(data), text=text, finish_reason="stop")
+
+
+def bash_response(command: str, thought: str = "I run the next command.") -> str:
+    """A well-formed response: a THOUGHT and one bash block."""
+    return f"THOUGHT: {thought}\n\n```bash\n{command}\n```"
+
+
+# ------------------------------------------------------------------------------------------------ episode
+
+
+@dataclass
+class StepRecord:
+    """One assistant turn (keyed by its index over ALL turns, format errors included)."""
+
+    index: int
+    response: str
+    command: str | None = None  # None: no bash block (a format error)
+    returncode: int | None = None
+    output: str = ""
+    observation: str = ""
+    submit: bool = False
+    timed_out: bool = False
+    diff_changed: bool | None = None  # None: not tracked
+    tests_ran: bool = False
+
+    @property
+    def format_error(self) -> bool:
+        return self.command is None
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "format_error": self.format_error}
+
+
+@dataclass
+class SweEpisode:
+    instance_id: str
+    turns: list[Turn] = field(default_factory=list)
+    steps: list[StepRecord] = field(default_factory=list)
+    messages: list[dict] = field(default_factory=list)
+    status: str = "completed"  # completed | truncated | failed | aborted
+    exit_status: str = ""  # submitted | max_steps | context_full | engine_abort
+    problem_statement: str = ""
+    patch: str = ""
+    patch_source: str = ""  # submitted | git_diff_fallback | none
+    resolved: bool = False
+    evaluation: dict | None = None
+
+    @property
+    def reward(self) -> float:
+        return 1.0 if self.resolved else -1.0
+
+    @property
+    def format_errors(self) -> int:
+        return sum(s.format_error for s in self.steps)
+
+
+@dataclass(frozen=True)
+class AgentSettings:
+    max_steps: int = DEFAULT_MAX_STEPS  # upstream's step_limit
+    exec_timeout_s: float = DEFAULT_EXEC_TIMEOUT_S
+    track_diff: bool = False  # ask for the diff after every command (the rule judge's "progress")
+
+    @classmethod
+    def from_args(cls, args, **overrides) -> AgentSettings:
+        steps = getattr(args, "max_turns", None) or os.environ.get("MAX_STEPS") or DEFAULT_MAX_STEPS
+        timeout = getattr(args, "tool_timeout", None) or os.environ.get("SWE_EXEC_TIMEOUT") or DEFAULT_EXEC_TIMEOUT_S
+        return cls(max_steps=int(steps), exec_timeout_s=float(timeout), **overrides)
+
+
+async def _exec(env, lease: str, command: str, timeout: float) -> tuple[int, str, bool]:
+    try:
+        reply = await env.exec_tool(lease, "bash", {"command": command, "timeout": timeout})
+    except EnvServiceError as e:
+        if e.status != 504:
+            raise
+        # the service's own limit for one call: an observation, never a repeat of the command
+        return -1, timeout_message(timeout), True
+    return int(reply.get("returncode", -1)), str(reply.get("output", reply.get("observation", ""))), \
+        bool(reply.get("timed_out"))
+
+
+async def run_episode(policy, env, instance_id: str, settings: AgentSettings, *, request_id: str | None = None,
+                      on_step: Callable[[SweEpisode, StepRecord], Awaitable[None]] | None = None) -> SweEpisode:
+    """One episode on a fresh lease of `env` (an `EnvClient`); the lease is always closed."""
+    episode = SweEpisode(instance_id)
+    lease = (await env.allocate(instance_id, request_id))["lease_id"]
+    try:
+        reset = await env.reset(lease, {"instance_id": instance_id})
+        episode.problem_statement = reset.get("problem_statement") or reset.get("user_msg", "")
+        messages = [templates.system_message(),
+                    templates.instance_message(episode.problem_statement, reset.get("cwd") or "/testbed")]
+        episode.messages = messages
+        last_diff = ""
+        episode.exit_status = "max_steps"
+        for k in range(settings.max_steps):
+            await env.heartbeat(lease)
+            turn = await policy.generate_turn(messages, None)
+            if turn is None:
+                episode.status, episode.exit_status = "truncated", "context_full"
+                break
+            episode.turns.append(turn)
+            messages.append({"role": "assistant", "content": turn.text})
+            if turn.finish_reason == "abort":  # the engine stopped (e.g. a weight update): nothing is run
+                episode.status, episode.exit_status = "aborted", "engine_abort"
+                break
+            step = StepRecord(k, turn.text, parse_bash_block(turn.text))
+            episode.steps.append(step)
+            if step.command is None:
+                step.observation = templates.FORMAT_ERROR
+                messages.append({"role": "user", "content": step.observation})
+                if on_step is not None:
+                    await on_step(episode, step)
+                continue
+            step.returncode, step.output, step.timed_out = await _exec(env, lease, step.command,
+                                                                       settings.exec_timeout_s)
+            step.tests_ran = is_test_run(step.command, step.output)
+            if is_submit(step.command):
+                step.submit = True
+                patch = submitted_patch(step.output)
+                if patch:
+                    episode.patch, episode.patch_source = patch, "submitted"
+                episode.exit_status = "submitted"
+                if on_step is not None:
+                    await on_step(episode, step)
+                break
+            step.observation = templates.observation(step.returncode, step.output, settings.max_steps - (k + 1))
+            messages.append({"role": "user", "content": step.observation})
+            if settings.track_diff:
+                diff = str((await env.exec_tool(lease, "diff", {})).get("patch", ""))
+                step.diff_changed, last_diff = diff != last_diff, diff
+            if on_step is not None:
+                await on_step(episode, step)
+        if episode.status == "completed" and episode.exit_status == "max_steps":
+            episode.status = "truncated"
+        if episode.status != "aborted":
+            if not episode.patch:  # upstream's fallback: whatever the agent changed, submitted or not
+                episode.patch = str((await env.exec_tool(lease, "diff", {})).get("patch", ""))
+                episode.patch_source = "git_diff_fallback" if episode.patch.strip() else "none"
+            if episode.patch.strip():
+                episode.evaluation = await env.evaluate(lease, patch=episode.patch)
+                episode.resolved = bool(episode.evaluation.get("resolved"))
+            else:
+                episode.evaluation = {"resolved": False, "reason": "no patch: the repository was not changed",
+                                      "score": -1.0}
+    finally:
+        try:
+            await env.close(lease)
+        except Exception as e:  # the episode's result stands; the service's reaper frees the lease
+            logger.warning("swe agent: closing lease %s failed: %r", lease, e)
+    return episode
+
+
+# ------------------------------------------------------------------------------------------------ samples
+
+_STATUS = {"completed": Sample.Status.COMPLETED, "truncated": Sample.Status.TRUNCATED,
+           "failed": Sample.Status.FAILED, "aborted": Sample.Status.ABORTED}
+
+
+def episode_metadata(episode: SweEpisode) -> dict:
+    evaluation = dict(episode.evaluation or {})
+    evaluation.pop("output_tail", None)
+    return {"instance_id": episode.instance_id, "num_turns": len(episode.turns), "status": episode.status,
+            "exit_status": episode.exit_status, "patch_source": episode.patch_source,
+            "patch_chars": len(episode.patch), "resolved": episode.resolved, "accuracy": float(episode.resolved),
+            "format_errors": episode.format_errors, "evaluation": evaluation,
+            "context_managed_steps": sum(bool(getattr(t, "managed", False)) for t in episode.turns)}
+
+
+def step_samples(episode: SweEpisode, sample: Sample, prm_scores: list[float | None] | None = None) -> list[Sample]:
+    """`--dynamic-history`: one sample per step with a response: the context ids exactly as sent to the engine and
+    the ids it sampled with their log-probs. Step k's PRM score is `prm_scores[k]` (k over all steps)."""
+    status = _STATUS[episode.status]
+    trainable = episode.status != "aborted"
+    base = {**(sample.metadata or {}), **episode_metadata(episode)}
+    # a step where nothing was sampled trains nothing (upstream aborted such a child)
+    return [turn_sample(sample, turn, k, {**base, "step": k, "finish_reason": turn.finish_reason,
+                                          "latency_ms": round(turn.latency_ms, 1),
+                                          "omitted_turns": turn.omitted_messages,
+                                          "context_managed": bool(getattr(turn, "managed", False))},
+                        status, trainable, prm_scores)
+            for k, turn in enumerate(episode.turns) if turn.output_ids]
+
+
+def trajectory_sample(episode: SweEpisode, sample: Sample, policy: SweEnginePolicy, max_context_tokens: int,
+                      tokenizer=None, prm_scores: list[float | None] | None = None) -> Sample:
+    """One sample for the trajectory: prompt = [system, problem]; response = every later piece (sampled ids with
+    loss mask 1 and their log-probs, observations 0; a step generated from a cut context 0), cut to the context
+    length (TRUNCATED when cut). `step_wise` spans are the steps' positions in the response."""
+    prompt, *rest = policy.pieces
+    room = max(0, max_context_tokens - len(prompt.ids))
+    response, mask, logprobs, spans = [], [], [], []
+    for piece in rest:
+        start = len(response)
+        response += piece.ids
+        if piece.kind == "step":
+            mask += [1 if piece.exact else 0] * len(piece.ids)
+            logprobs += list(piece.logprobs or [0.0] * len(piece.ids))
+            spans.append([start, len(response)])
+        else:
+            mask += [0] * len(piece.ids)
+            logprobs += [0.0] * len(piece.ids)
+    cut = len(response) > room
+    if cut:
+        response, mask, logprobs = response[:room], mask[:room], logprobs[:room]
+        spans = [[min(a, room), min(b, room)] for a, b in spans]
+    status = Sample.Status.TRUNCATED if cut and episode.status == "completed" else _STATUS[episode.status]
+    sample.tokens = list(prompt.ids) + response
+    sample.response_length = len(response)
+    sample.response = tokenizer.decode(response) if tokenizer is not None else ""
+    sample.loss_mask, sample.rollout_log_probs = mask, logprobs
+    sample.status, sample.remove_sample = status, episode.status == "aborted"
+    sample.metadata = {**(sample.metadata or {}), **episode_metadata(episode), "response_cut": cut,
+                       "step_wise": {"step_indices": list(range(len(spans))), "step_token_spans": spans,
+                                     "prm_scores": list(prm_scores) if prm_scores else None}}
+    return sample
+
+
+# ------------------------------------------------------------------------------------------------ trainer hooks
+
+
+def instance_id_of(sample: Sample) -> str:
+    """The instance a sample names: upstream's rows (`--input-key text --metadata-key metadata`: the id in
+    `metadata.instance`), an `instance_id` in the metadata, or a prompt object with one."""
+    meta = sample.metadata or {}
+    inner = meta.get("instance") if isinstance(meta, dict) else None
+    if isinstance(inner, dict) and inner.get("instance_id"):
+        return str(inner["instance_id"])
+    if isinstance(meta, dict) and meta.get("instance_id"):
+        return str(meta["instance_id"])
+    prompt = sample.prompt
+    if isinstance(prompt, dict):
+        prompt = prompt.get("instance", prompt)
+        if isinstance(prompt, dict) and prompt.get("instance_id"):
+            return str(prompt["instance_id"])
+    raise ValueError("a SWE sample must name its instance: metadata.instance.instance_id (upstream's rows, "
+                     "--metadata-key metadata), metadata.instance_id, or a prompt object with instance_id")
+
+
+def _env_url(args) -> tuple[str, str | None]:
+    """--env-server-url, else $ENV_SERVER_URL, else pool servers this process starts (`--env-workers`, the `swe`
+    provider over $SWE_INSTANCES or the shipped instances)."""
+    from slime.agentic.env_service.launch import rollout_service
+
+    instances = getattr(args, "swe_instances", None) or os.environ.get("SWE_INSTANCES")
+    return rollout_service(args, "swe", {"instances": os.path.abspath(instances)} if instances else {}, "runs/swe")
+
+
+def step_judge(args):
+    """`--step-judge`: `rules` (CPU), `llm` (the PRM engine, m votes; the default with one configured), or
+    `module:factory`."""
+    from slime.agentic.prm import judge_from_args
+
+    from .prm import SweLLMJudge, SweRuleJudge
+
+    return judge_from_args(args, rules=SweRuleJudge, llm=SweLLMJudge)
+
+
+def _failed_sample(sample: Sample, tokenizer, instance_id: str, error: str) -> list[Sample]:
+    eos = tokenizer.eos_token_id or 0
+    sample.tokens, sample.response_length, sample.response = [eos, eos], 1, ""
+    sample.loss_mask, sample.rollout_log_probs = [0], [0.0]
+    sample.status, sample.remove_sample = Sample.Status.FAILED, True
+    sample.metadata = {**(sample.metadata or {}), "instance_id": instance_id, "status": "failed",
+                       "exit_status": "environment_error", "error": error[:500], "accuracy": 0.0, "resolved": False}
+    return [sample]
+
+
+async def generate(args, sample: Sample, sampling_params: dict) -> list[Sample]:
+    """The custom generate hook: one episode on the sample's instance; per step or per trajectory samples."""
+    from slime.agentic.env_service.client import EnvClient
+    from slime.rollout.data_source import load_tokenizer
+    from slime.rollout.default_rollout import get_engine_client
+
+    tokenizer = load_tokenizer(args.hf_checkpoint)
+    instance_id = instance_id_of(sample)
+    max_context = int(getattr(args, "rollout_max_context_len", None) or 32768)
+    policy = SweEnginePolicy(get_engine_client(args), tokenizer, sampling_params, max_context)
+    seed = getattr(args, "rollout_seed", None) or getattr(args, "seed", 0) or 0
+    request_id = f"{instance_id}:{seed}:{sample.group_index}:{sample.index}:{time.time_ns()}"
+    judge = step_judge(args)
+    judging = None
+    if judge is not None:
+        from .prm import StepJudging
+
+        judging = StepJudging(judge, seed * 100_003 + (sample.index or 0))
+    settings = AgentSettings.from_args(args, track_diff=bool(getattr(judge, "needs_diff", False)))
+    try:
+        url, key = _env_url(args)
+        async with EnvClient(url, key) as env:
+            episode = await run_episode(policy, env, instance_id, settings, request_id=request_id,
+                                        on_step=judging.on_step if judging else None)
+        prm_scores = await judging.scores(len(episode.turns)) if judging else None
+    except Exception as e:  # the environment or the engine failed: one FAILED sample that trains nothing
+        if judging is not None:
+            judging.cancel()
+        logger.warning("swe agent: episode of %s failed: %r", instance_id, e)
+        return _failed_sample(sample, tokenizer, instance_id, repr(e))
+    if getattr(args, "dynamic_history", False):
+        samples = step_samples(episode, sample, prm_scores)
+        if samples:
+            return samples
+    elif len(policy.pieces) > 1 and any(p.ids for p in policy.pieces[1:]):
+        return [trajectory_sample(episode, sample, policy, max_context, tokenizer, prm_scores)]
+    # not one token sampled (the problem alone fills the context): the outcome counts for the group, nothing trains
+    sample.tokens = list(policy.pieces[0].ids) if policy.pieces else []
+    sample.response_length, sample.response, sample.loss_mask, sample.rollout_log_probs = 0, "", [], []
+    sample.status, sample.remove_sample = Sample.Status.TRUNCATED, True
+    sample.metadata = {**(sample.metadata or {}), **episode_metadata(episode)}
+    return [sample]
+
+
+async def reward_func(args, item: Sample | list[Sample]):
+    """{"score": +1 resolved / -1 otherwise, "acc": resolved, ...} per sample; with PRM scores, each step's
+    `step_wise` target is `outcome + coef * prm` (`--prm-step-coef`; an unjudged step: the outcome alone)."""
+    samples = item if isinstance(item, list) else [item]
+    out = []
+    for s in samples:
+        meta = s.metadata or {}
+        resolved = bool(meta.get("resolved", False))
+        score = 1.0 if resolved else -1.0
+        reward = {"score": score, "acc": float(resolved), "submitted": float(meta.get("patch_source") == "submitted"),
+                  "format_error": float(int(meta.get("format_errors", 0)) > 0),
+                  "truncated": float(meta.get("status") == "truncated")}
+        coef = float(getattr(args, "prm_step_coef", 1.0))
+        prm = rewards.attach_step_targets(meta, score, coef)  # the step_wise targets: outcome + coef * prm
+        if prm:
+            reward["prm_step_score"] = rewards.trajectory_score(score, prm, coef) - score
+        out.append(reward)
+    return out if isinstance(item, list) else out[0]

@@ -1,0 +1,165 @@
+"""The sealed evaluation of a patch: does it resolve the instance?
+
+Never in the agent's working tree: a fresh tree of the instance at its base commit (:func:`.repos.checkout`) in a
+new temporary directory, then
+
+1. the patch is checked before anything is applied (:func:`.patches.validate_patch`: git diff format, no test
+   file, no test configuration, no path outside the repository, no symbolic link, no binary hunk), then
+   ``git apply --check``; a patch that fails either is *not resolved*, with the reason;
+2. ``git apply`` of the patch, then of the instance's ``test_patch`` (the hidden tests come back only now);
+3. exactly ``FAIL_TO_PASS + PASS_TO_PASS`` run with pytest in the bubblewrap sandbox (an unprivileged uid, no
+   network, the project's interpreter, a wall-clock timeout; :mod:`.testrun`), the JUnit XML report read by
+   :mod:`slime.agentic.terminal.junit`;
+4. resolved only when every listed test passed: a failed, erroring, skipped or missing (not in the report) test is
+   not a pass, and a timed-out run resolves nothing.
+
+The result (:class:`SweEvaluation`) holds the per-test outcomes, the reason when not resolved, and the wall time.
+
+Limits (as in SWE-bench, whose tests also run beside the candidate code): the tests import the patched package, so
+code of the patch runs inside the test process and could tamper with pytest at run time. What a patch can *name*
+is sealed (the rules above); what its code does when imported is not.
+
+:func:`working_tree_diff` gives an agent's changes as a patch (``git add -A`` + ``git diff --cached`` against the
+base commit), computed with a fresh git directory of the caller's, so nothing in the agent's ``.git`` (hooks,
+config, filters, fsmonitor) runs as the caller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from slime.agentic.sandbox import SandboxLimits, UidPool, _run_coroutine
+
+from . import repos
+from .instances import SweInstance
+from .patches import validate_patch
+from .testrun import DEFAULT_TIMEOUT_S, MISSING, TreeRunner
+
+OUTPUT_TAIL_CHARS = 4000
+
+
+@dataclass(frozen=True)
+class SweEvaluation:
+    instance_id: str
+    resolved: bool
+    reason: str = ""  # why not resolved (empty when resolved)
+    outcomes: dict[str, str] = field(default_factory=dict)  # node id -> passed/failed/error/skipped/missing
+    duration_s: float = 0.0
+    timed_out: bool = False
+    output_tail: str = ""
+
+    def passed(self, tests) -> list[str]:
+        return [t for t in tests if self.outcomes.get(t) == "passed"]
+
+    def as_dict(self) -> dict:
+        return {"instance_id": self.instance_id, "resolved": self.resolved, "reason": self.reason,
+                "outcomes": dict(self.outcomes), "duration_s": round(self.duration_s, 3), "timed_out": self.timed_out}
+
+
+def _normalized(patch: str) -> str:
+    return patch if patch.endswith("\n") else patch + "\n"
+
+
+def _apply(tree: Path, patch: str, *, check_only: bool = False) -> str | None:
+    """git apply (or --check) in `tree`; None on success, else git's message."""
+    args = ["apply", "--whitespace=nowarn"] + (["--check"] if check_only else []) + ["-"]
+    proc = repos.git(*args, cwd=tree, input=_normalized(patch), check=False)
+    if proc.returncode == 0:
+        return None
+    return proc.stderr.decode(errors="replace").strip()[-1000:] or f"git apply exited with {proc.returncode}"
+
+
+async def run_instance(instance: SweInstance, patch: str | None = None, *, apply_test_patch: bool = True,
+                       timeout: float = DEFAULT_TIMEOUT_S, limits: SandboxLimits | None = None,
+                       uid_pool: UidPool | None = None, base_dir: str | os.PathLike | None = None) -> SweEvaluation:
+    """A fresh tree at base, `patch` (unchecked: the caller's, e.g. the gold patch or none) and the test_patch
+    applied, then the listed tests. :func:`evaluate_patch` is the sealed entry point for untrusted patches."""
+    project = repos.project_of(instance)
+    start = time.monotonic()
+    tests = list(instance.tests)
+    work = Path(tempfile.mkdtemp(prefix="slime-swe-eval-", dir=base_dir))
+    try:
+        tree = await asyncio.to_thread(repos.checkout, instance, work / "testbed")
+        steps = ([("patch", patch)] if patch and patch.strip() else []) + \
+                ([("test_patch", instance.test_patch)] if apply_test_patch and instance.test_patch.strip() else [])
+        for name, text in steps:
+            problem = await asyncio.to_thread(_apply, tree, text, check_only=True)
+            if problem is None:
+                problem = await asyncio.to_thread(_apply, tree, text)
+            if problem is not None:
+                what = "the patch does not apply" if name == "patch" else "the test patch does not apply after the patch"
+                return SweEvaluation(instance.instance_id, False, f"{what}: {problem}",
+                                     {t: MISSING for t in tests}, time.monotonic() - start)
+        runner = await asyncio.to_thread(TreeRunner, tree, project, limits=limits, uid_pool=uid_pool)
+        try:
+            run = await runner.run(tests, timeout=timeout, requested=tests)
+        finally:
+            await asyncio.to_thread(runner.close)
+    finally:
+        await asyncio.to_thread(shutil.rmtree, work, True)
+    outcomes = run.outcomes
+    not_passed = [t for t in tests if outcomes.get(t) != "passed"]
+    if run.timed_out:
+        reason = f"the tests timed out after {timeout:g} s"
+    elif run.report.reason:
+        reason = f"no test results: {run.report.reason}"
+    elif not_passed:
+        shown = ", ".join(f"{t} ({outcomes[t]})" for t in not_passed[:3])
+        reason = f"{len(not_passed)} of {len(tests)} listed tests did not pass: {shown}" + (" ..." if len(not_passed) > 3 else "")
+    else:
+        reason = ""
+    resolved = not reason and bool(tests)
+    if not tests:
+        reason = "the instance lists no test"
+    return SweEvaluation(instance.instance_id, resolved, reason, outcomes, time.monotonic() - start, run.timed_out,
+                         run.output_tail(OUTPUT_TAIL_CHARS))
+
+
+async def evaluate_patch(instance: SweInstance, patch: str, **kwargs) -> SweEvaluation:
+    """The sealed evaluation (module docstring): refused patches are not resolved, with the reason; the others are
+    applied to a fresh tree with the test_patch and the listed tests decide. `kwargs`: :func:`run_instance`'s."""
+    start = time.monotonic()
+    check = validate_patch(patch or "", repos.project_of(instance).import_roots)
+    if not check.ok:
+        return SweEvaluation(instance.instance_id, False, f"patch refused: {check.reason}",
+                             {t: MISSING for t in instance.tests}, time.monotonic() - start)
+    return await run_instance(instance, patch, **kwargs)
+
+
+def evaluate_patch_sync(instance: SweInstance, patch: str, **kwargs) -> SweEvaluation:
+    return _run_coroutine(evaluate_patch(instance, patch, **kwargs))
+
+
+def run_instance_sync(instance: SweInstance, patch: str | None = None, **kwargs) -> SweEvaluation:
+    return _run_coroutine(run_instance(instance, patch, **kwargs))
+
+
+def working_tree_diff(tree: str | os.PathLike, instance: SweInstance) -> str:
+    """The agent's changes in `tree` against the instance's base commit, as upstream's ``git add -A && git diff
+    --cached`` gives them, but read through a fresh git directory of ours (the tree's own ``.git`` is never used:
+    its config could name commands git would run). Bytecode and pytest caches are left out."""
+    store = repos.ensure_base_commit(instance)
+    with tempfile.TemporaryDirectory(prefix="slime-swe-diff-") as tmp:
+        git_dir = Path(tmp) / "git"
+        repos.git("init", "-q", "--bare", str(git_dir))
+        (git_dir / "info").mkdir(exist_ok=True)
+        (git_dir / "info" / "exclude").write_text("".join(f"{p}\n" for p in repos.EXCLUDES))
+        repos.git("fetch", "-q", "--no-tags", "--no-write-fetch-head", str(store),
+                  repos.instance_ref(instance.base_commit), git_dir=git_dir)
+        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+        work = ["--work-tree", os.fspath(tree)]
+        repos.git(*work, "read-tree", instance.base_commit, git_dir=git_dir, env=env)
+        repos.git(*work, "add", "-A", ".", git_dir=git_dir, env=env, cwd=tree)
+        out = repos.git("-c", "core.quotePath=false", *work, "diff", "--cached", "--no-color", "--no-renames", "--no-ext-diff", instance.base_commit,
+                        git_dir=git_dir, env=env, cwd=tree).stdout
+    return out.decode("utf-8", "surrogateescape")
+
+
+__all__ = ["SweEvaluation", "evaluate_patch", "evaluate_patch_sync", "run_instance", "run_instance_sync",
+           "working_tree_diff"]

@@ -1,0 +1,218 @@
+"""The environment service's `swe` provider: upstream's SWE exec server (create / exec / diff / evaluate / destroy)
+on the pool server's lease contract, with the bubblewrap sandbox in place of a Docker container.
+
+    python -m slime.agentic.env_service.pool_server --provider swe \
+        --provider-option instances=swe-rl/data/instances.jsonl
+
+* `reset` (`task_meta = {"instance_id": ...}`; else the lease's task key is the id): a fresh git working tree of the
+  instance at its base commit (:func:`.repos.checkout`) in the lease's work directory, owned by the sandbox's
+  unprivileged uid (git inside refuses a tree of another owner: "dubious ownership"), bound at ``/testbed`` in a
+  bubblewrap sandbox with no network. Commands see ``HOME=/tmp`` (nothing of the shell's lands in the tree),
+  ``PYTHONDONTWRITEBYTECODE=1`` and ``PYTHONPATH`` = the project's import roots (the package imports from the tree,
+  as the editable install of a SWE-bench image does). The reply carries the problem statement and the tool schemas.
+* tool `bash` (upstream's ``/container/exec``): ``bash -lc COMMAND`` in ``/testbed`` (or `cwd` inside it) with a
+  timeout (default 180 s); the reply is ``{returncode, output}`` with output = stdout and stderr interleaved as a
+  terminal shows them, head and tail kept when it is long; on timeout ``returncode -1`` and ``"Command timed out
+  after N s"`` (the whole process tree is killed: upstream's ``docker exec`` left it running).
+* tool `diff` (upstream's ``/container/diff``): ``git add -A && git diff --cached`` of the tree against the base
+  commit, computed with a git directory of ours (:func:`.evaluate.working_tree_diff`: nothing in the agent's
+  ``.git`` runs, and changes the agent committed still count).
+* `evaluate` (``{"patch": ...}``): the sealed evaluation (:func:`.evaluate.evaluate_patch`) in a FRESH tree, never
+  the agent's; without a patch, the tree's diff is evaluated (upstream's diff fallback). Reward +1 resolved, -1
+  otherwise, with the per-test outcomes and the reason. After `evaluate` the lease takes no more tool calls (409
+  ``EVALUATED``); reset it to start over.
+* `close` ends the sandbox (the pool then removes the work directory); `resources`/`reap`: the sandbox uid, as the
+  terminal provider.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import shlex
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from slime.agentic import sandbox as sb
+from slime.agentic.env_service.providers import LeaseContext, ProviderError, reap_sandbox_uid
+
+from . import repos
+from .evaluate import evaluate_patch, working_tree_diff
+from .instances import InstanceFormatError, SweInstance, load_instances
+from .testrun import TESTBED
+
+DEFAULT_INSTANCES = Path(__file__).resolve().parents[4] / "swe-rl" / "data" / "instances.jsonl"
+INSTANCES_ENV = "SWE_INSTANCES"
+DEFAULT_EXEC_TIMEOUT_S = 180.0  # upstream's exec timeout
+DEFAULT_MAX_OUTPUT_BYTES = 128 * 1024  # above the agent's 10,000-character elision, so the agent's rule decides
+
+BASH_SCHEMA = {
+    "type": "function",
+    "function": {
+        "name": "bash",
+        "description": "Run a command with `bash -lc` in the repository (/testbed); returns its return code and its "
+                       "output (stdout and stderr together).",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "command": {"type": "string", "description": "the command line"},
+                "timeout": {"type": "number", "description": "seconds before it is killed (default 180)"},
+                "cwd": {"type": "string", "description": "a directory inside /testbed to run it in"},
+            },
+            "required": ["command"],
+        },
+    },
+}
+DIFF_SCHEMA = {
+    "type": "function",
+    "function": {"name": "diff", "parameters": {"type": "object", "properties": {}},
+                 "description": "The repository's changes as a patch (git add -A && git diff --cached)."},
+}
+
+
+def timeout_message(seconds: float) -> str:
+    return f"Command timed out after {seconds:g} s"
+
+
+@dataclass
+class SweEnv:
+    instance: SweInstance
+    tree: Path
+    box: sb.Sandbox
+    evaluated: bool = False
+
+
+class SweProvider:
+    name = "swe"
+
+    def __init__(self, instances: str | os.PathLike | None = None, exec_timeout_s: float = DEFAULT_EXEC_TIMEOUT_S,
+                 max_timeout_s: float = 280.0, eval_timeout_s: float = 300.0,
+                 max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES, memory_bytes: int = 4 << 30,
+                 max_processes: int = 256):
+        path = Path(instances or os.environ.get(INSTANCES_ENV) or DEFAULT_INSTANCES)
+        try:
+            loaded = load_instances(path)
+        except (OSError, InstanceFormatError) as e:
+            raise ValueError(f"swe provider: cannot load instances from {path}: {e}") from None
+        self.instances_path = path
+        self.instances = {i.instance_id: i for i in loaded}
+        self.exec_timeout_s = float(exec_timeout_s)
+        self.max_timeout_s = float(max_timeout_s)
+        self.eval_timeout_s = float(eval_timeout_s)
+        if not 0 < self.exec_timeout_s <= self.max_timeout_s:
+            raise ValueError(f"swe provider: exec_timeout_s must be in (0, max_timeout_s={self.max_timeout_s:g}]")
+        # upstream's containers: --pids-limit 256 --memory 4g; plus no network, a uid of our own, an output cap
+        self.limits = sb.SandboxLimits(max_output_bytes=int(max_output_bytes), memory_bytes=int(memory_bytes),
+                                       max_processes=int(max_processes))
+
+    # ------------------------------------------------------------------------------------------- lease life
+
+    def instance_for(self, lease: LeaseContext, task_meta) -> SweInstance:
+        if not isinstance(task_meta, dict):
+            raise ProviderError(400, "task_meta must be an object with instance_id")
+        instance_id = task_meta.get("instance_id") or lease.task_key
+        if not isinstance(instance_id, str) or instance_id not in self.instances:
+            raise ProviderError(404, f"no instance {instance_id!r} in {self.instances_path}", code="UNKNOWN_INSTANCE")
+        return self.instances[instance_id]
+
+    def command_env(self, instance: SweInstance) -> dict[str, str]:
+        roots = repos.project_of(instance).import_roots
+        return {"HOME": "/tmp", "PYTHONDONTWRITEBYTECODE": "1", "GIT_PAGER": "cat", "PAGER": "cat",
+                "PYTHONPATH": ":".join(os.path.normpath(os.path.join(TESTBED, r)) for r in roots)}
+
+    async def reset(self, lease: LeaseContext, request: dict) -> tuple[SweEnv, dict]:
+        instance = self.instance_for(lease, request.get("task_meta") or {})
+        tree = Path(lease.workdir) / "testbed"
+        try:
+            await asyncio.to_thread(repos.checkout, instance, tree)
+        except repos.RepoError as e:
+            raise ProviderError(422, f"{instance.instance_id}: {e}", code="SETUP_FAILED") from None
+        # the sandbox chowns the tree to its uid (git in the sandbox then owns its repository) and back at close
+        box = await asyncio.to_thread(sb.Sandbox, tree, limits=self.limits, mount_at=TESTBED,
+                                      env=self.command_env(instance))
+        env = SweEnv(instance, tree, box)
+        return env, {"instance_id": instance.instance_id, "repo": instance.repo,
+                     "problem_statement": instance.problem_statement, "user_msg": instance.problem_statement,
+                     "cwd": TESTBED, "tool_schemas": [BASH_SCHEMA, DIFF_SCHEMA]}
+
+    async def close(self, env: SweEnv) -> None:
+        await env.box.aclose()
+
+    def resources(self, env: SweEnv) -> dict:
+        return {"uid": env.box.uid, "path": str(env.tree), "instance_id": env.instance.instance_id}
+
+    def reap(self, resources: dict) -> None:
+        reap_sandbox_uid(resources)
+
+    # ------------------------------------------------------------------------------------------- tools
+
+    async def exec_tool(self, env: SweEnv, tool_call: dict) -> dict:
+        if env.evaluated:
+            raise ProviderError(409, "this lease was evaluated: reset it to start a new episode", code="EVALUATED")
+        name, arguments = tool_call.get("name"), tool_call.get("arguments") or {}
+        if not isinstance(arguments, dict):
+            return _tool_error(f"{name}: arguments must be an object")
+        if name == "bash":
+            return await self.bash(env, arguments)
+        if name == "diff":
+            patch = await asyncio.to_thread(working_tree_diff, env.tree, env.instance)
+            return {"observation": patch, "patch": patch, "returncode": 0}
+        return _tool_error(f"unknown tool: {name} (tools: bash, diff)")
+
+    def _timeout(self, value) -> float | None:
+        if value is None:
+            return self.exec_timeout_s
+        try:
+            timeout = float(value)
+        except (TypeError, ValueError):
+            return None
+        return timeout if 0 < timeout <= self.max_timeout_s else None
+
+    async def bash(self, env: SweEnv, arguments: dict) -> dict:
+        command = arguments.get("command")
+        if not isinstance(command, str) or not command.strip():
+            return _tool_error("bash: 'command' must be a non-empty string")
+        timeout = self._timeout(arguments.get("timeout"))
+        if timeout is None:
+            return _tool_error(f"bash: timeout must be a number in (0, {self.max_timeout_s:g}]")
+        cwd = arguments.get("cwd")
+        if cwd is not None:
+            inner = os.path.normpath(os.path.join(TESTBED, str(cwd)))
+            if inner != TESTBED and not inner.startswith(TESTBED + "/"):
+                return _tool_error(f"bash: cwd {cwd!r} is outside {TESTBED}")
+            cwd = inner
+        limits = replace(self.limits, timeout_s=timeout,
+                         cpu_seconds=max(self.limits.cpu_seconds, math.ceil(timeout) + 1))
+        # stderr joins stdout in the order written (upstream's output is stdout+stderr as a terminal shows it);
+        # the same line as the command, so bash's line numbers in error messages stay the command's own
+        result = await env.box.run(f"exec 2>&1; cd {shlex.quote(cwd or TESTBED)} || exit 1; {command}", limits=limits)
+        if result.timed_out:
+            output = timeout_message(timeout)
+            return {"observation": output, "returncode": -1, "output": output, "timed_out": True}
+        output = result.stdout + result.stderr  # stderr: only what bash wrote before the redirection took effect
+        if result.stdout_truncated:
+            output += f"\n[output truncated: {result.stdout_bytes} bytes in all, head and tail kept]"
+        return {"observation": output, "returncode": result.exit_code, "output": output, "timed_out": False}
+
+    # ------------------------------------------------------------------------------------------- evaluation
+
+    async def evaluate(self, env: SweEnv, request: dict) -> dict:
+        env.evaluated = True
+        patch = request.get("patch")
+        if patch is not None and not isinstance(patch, str):
+            raise ProviderError(400, "patch must be a string (a unified git diff) or absent")
+        source = "submitted"
+        if patch is None:
+            patch, source = await asyncio.to_thread(working_tree_diff, env.tree, env.instance), "git_diff_fallback"
+        timeouts = request.get("task_timeouts") or {}
+        limit = timeouts.get("eval") if isinstance(timeouts, dict) else None
+        timeout = float(limit) if isinstance(limit, (int, float)) and limit > 0 else self.eval_timeout_s
+        result = await evaluate_patch(env.instance, patch, timeout=timeout, base_dir=str(Path(env.tree).parent))
+        return {"score": 1.0 if result.resolved else -1.0, "patch_source": source, "patch_chars": len(patch),
+                "output_tail": result.output_tail, **result.as_dict()}
+
+
+def _tool_error(message: str) -> dict:
+    text = f"[TOOL_ERROR] {message}"
+    return {"observation": text, "returncode": -1, "output": text, "timed_out": False}

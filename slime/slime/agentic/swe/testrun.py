@@ -1,0 +1,156 @@
+"""Run pytest on a repository tree inside the bubblewrap sandbox and read the outcome of each test.
+
+Used by the generator (whole suites, on mutants) and by the sealed evaluation (exactly the listed tests). The same
+recipe as the terminal tasks' evaluation (:mod:`slime.agentic.terminal.workspace`): the project's interpreter (bound
+read-only into the sandbox) runs pytest as an unprivileged uid with no network, ``--junitxml`` writes the report
+into a directory outside the tree, and :mod:`slime.agentic.terminal.junit` reads it.
+
+Why pytest is started the way it is (``python -P -B -s -c RUNNER``):
+
+* ``-P`` keeps the working directory off ``sys.path`` and the runner imports pytest *before* the tree's import
+  roots are put first: a ``pytest.py``, ``unittest.py`` or ``sitecustomize.py`` in the tree cannot replace the
+  harness (a patch could add one).
+* the import roots (``src`` or the tree itself, from the project's pin) come before site-packages, so the checked
+  out package is tested, never a copy installed in the interpreter (tabulate is installed in this venv).
+* ``PYTHONHASHSEED=0``, ``TZ=UTC`` and ``HOME=/tmp``: failure messages (sets, dicts of strings) and dates print the
+  same on every run, so generated problem statements are reproducible.
+* ``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1`` and ``-p no:cacheprovider``: only pytest itself (no plugin of the venv, no
+  ``.pytest_cache`` in the tree); ``PYTHONDONTWRITEBYTECODE=1``: no ``__pycache__`` in the tree either.
+* ``-o junit_family=xunit1``: the report also names each test's file and line (the generator needs them).
+
+Test ids are pytest node ids (``tests/test_x.py::TestY::test_z[p]``), SWE-bench's convention; :func:`junit_id` maps
+one to the id the JUnit report gives it (``tests.test_x.TestY::test_z[p]``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from slime.agentic.sandbox import Sandbox, SandboxLimits, SandboxResult, UidPool
+from slime.agentic.terminal.junit import JUnitReport, read_junit_xml
+
+from .projects import Project
+
+TESTBED = "/testbed"  # where the tree is inside the sandbox (SWE-bench's path)
+RESULTS = "/results"
+JUNIT_FILE = "junit.xml"
+DEFAULT_TIMEOUT_S = 300.0
+MISSING = "missing"  # the outcome of a requested test the report does not mention
+_RUNNER = ("import json, sys\nimport pytest\nsys.path[:0] = json.loads(sys.argv[1])\n"
+           "raise SystemExit(pytest.main(sys.argv[2:]))\n")
+
+
+def pytest_env() -> dict[str, str]:
+    return {
+        "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+        "PYTHONNOUSERSITE": "1", "HOME": "/tmp", "TZ": "UTC", "COLUMNS": "120",
+    }
+
+
+def junit_id(nodeid: str) -> str:
+    """pytest node id -> the JUnit report's ``classname::name`` (``a/b.py::C::t[x]`` -> ``a.b.C::t[x]``)."""
+    head, bracket, params = nodeid.partition("[")
+    parts = head.split("::")
+    path = parts[0]
+    if path.endswith(".py"):
+        path = path[:-3]
+    classname = ".".join([path.replace("/", "."), *parts[1:-1]])
+    return f"{classname}::{parts[-1]}{bracket}{params}" if len(parts) > 1 else head + bracket + params
+
+
+@dataclass
+class PytestRun:
+    report: JUnitReport
+    result: SandboxResult | None
+    duration_s: float
+    xml: bytes = b""  # the report's bytes (the generator reads the xunit1 details from them)
+    outcomes: dict[str, str] = field(default_factory=dict)  # requested node id -> outcome (MISSING if absent)
+
+    @property
+    def timed_out(self) -> bool:
+        return bool(self.result and self.result.timed_out)
+
+    def output_tail(self, limit: int = 4000) -> str:
+        if self.result is None:
+            return ""
+        text = self.result.stdout + (f"\n[stderr]\n{self.result.stderr}" if self.result.stderr else "")
+        return text[-limit:]
+
+
+def pytest_argv(project: Project, args: Sequence[str], python: str) -> list[str]:
+    roots = [os.path.normpath(os.path.join(TESTBED, r)) for r in project.import_roots]
+    return [python, "-P", "-B", "-s", "-c", _RUNNER, json.dumps(roots), "-p", "no:cacheprovider",
+            "-o", "junit_family=xunit1", f"--junitxml={RESULTS}/{JUNIT_FILE}", "-q", *args]
+
+
+class TreeRunner:
+    """A sandbox over one tree (bound at /testbed) that runs pytest as often as asked; ``close()`` gives the tree
+    back to its owner. The generator keeps one per project and swaps files between runs."""
+
+    def __init__(self, tree: str | os.PathLike, project: Project, *, limits: SandboxLimits | None = None,
+                 uid_pool: UidPool | None = None):
+        self.project = project
+        self.results = Path(tempfile.mkdtemp(prefix="slime-swe-results-"))
+        try:
+            self.box = Sandbox(os.fspath(tree), limits=limits, uid_pool=uid_pool, mount_at=TESTBED,
+                               rw_binds=[(str(self.results), RESULTS)])
+        except BaseException:
+            shutil.rmtree(self.results, ignore_errors=True)
+            raise
+        if self.box.uid is not None:
+            os.chown(self.results, self.box.uid, self.box.uid)
+
+    async def run(self, args: Sequence[str], *, timeout: float = DEFAULT_TIMEOUT_S,
+                  requested: Sequence[str] = ()) -> PytestRun:
+        """pytest with `args` (node ids or paths); outcomes of `requested` node ids are filled in."""
+        report_path = self.results / JUNIT_FILE
+        if report_path.exists() or report_path.is_symlink():
+            report_path.unlink()
+        argv = pytest_argv(self.project, args, self.box.python)
+        limits = replace(self.box.limits, timeout_s=timeout, cpu_seconds=max(self.box.limits.cpu_seconds, math.ceil(timeout) + 1))
+        start = time.monotonic()
+        result = await self.box.run(argv, env=pytest_env(), limits=limits)
+        report = read_junit_xml(report_path)
+        xml = b""
+        if not report.reason:
+            with open(report_path, "rb") as f:
+                xml = f.read()
+        run = PytestRun(report, result, time.monotonic() - start, xml)
+        if requested:
+            got = report.outcomes()
+            run.outcomes = {t: got.get(junit_id(t), MISSING) for t in requested}
+        return run
+
+    def close(self) -> None:
+        try:
+            self.box.close()
+        finally:
+            shutil.rmtree(self.results, ignore_errors=True)
+
+    def __enter__(self) -> TreeRunner:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+async def run_tests(tree: str | os.PathLike, project: Project, tests: Sequence[str], *,
+                    timeout: float = DEFAULT_TIMEOUT_S, **kwargs) -> PytestRun:
+    """One shot: exactly `tests` (node ids) on `tree` in a fresh sandbox."""
+    runner = TreeRunner(tree, project, **kwargs)
+    try:
+        return await runner.run(list(tests), timeout=timeout, requested=tests)
+    finally:
+        runner.close()
+
+
+__all__ = ["MISSING", "TESTBED", "PytestRun", "TreeRunner", "junit_id", "pytest_argv",
+           "pytest_env", "run_tests"]
