@@ -308,7 +308,7 @@ def _add_algorithm_flags(g):
     g.add_argument("--env-workers", type=int, default=None,
                    help="pool servers the trainer starts when no --env-server-url is given (a router when > 1)")
     g.add_argument("--env-provider", default=None,
-                   help="what the started pool servers lease (terminal, command, or module:factory)")
+                   help="what the started pool servers lease (terminal, swe, command, or module:factory)")
     g.add_argument("--terminal-tasks-dir", default=None,
                    help="terminal agents: the task folders (terminal-bench layout) the started pool servers serve")
     g.add_argument("--terminal-backend", choices=["bwrap", "docker"], default=None,
@@ -317,6 +317,9 @@ def _add_algorithm_flags(g):
     g.add_argument("--terminal-image", default=None,
                    help="terminal agents, --terminal-backend docker: the image ({task} is the task's name, e.g. "
                         "tb__{task} for per-task terminal-bench images); default slime-terminal-base")
+    g.add_argument("--swe-instances", default=None,
+                   help="SWE agents: the instances (SWE-bench JSONL) the started pool servers serve (env SWE_INSTANCES; "
+                        "default swe-rl/data/instances.jsonl)")
     g.add_argument("--step-judge", default=None,
                    help="agent rollouts: the PRM that scores each step: llm (the PRM engine of --prm-enable / "
                         "--prm-engine-url, \\boxed{±1} votes; the default when one is configured), rules (the "
