@@ -1,18 +1,23 @@
-"""Load on the environment service: concurrent terminal episodes of a scripted agent across several pool servers.
+"""Load on the environment service: concurrent episodes of a scripted agent across several pool servers.
 
-    python bench/env_service_load.py [--episodes 64] [--rounds 3] [--workers 2] [--max-runs-per-task 8]
+    python bench/env_service_load.py [--setting terminal|swe] [--episodes 64] [--rounds 3] [--workers 2]
+        [--max-runs-per-task 8]
 
-Each round starts `--episodes` episodes at once through the router (real pool server processes, the `terminal`
-provider: a task's sandboxed workspace with `setup.sh` done, tmux shell sessions, the task's tests). Every episode
-is the scripted agent that runs the task's `solution.sh` through `shell_exec` (the shipped tasks in turn), so every
-episode must end `completed` with reward 1.0; anything else is a failed episode. Allocations beyond a pool server's
-capacity get 429 and wait (the client's back-pressure), as a trainer's would.
+Each round starts `--episodes` episodes at once through the router (real pool server processes). `--setting
+terminal` (the default): the `terminal` provider (a task's sandboxed workspace with `setup.sh` done, tmux shell
+sessions, the task's tests), and every episode is the scripted agent that runs the task's `solution.sh` through
+`shell_exec` (the shipped tasks in turn), so every episode must end `completed` with reward 1.0. `--setting swe`: the
+`swe` provider (a fresh git tree of the instance in the sandbox, the sealed evaluation in another fresh tree), and
+every episode is the scripted agent that applies the instance's gold patch with `git apply` through the bash loop
+and submits (the shipped instances in turn), so every episode must be resolved by its submitted patch. Anything
+else is a failed episode. Allocations beyond a pool server's capacity get 429 and wait (the client's
+back-pressure), as a trainer's would.
 
 Measured in the same run: episodes per second, p50/p99 of `exec_tool` as the client sees it (a blocking
-`shell_exec`), of `reset` (workspace + setup.sh) and of `evaluate` (the task's pytest); 429s absorbed; the pool
-servers' RSS after each round (flat across rounds: no leak); and after the service stops, processes left of the
-sandbox uids and lease directories left on disk; after every round, before anything stops, the leases still open
-(all of these must be 0). Last line:
+`shell_exec`, or a `bash` command), of `reset` (the workspace or the fresh tree) and of `evaluate` (the tests);
+429s absorbed; the pool servers' RSS after each round (flat across rounds: no leak); and after the service stops,
+processes left of the sandbox uids and lease directories (work trees) left on disk; after every round, before
+anything stops, the leases still open (all of these must be 0). Last line:
 `RESULT env_service_load value=<failed episodes + leases left open after a round + leaked processes + leaked
 directories> target=<=0 PASS|FAIL`.
 """
@@ -35,6 +40,9 @@ from slime.agentic import sandbox as sb
 from slime.agentic.env_service.client import EnvClient
 from slime.agentic.env_service.launch import EnvService
 from slime.agentic.env_service.settings import PoolSettings
+from slime.agentic.swe import agent as swe_agent
+from slime.agentic.swe.instances import load_instances
+from slime.agentic.swe.provider import DEFAULT_INSTANCES
 from slime.agentic.terminal.agent import AgentSettings, ScriptedTurnPolicy, run_episode
 from slime.agentic.terminal.scripted import solution_turns
 from slime.agentic.terminal.tasks import DEFAULT_TASKS_DIR, load_tasks
@@ -82,15 +90,32 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
-async def one_round(client: TimedClient, tasks, episodes: int, offset: int) -> list:
+async def terminal_episode(client: TimedClient, task, request_id: str):
+    """A task's solution.sh through shell_exec; None when the episode succeeded, else what went wrong."""
+    meta = {"task_name": task.name, "task_path": task.name, "instruction": task.instruction}
+    result = await run_episode(ScriptedTurnPolicy(solution_turns(task)), client, f"{task.name}:{task.name}", meta,
+                               AgentSettings(), request_id=request_id)
+    if result.status == "completed" and result.reward == 1.0:
+        return None
+    return f"{result.task_key} {result.status} {result.stop_reason} {result.evaluation}"
+
+
+async def swe_episode(client: TimedClient, instance, request_id: str):
+    """The gold patch applied through the bash loop and submitted; None when it resolved the instance."""
+    policy = swe_agent.ScriptedSwePolicy(swe_agent.gold_patch_responses(instance.patch))
+    result = await swe_agent.run_episode(policy, client, instance.instance_id, swe_agent.AgentSettings(max_steps=4),
+                                         request_id=request_id)
+    if result.resolved and result.patch_source == "submitted":
+        return None
+    return f"{instance.instance_id} {result.status} {result.exit_status} {result.patch_source} {result.evaluation}"
+
+
+async def one_round(client: TimedClient, items, episodes: int, offset: int, run_one) -> list:
     async def episode(k: int):
-        task = tasks[(offset + k) % len(tasks)]
-        meta = {"task_name": task.name, "task_path": task.name, "instruction": task.instruction}
         try:
-            return await run_episode(ScriptedTurnPolicy(solution_turns(task)), client, f"{task.name}:{task.name}",
-                                     meta, AgentSettings(), request_id=f"load:{offset}:{k}")
+            return await run_one(client, items[(offset + k) % len(items)], f"load:{offset}:{k}")
         except Exception as e:  # a failed episode is counted, not fatal
-            return e
+            return repr(e)
 
     return await asyncio.gather(*(episode(k) for k in range(episodes)))
 
@@ -102,16 +127,23 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=2, help="pool servers behind the router")
     parser.add_argument("--max-tasks", type=int, default=16)
     parser.add_argument("--max-runs-per-task", type=int, default=8)
-    parser.add_argument("--tasks-dir", default=str(DEFAULT_TASKS_DIR))
+    parser.add_argument("--setting", choices=["terminal", "swe"], default="terminal")
+    parser.add_argument("--tasks-dir", default=str(DEFAULT_TASKS_DIR), help="--setting terminal: the tasks")
+    parser.add_argument("--instances", default=str(DEFAULT_INSTANCES), help="--setting swe: the instances")
     args = parser.parse_args()
-    tasks = [t for t in load_tasks(args.tasks_dir) if t.solution_script is not None]
+    if args.setting == "terminal":
+        items = [t for t in load_tasks(args.tasks_dir) if t.solution_script is not None]
+        options, run_one, kind = {"tasks_dir": args.tasks_dir}, terminal_episode, "tasks"
+    else:
+        items = load_instances(args.instances)
+        options, run_one, kind = {"instances": os.path.abspath(args.instances)}, swe_episode, "instances"
     state = tempfile.mkdtemp(prefix="env-load-")
-    settings = PoolSettings(provider="terminal", state_dir=state, max_tasks=args.max_tasks,
-                            max_runs_per_task=args.max_runs_per_task, provider_options={"tasks_dir": args.tasks_dir})
+    settings = PoolSettings(provider=args.setting, state_dir=state, max_tasks=args.max_tasks,
+                            max_runs_per_task=args.max_runs_per_task, provider_options=options)
     uids = sb.default_uid_pool().uids
-    print(f"env_service_load: {args.rounds} rounds x {args.episodes} concurrent episodes over {args.workers} pool "
-          f"servers, {len(tasks)} tasks, capacity {args.max_tasks} tasks x {args.max_runs_per_task} runs per server",
-          flush=True)
+    print(f"env_service_load ({args.setting}): {args.rounds} rounds x {args.episodes} concurrent episodes over "
+          f"{args.workers} pool servers, {len(items)} {kind}, capacity {args.max_tasks} tasks x "
+          f"{args.max_runs_per_task} runs per server", flush=True)
     failed, rss_rounds, open_leases, wall = [], [], [], 0.0
     with EnvService(settings, workers=args.workers) as service:
         async def run_all():
@@ -119,10 +151,10 @@ def main() -> int:
                 nonlocal wall
                 for r in range(args.rounds):
                     start = time.perf_counter()
-                    results = await one_round(client, tasks, args.episodes, r * args.episodes)
+                    results = await one_round(client, items, args.episodes, r * args.episodes, run_one)
                     took = time.perf_counter() - start
                     wall += took
-                    bad = [x for x in results if isinstance(x, Exception) or x.status != "completed" or x.reward != 1.0]
+                    bad = [x for x in results if x is not None]
                     failed.extend(bad)
                     status = (await client.status())["router" if args.workers > 1 else "pool"]
                     open_leases.append(status["total_active_runs"])  # every episode closed its lease
@@ -133,8 +165,7 @@ def main() -> int:
                           "pool RSS "
                           + ", ".join(f"{m:.0f} MB" for m in rss), flush=True)
                     for x in bad[:3]:
-                        print(f"    failed: {x!r}" if isinstance(x, Exception) else
-                              f"    failed: {x.task_key} {x.status} {x.stop_reason} {x.evaluation}", flush=True)
+                        print(f"    failed: {x}", flush=True)
                 return client.times, client.counters
 
         times, counters = asyncio.run(run_all())

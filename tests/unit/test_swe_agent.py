@@ -374,3 +374,15 @@ def test_the_llm_judge_votes_m_times_on_executed_steps_only():
     assert len({b["seed"] for b in chat.bodies}) == 3 and "## Current step 1" in chat.bodies[0]["messages"][1]["content"]
     submit = StepRecord(2, "r", templates.SUBMIT_COMMAND, 0, "", submit=True)
     assert asyncio.run(judge.score_step("issue", ran + [submit])) is None and len(chat.bodies) == 3
+
+
+def test_the_gold_agent_applies_the_patch_by_a_here_document_then_submits():
+    from slime.agentic.swe.agent import gold_patch_responses, parse_bash_block
+    from slime.agentic.swe.templates import SUBMIT_COMMAND
+
+    patch = "diff --git a/m.py b/m.py\n--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n"
+    apply, submit = gold_patch_responses(patch)
+    assert parse_bash_block(apply) == f"git apply <<'GOLD_PATCH_EOF'\n{patch}GOLD_PATCH_EOF"
+    assert parse_bash_block(submit) == SUBMIT_COMMAND
+    with pytest.raises(ValueError, match="here-document marker"):
+        gold_patch_responses(patch + "+GOLD_PATCH_EOF\n")

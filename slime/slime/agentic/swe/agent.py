@@ -304,6 +304,16 @@ def bash_response(command: str, thought: str = "I run the next command.") -> str
     return f"THOUGHT: {thought}\n\n```bash\n{command}\n```"
 
 
+def gold_patch_responses(patch: str) -> list[str]:
+    """The scripted agent that knows the fix: apply `patch` with `git apply` through the bash loop, then submit (the
+    load check's and the harness's baseline agent)."""
+    marker = "GOLD_PATCH_EOF"
+    if marker in patch:
+        raise ValueError(f"the patch contains the here-document marker {marker}")
+    return [bash_response(f"git apply <<'{marker}'\n{patch}{marker}", "I apply the fix."),
+            bash_response(templates.SUBMIT_COMMAND, "The fix is in place: I submit it.")]
+
+
 # ------------------------------------------------------------------------------------------------ episode
 
 
