@@ -36,7 +36,7 @@ from slime.agentic.env_service.client import EnvClient  # noqa: E402
 from slime.agentic.env_service.launch import PoolServerProcess  # noqa: E402
 from slime.agentic.env_service.settings import PoolSettings  # noqa: E402
 from slime.agentic.swe import agent as swe_agent  # noqa: E402
-from slime.agentic.swe.check import check_instances  # noqa: E402
+from slime.agentic.swe.evaluate import evaluate_patch  # noqa: E402
 from slime.agentic.swe.instances import load_instances, write_training_rows  # noqa: E402
 from slime.agentic.swe.provider import DEFAULT_INSTANCES  # noqa: E402
 
@@ -44,14 +44,17 @@ TARGET = 1.0
 
 
 def gold(instances) -> tuple[float, float]:
-    """(resolve rate of the gold patches, seconds per instance) through the check's sealed evaluations."""
+    """(resolve rate of the gold patches, seconds per instance): one sealed evaluation each (the check's empty-patch
+    and base runs are `python -m slime.agentic.swe.check`'s job, not this count's)."""
+    async def run_all() -> list:
+        return [await evaluate_patch(inst, inst.patch) for inst in instances]
+
     started = time.monotonic()
-    checks = asyncio.run(check_instances(instances))
-    resolved = sum(1 for c in checks if c.gold is not None and c.gold.resolved)
-    for c in checks:
-        if c.gold is None or not c.gold.resolved:
-            print(f"  gold not resolved: {c.instance.instance_id}: {c.error or c.gold.reason}", flush=True)
-    return resolved / len(instances), (time.monotonic() - started) / len(instances)
+    results = asyncio.run(run_all())
+    for inst, result in zip(instances, results):
+        if not result.resolved:
+            print(f"  gold not resolved: {inst.instance_id}: {result.reason}", flush=True)
+    return sum(r.resolved for r in results) / len(instances), (time.monotonic() - started) / len(instances)
 
 
 def scripted(instances, state_dir: str) -> tuple[float, float]:

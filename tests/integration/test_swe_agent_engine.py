@@ -8,31 +8,15 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
-import pytest
-
 from slime.agentic import prm
-from slime.agentic import sandbox as sb
-from slime.agentic.env_service.launch import PoolServerProcess
-from slime.agentic.env_service.settings import PoolSettings
 from slime.agentic.swe import templates
 from slime.agentic.swe.agent import generate, reward_func
-from slime.agentic.swe.instances import as_training_row, load_instances
-from slime.agentic.swe.provider import DEFAULT_INSTANCES
+from slime.agentic.swe.instances import as_training_row
 from slime.utils.types import Sample
 
-_CAP = sb.detect_capability("bwrap")
-pytestmark = pytest.mark.skipif(not _CAP.available, reason=f"no bwrap sandbox on this host: {_CAP.problem}")
+from swe_pool import instance, pool, requires_bwrap  # noqa: F401 (fixtures)
 
-
-@pytest.fixture(scope="module")
-def instance():
-    return load_instances(DEFAULT_INSTANCES)[0]
-
-
-@pytest.fixture(scope="module")
-def pool(tmp_path_factory):
-    with PoolServerProcess(PoolSettings(provider="swe", state_dir=str(tmp_path_factory.mktemp("pool")))) as server:
-        yield server
+pytestmark = requires_bwrap
 
 
 def _sample(instance, index=0):

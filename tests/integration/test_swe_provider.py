@@ -14,27 +14,11 @@ import pytest
 
 from slime.agentic import sandbox as sb
 from slime.agentic.env_service.client import EnvClient, EnvServiceError
-from slime.agentic.env_service.launch import PoolServerProcess
-from slime.agentic.env_service.settings import PoolSettings
-from slime.agentic.swe.instances import load_instances
-from slime.agentic.swe.provider import DEFAULT_INSTANCES
 
 REPO = Path(__file__).resolve().parents[2]
-_CAP = sb.detect_capability("bwrap")
-pytestmark = pytest.mark.skipif(not _CAP.available, reason=f"no bwrap sandbox on this host: {_CAP.problem}")
+from swe_pool import instance, pool, requires_bwrap  # noqa: F401 (fixtures)
 
-
-@pytest.fixture(scope="module")
-def instance():
-    return load_instances(DEFAULT_INSTANCES)[0]
-
-
-@pytest.fixture(scope="module")
-def pool(tmp_path_factory):
-    state = tmp_path_factory.mktemp("pool")
-    with PoolServerProcess(PoolSettings(provider="swe", state_dir=str(state))) as server:
-        server.state_dir = state
-        yield server
+pytestmark = requires_bwrap
 
 
 def lease(pool, instance, body):

@@ -137,3 +137,19 @@ def test_the_training_rows_cli_writes_upstreams_shape_for_the_chosen_instances(t
     assert [r["metadata"]["instance"]["instance_id"] for r in rows] == wanted
     assert rows[0]["text"] == shipped[1].problem_statement
     assert mod.instance_from_dict(rows[0]) == shipped[1]  # the loader reads the shape back
+
+
+def test_an_instance_that_lists_no_test_is_not_resolved_and_runs_nothing(monkeypatch):
+    """pytest without node ids would run the project's whole suite: the evaluation stops before any checkout."""
+    import asyncio
+    from dataclasses import replace
+
+    from slime.agentic.swe import evaluate
+
+    def no_checkout(*args, **kwargs):
+        raise AssertionError("an instance without tests must not be checked out")
+
+    monkeypatch.setattr(evaluate.repos, "checkout", no_checkout)
+    empty = replace(load_instances(REPO_INSTANCES)[0], FAIL_TO_PASS=(), PASS_TO_PASS=())
+    result = asyncio.run(evaluate.run_instance(empty, empty.patch))
+    assert not result.resolved and result.reason == "the instance lists no test" and result.outcomes == {}

@@ -94,8 +94,8 @@ class BatchKVCache(Cache):
         real_columns = self.mask.any(dim=0).nonzero()
         end = self.seq_len
         first = int(real_columns[0]) if len(real_columns) else end
+        rows_there = index.to(self.layers[0].k_buf.device)  # the mask lives on the CPU, the buffers with the model
         for layer in self.layers:
-            rows_there = index.to(layer.k_buf.device)  # the mask lives on the CPU, the buffers with the model
             k = layer.k_buf.index_select(0, rows_there)[:, :, first:end].contiguous()
             v = layer.v_buf.index_select(0, rows_there)[:, :, first:end].contiguous()
             layer.set_buffers(k, v, end - first)

@@ -50,13 +50,12 @@ from slime.utils.types import Sample
 
 from . import templates
 from .patches import patch_format_problem
-from .provider import timeout_message
+from .provider import DEFAULT_EXEC_TIMEOUT_S, INSTANCES_ENV, timeout_message
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_STEPS = 20
 DEFAULT_HEAD_RATIO = 0.3
-DEFAULT_EXEC_TIMEOUT_S = 180.0
 _BASH_BLOCK = re.compile(r"```bash[ \t]*\r?\n(.*?)```", re.DOTALL)
 _TESTS_RAN = re.compile(r"(\b\d+ (passed|failed|errors?|skipped|xfailed|xpassed|deselected)\b.* in [\d.]+s"
                         r"|\bno tests ran\b|^Ran \d+ tests? in )", re.M)
@@ -262,16 +261,19 @@ class SweEnginePolicy:
         if len(full) <= self.max_input_tokens:
             input_ids = full
         else:
-            rendered: dict[int, list[int]] = {}
+            # every candidate stays referenced here, so an identity match cannot hit a recycled object's id
+            rendered: list[tuple[list[dict], list[int]]] = []
 
             def count(candidate: list[dict]) -> int:
-                rendered[id(candidate)] = self.render(candidate)
-                return len(rendered[id(candidate)])
+                rendered.append((candidate, self.render(candidate)))
+                return len(rendered[-1][1])
 
             cut = manage_context(messages, count, self.max_input_tokens, self.head_ratio)
             if cut is None:
                 return None
-            input_ids, managed, omitted = rendered[id(cut.messages)], True, cut.omitted_turns
+            # a context that fits when rendered afresh comes back as a copy that was never counted: render it
+            ids = next((ids for candidate, ids in rendered if candidate is cut.messages), None)
+            input_ids, managed, omitted = ids or self.render(cut.messages), True, cut.omitted_turns
         start = time.monotonic()
         output = await self.client.generate(input_ids=input_ids, sampling_params=self.sampling_params,
                                             return_logprob=True)
@@ -550,7 +552,7 @@ def _env_url(args) -> tuple[str, str | None]:
     provider over $SWE_INSTANCES or the shipped instances)."""
     from slime.agentic.env_service.launch import rollout_service
 
-    instances = getattr(args, "swe_instances", None) or os.environ.get("SWE_INSTANCES")
+    instances = getattr(args, "swe_instances", None) or os.environ.get(INSTANCES_ENV)
     return rollout_service(args, "swe", {"instances": os.path.abspath(instances)} if instances else {}, "runs/swe")
 
 

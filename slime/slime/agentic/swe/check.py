@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .evaluate import SweEvaluation, evaluate_patch, run_instance
-from .instances import SweInstance, load_instances
+from .instances import SHIPPED_INSTANCES, SweInstance, load_instances
 
-DEFAULT_INSTANCES = Path(__file__).resolve().parents[4] / "swe-rl" / "data" / "instances.jsonl"
+DEFAULT_INSTANCES = SHIPPED_INSTANCES
 
 
 @dataclass

@@ -83,6 +83,8 @@ async def run_instance(instance: SweInstance, patch: str | None = None, *, apply
     project = repos.project_of(instance)
     start = time.monotonic()
     tests = list(instance.tests)
+    if not tests:  # pytest without node ids would run the whole suite: nothing listed, nothing to resolve
+        return SweEvaluation(instance.instance_id, False, "the instance lists no test", {}, time.monotonic() - start)
     work = Path(tempfile.mkdtemp(prefix="slime-swe-eval-", dir=base_dir))
     try:
         tree = await asyncio.to_thread(repos.checkout, instance, work / "testbed")
@@ -114,9 +116,7 @@ async def run_instance(instance: SweInstance, patch: str | None = None, *, apply
         reason = f"{len(not_passed)} of {len(tests)} listed tests did not pass: {shown}" + (" ..." if len(not_passed) > 3 else "")
     else:
         reason = ""
-    resolved = not reason and bool(tests)
-    if not tests:
-        reason = "the instance lists no test"
+    resolved = not reason
     return SweEvaluation(instance.instance_id, resolved, reason, outcomes, time.monotonic() - start, run.timed_out,
                          run.output_tail(OUTPUT_TAIL_CHARS))
 

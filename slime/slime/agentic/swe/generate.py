@@ -52,7 +52,7 @@ from pathlib import Path
 from . import repos
 from .evaluate import run_instance
 from .hidden_tests import remove_functions
-from .instances import SweInstance, save_instances
+from .instances import SHIPPED_INSTANCES, SweInstance, save_instances
 from .mutations import OPERATORS, Mutation, apply_mutation, find_mutations
 from .patches import is_test_path
 from .projects import PROJECTS, Project, get_project
@@ -61,7 +61,7 @@ from .testrun import TreeRunner, junit_id
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_OUT = Path(__file__).resolve().parents[4] / "swe-rl" / "data" / "instances.jsonl"
+DEFAULT_OUT = SHIPPED_INSTANCES
 DEFAULT_PER_PROJECT = 8
 DEFAULT_MAX_ATTEMPTS = 200
 DEFAULT_MAX_BROKEN = 10

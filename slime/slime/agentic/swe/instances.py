@@ -28,6 +28,7 @@ from typing import Any
 REQUIRED = ("instance_id", "repo", "base_commit", "problem_statement", "FAIL_TO_PASS", "PASS_TO_PASS", "test_patch",
             "patch")
 OPTIONAL = ("version", "created_at", "hints_text", "environment_setup_commit", "image_name")
+SHIPPED_INSTANCES = Path(__file__).resolve().parents[4] / "swe-rl" / "data" / "instances.jsonl"
 
 
 class InstanceFormatError(ValueError):
@@ -189,10 +190,9 @@ def write_training_rows(instances_path: str | os.PathLike, out: str | os.PathLik
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    default = Path(__file__).resolve().parents[4] / "swe-rl" / "data" / "instances.jsonl"
     parser = argparse.ArgumentParser(description="Write the training rows of SWE instances (the trainer's prompt "
                                                  "data: --input-key text --metadata-key metadata).")
-    parser.add_argument("--instances", type=Path, default=default, help="the instances (SWE-bench JSONL)")
+    parser.add_argument("--instances", type=Path, default=SHIPPED_INSTANCES, help="the instances (SWE-bench JSONL)")
     parser.add_argument("--out", type=Path, required=True, help="where to write the training rows")
     parser.add_argument("ids", nargs="*", help="instance ids (default: all, in the file's order)")
     opts = parser.parse_args(argv)
@@ -204,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
 __all__ = [
     "OPTIONAL",
     "REQUIRED",
+    "SHIPPED_INSTANCES",
     "InstanceFormatError",
     "SweInstance",
     "as_training_row",

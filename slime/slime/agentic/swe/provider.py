@@ -39,10 +39,10 @@ from slime.agentic.env_service.providers import LeaseContext, ProviderError, rea
 
 from . import repos
 from .evaluate import evaluate_patch, working_tree_diff
-from .instances import InstanceFormatError, SweInstance, load_instances
+from .instances import SHIPPED_INSTANCES, InstanceFormatError, SweInstance, load_instances
 from .testrun import TESTBED
 
-DEFAULT_INSTANCES = Path(__file__).resolve().parents[4] / "swe-rl" / "data" / "instances.jsonl"
+DEFAULT_INSTANCES = SHIPPED_INSTANCES
 INSTANCES_ENV = "SWE_INSTANCES"
 DEFAULT_EXEC_TIMEOUT_S = 180.0  # upstream's exec timeout
 DEFAULT_MAX_OUTPUT_BYTES = 128 * 1024  # above the agent's 10,000-character elision, so the agent's rule decides
@@ -198,10 +198,10 @@ class SweProvider:
     # ------------------------------------------------------------------------------------------- evaluation
 
     async def evaluate(self, env: SweEnv, request: dict) -> dict:
-        env.evaluated = True
         patch = request.get("patch")
-        if patch is not None and not isinstance(patch, str):
+        if patch is not None and not isinstance(patch, str):  # a bad request leaves the lease usable
             raise ProviderError(400, "patch must be a string (a unified git diff) or absent")
+        env.evaluated = True
         source = "submitted"
         if patch is None:
             patch, source = await asyncio.to_thread(working_tree_diff, env.tree, env.instance), "git_diff_fallback"

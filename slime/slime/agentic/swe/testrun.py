@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from slime.agentic.sandbox import Sandbox, SandboxLimits, SandboxResult, UidPool
-from slime.agentic.terminal.junit import JUnitReport, read_junit_xml
+from slime.agentic.terminal.junit import JUnitReport, read_junit_file
 
 from .projects import Project
 
@@ -118,12 +118,8 @@ class TreeRunner:
         limits = replace(self.box.limits, timeout_s=timeout, cpu_seconds=max(self.box.limits.cpu_seconds, math.ceil(timeout) + 1))
         start = time.monotonic()
         result = await self.box.run(argv, env=pytest_env(), limits=limits)
-        report = read_junit_xml(report_path)
-        xml = b""
-        if not report.reason:
-            with open(report_path, "rb") as f:
-                xml = f.read()
-        run = PytestRun(report, result, time.monotonic() - start, xml)
+        report, xml = read_junit_file(report_path)  # written by sandboxed code: read once, no symlink, capped
+        run = PytestRun(report, result, time.monotonic() - start, xml if not report.reason else b"")
         if requested:
             got = report.outcomes()
             run.outcomes = {t: got.get(junit_id(t), MISSING) for t in requested}

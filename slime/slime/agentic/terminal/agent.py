@@ -375,7 +375,6 @@ def episode_samples(episode: Episode, sample: Sample, prm_scores: list[float | N
 # ------------------------------------------------------------------------------------------------ trainer hooks
 
 
-
 def service_options(args) -> dict:
     """The terminal provider's options for the pool servers the trainer starts: --terminal-tasks-dir,
     --terminal-backend, --terminal-image (those given)."""

@@ -171,30 +171,35 @@ def report_of_file(path: str | os.PathLike, data: bytes | None, *, regular: bool
     return parse_junit_xml(data)
 
 
-def read_junit_xml(path: str | os.PathLike) -> JUnitReport:
-    """Read and parse the report at `path` on the host (:func:`report_of_file`): a symlink is not followed, and at
-    most MAX_REPORT_BYTES + 1 bytes are read."""
+def read_junit_file(path: str | os.PathLike) -> tuple[JUnitReport, bytes]:
+    """(the parsed report, the bytes read) at `path` on the host (:func:`report_of_file`): a symlink is not followed,
+    and at most MAX_REPORT_BYTES + 1 bytes are read; the bytes are empty when no regular file was read."""
     try:
         fd = os.open(os.fspath(path), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
-        return report_of_file(path, None)
+        return report_of_file(path, None), b""
     except OSError as e:
         if e.errno == errno.ELOOP:  # O_NOFOLLOW on a symlink
-            return report_of_file(path, b"", regular=False)
-        return _failed_report(f"cannot open the JUnit XML report {path}: {e.strerror or e}")
+            return report_of_file(path, b"", regular=False), b""
+        return _failed_report(f"cannot open the JUnit XML report {path}: {e.strerror or e}"), b""
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return report_of_file(path, b"", regular=False)
+            return report_of_file(path, b"", regular=False), b""
         with os.fdopen(fd, "rb") as f:
             fd = -1
             data = f.read(MAX_REPORT_BYTES + 1)
     except OSError as e:
-        return _failed_report(f"cannot read the JUnit XML report {path}: {e.strerror or e}")
+        return _failed_report(f"cannot read the JUnit XML report {path}: {e.strerror or e}"), b""
     finally:
         if fd >= 0:
             os.close(fd)
-    return report_of_file(path, data)
+    return report_of_file(path, data), data
 
 
-__all__ = ["OUTCOMES", "CaseResult", "JUnitReport", "parse_junit_xml", "pass_rate_reward", "read_junit_xml",
+def read_junit_xml(path: str | os.PathLike) -> JUnitReport:
+    """The parsed report at `path` on the host (:func:`read_junit_file` without the bytes)."""
+    return read_junit_file(path)[0]
+
+
+__all__ = ["OUTCOMES", "CaseResult", "JUnitReport", "parse_junit_xml", "pass_rate_reward", "read_junit_file", "read_junit_xml",
            "report_of_file"]
