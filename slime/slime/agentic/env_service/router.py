@@ -3,7 +3,10 @@
     python -m slime.agentic.env_service.router --workers http://127.0.0.1:18081,http://127.0.0.1:18082 --port 18080
 
 `/allocate` asks every pool server's `/status` (concurrently) and offers the lease to the one with the fewest live
-leases (ties: the lowest index); a 429 or an unreachable server passes it on to the next-least-loaded; when all
+leases (ties: the lowest index). A server's load is the larger of what its status says and what this router knows
+it holds (the leases it allocated there and has not seen end, plus allocations on their way), so a burst of
+concurrent allocates that all read the same statuses spreads evenly; a status taken while nothing of this router's
+was moving on that server corrects the router's count down (a lease the idle reaper closed); a 429 or an unreachable server passes it on to the next-least-loaded; when all
 refuse, the last 429 is the answer (back-pressure reaches the client unchanged). A retried allocate with the same
 (task_key, request_id) goes to the server that answered it before, so idempotency holds across the router.
 Lease ids become `w<index>:<lease>`; the lease calls are forwarded to that server (502 if it cannot be reached).
@@ -57,9 +60,14 @@ class Router:
                                         limits=httpx.Limits(max_connections=512, max_keepalive_connections=64))
         self.idempotency_window_s = idempotency_window_s
         self.sticky: dict[tuple[str, str], tuple[int, float]] = {}
-        # allocations on their way to each server: concurrent allocates all read the same /status, so the load of
-        # a server is its live leases plus what this router is sending it right now
+        # what this router knows each server holds: leases it allocated there and has not seen end (``held``), and
+        # allocations and closes on their way (``inflight``, ``closing``). A status can not say whether it already
+        # counts an allocation in flight, so adding the two double-counted and a burst could split 5/3; the larger of
+        # the two is exact when this router is the server's only client and never below what the server says.
+        self.held = [0] * len(self.workers)
         self.inflight = [0] * len(self.workers)
+        self.closing = [0] * len(self.workers)
+        self.moves = [0] * len(self.workers)  # changes of the three above: a status is exact only between none
         self.counters = {"allocated": [0] * len(self.workers), "unreachable": 0, "rejected": 0}
 
     async def aclose(self) -> None:
@@ -73,15 +81,22 @@ class Router:
             return None
 
     async def loads(self) -> list[tuple[int, int]]:
-        """(load, index) of every reachable pool server, least loaded first. The load is the server's live leases as
-        its /status said, plus what this router sent it since asking (in flight or already allocated: a burst of
-        allocates all read statuses taken before any of them landed). An allocation that lands between the
-        snapshot and the status reply counts twice, which only errs toward spreading."""
-        allocated_before = list(self.counters["allocated"])
+        """(load, index) of every reachable pool server, least loaded first (see the module's docstring)."""
+        moves_before = list(self.moves)
         statuses = await asyncio.gather(*(self._status(i) for i in range(len(self.workers))))
-        return sorted((s.get("total_active_runs", 0) + self.inflight[i]
-                       + self.counters["allocated"][i] - allocated_before[i], i)
-                      for i, s in enumerate(statuses) if s is not None)
+        loads = []
+        for i, status in enumerate(statuses):
+            if status is None:
+                continue
+            reported = int(status.get("total_active_runs", 0))
+            if self.moves[i] == moves_before[i] and not self.inflight[i] and not self.closing[i]:
+                self.held[i] = min(self.held[i], reported)  # nothing of ours moved: the status is the truth
+            loads.append((max(reported, self.held[i] + self.inflight[i]), i))
+        return sorted(loads)
+
+    def _move(self, index: int, counter: list[int], delta: int) -> None:
+        counter[index] = max(0, counter[index] + delta)
+        self.moves[index] += 1
 
     async def allocate(self, body: dict) -> JSONResponse:
         task_key, request_id = body.get("task_key"), body.get("request_id")
@@ -105,7 +120,7 @@ class Router:
                 # before sending: if the answer is lost after the server allocated, the client's retry (same
                 # request id) comes back to this server and gets the same lease, not a second one elsewhere
                 self.sticky[key] = (index, now)
-            self.inflight[index] += 1
+            self._move(index, self.inflight, +1)
             try:
                 reply = await self.client.post(self.workers[index] + "/allocate", json=body)
             except (httpx.ConnectError, httpx.ConnectTimeout) as e:  # never reached it: the next server may serve
@@ -117,7 +132,7 @@ class Router:
                 raise PoolError(504 if isinstance(e, httpx.TimeoutException) else 502, "WORKER_NO_ANSWER",
                                 f"pool server {index} did not answer the allocate: {e!r}") from None
             finally:
-                self.inflight[index] -= 1
+                self._move(index, self.inflight, -1)
             if reply.status_code == 429:
                 last = reply
                 continue
@@ -125,6 +140,7 @@ class Router:
             if reply.status_code == 200 and payload.get("ok"):
                 payload["lease_id"] = f"w{index}:{payload['lease_id']}"
                 self.counters["allocated"][index] += 1
+                self._move(index, self.held, +1)
             return JSONResponse(payload, status_code=reply.status_code)
         if last is not None:
             self.counters["rejected"] += 1
@@ -133,12 +149,23 @@ class Router:
 
     async def forward(self, path: str, body: dict) -> JSONResponse:
         index, lease = split_lease(body.get("lease_id"), len(self.workers))
+        closing = path == "/close"
+        if closing:
+            self._move(index, self.closing, +1)
         try:
             reply = await self.client.post(self.workers[index] + path, json={**body, "lease_id": lease})
         except httpx.HTTPError as e:
             self.counters["unreachable"] += 1
             raise PoolError(502, "WORKER_UNREACHABLE", f"pool server {index} cannot be reached: {e!r}") from None
-        return JSONResponse(_json(reply), status_code=reply.status_code)
+        finally:
+            if closing:
+                self._move(index, self.closing, -1)
+        payload = _json(reply)
+        if (closing and reply.status_code == 200) or payload.get("code") == "UNKNOWN_LEASE":
+            # the lease has ended (closed now, or unknown: closed before or reaped); a lease the count already
+            # lost (a status corrected it) makes this an undercount, which the status bounds from below
+            self._move(index, self.held, -1)
+        return JSONResponse(payload, status_code=reply.status_code)
 
     async def status(self) -> dict:
         statuses = await asyncio.gather(*(self._status(i) for i in range(len(self.workers))))
