@@ -2,13 +2,8 @@
 # repository root: takes --dry-run out of the caller's arguments wherever it lands (DRY_RUN=1; also from the
 # environment), activates .venv when no environment is active, and sets one intra-op thread per process and an
 # offline Hugging Face stack.
-DRY_RUN=${DRY_RUN:-0}
-_PASSED=()
-for _arg in "$@"; do
-    if [ "$_arg" = --dry-run ]; then DRY_RUN=1; else _PASSED+=("$_arg"); fi
-done
-set -- "${_PASSED[@]}"
-unset _PASSED _arg
+# shellcheck source=scripts/dry_run_flag.sh
+source "$(dirname "${BASH_SOURCE[0]}")/dry_run_flag.sh"
 if [ -z "${VIRTUAL_ENV:-}" ] && [ -f .venv/bin/activate ]; then
     # shellcheck disable=SC1091
     . .venv/bin/activate

@@ -11,7 +11,8 @@
 #      instance, written to RUN_DIR/train.jsonl), ENV_SERVER_URL (attach to a running service instead of starting
 #      ENV_WORKERS pool servers, default 1), RUN_DIR (runs/swe-cpu), ROLLOUT_BATCH_SIZE (2 instances), N_SAMPLES (4 per
 #      instance), NUM_ROLLOUT (20), MAX_STEPS (8 steps per episode), LR (1e-6), STEP_JUDGE (rules: the CPU rule judge
-#      scores every step and advantages are step_wise; module:factory for your own; default none).
+#      scores every step and advantages are step_wise; module:factory for your own; default none), SWE_BACKEND (bwrap,
+#      or docker: --swe-backend), SWE_IMAGE (with docker: swebench, swe-gym or an image template: --swe-image).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="${SLIME_ROOT:-$HERE/..}"
@@ -43,6 +44,12 @@ ARGS=(
 if [ -n "${ENV_SERVER_URL:-}" ]; then
     ARGS+=(--env-server-url "$ENV_SERVER_URL")
 fi
+if [ -n "${SWE_BACKEND:-}" ]; then  # where the pool servers run an instance: bwrap (the default) or docker
+    ARGS+=(--swe-backend "$SWE_BACKEND")
+fi
+if [ -n "${SWE_IMAGE:-}" ]; then  # with docker: swebench, swe-gym or an image template
+    ARGS+=(--swe-image "$SWE_IMAGE")
+fi
 if [ -n "${STEP_JUDGE:-}" ]; then  # a per-step PRM: the outcome plus its score
     ARGS+=(--step-judge "$STEP_JUDGE" --advantage-estimator step_wise --prm-step-coef 1.0)
 fi
@@ -51,8 +58,10 @@ if [ "$DRY_RUN" = 1 ]; then
 import shlex, sys
 from slime.utils.arguments import parse_args
 args = parse_args(sys.argv[1:], mode="async", world_size=1)
+backend = (f"backend {args.swe_backend}, " if args.swe_backend else "") + \
+          (f"image {args.swe_image}, " if args.swe_image else "")
 service = args.env_server_url or f"{args.env_workers} pool server(s) started by the trainer ({args.env_provider}, " \
-                                  f"instances {args.swe_instances})"
+                                  f"{backend}instances {args.swe_instances})"
 print("layout: CPU, 1 trainer process (rank 0, no torchrun), the embedded engine as its child process, the "
       "environment service as child processes; OMP_NUM_THREADS=1 per process")
 print(f"SWE RL: {args.rollout_batch_size} instances x {args.n_samples_per_prompt} episodes per rollout, at most "

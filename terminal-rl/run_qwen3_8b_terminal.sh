@@ -25,27 +25,11 @@ set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
 cd "$ROOT"
-if [ -z "${VIRTUAL_ENV:-}" ] && [ -f .venv/bin/activate ]; then
-    # shellcheck disable=SC1091
-    . .venv/bin/activate
-fi
-DRY_RUN=${DRY_RUN:-0}
-passed=()
-for arg in "$@"; do  # --dry-run may come anywhere: take it out of the trainer flags
-    if [ "$arg" = --dry-run ]; then DRY_RUN=1; else passed+=("$arg"); fi
-done
-set -- "${passed[@]}"
+# shellcheck source=scripts/agentic_gpu_launch.sh
+source scripts/agentic_gpu_launch.sh
 
 HF_CKPT=${HF_CKPT:?set HF_CKPT to a Qwen3-8B checkpoint (a folder; nothing is downloaded)}
-NUM_GPUS=${NUM_GPUS:-8} NNODES=${NNODES:-1} NODE_RANK=${NODE_RANK:-0} MASTER_ADDR=${MASTER_ADDR:-127.0.0.1}
-MASTER_PORT=${MASTER_PORT:-29500} ROLLOUT_ENGINE=${ROLLOUT_ENGINE:-sglang}
-ACTOR_GPUS=${ACTOR_GPUS:-4} TRAIN_TP=${TRAIN_TP:-4} ROLLOUT_GPUS=${ROLLOUT_GPUS:-4} ROLLOUT_TP=${ROLLOUT_TP:-2}
-export NNODES NODE_RANK MASTER_ADDR MASTER_PORT
-for var in NUM_GPUS NNODES NODE_RANK ACTOR_GPUS ROLLOUT_GPUS ROLLOUT_TP TRAIN_TP MASTER_PORT; do
-    if ! [[ "${!var}" =~ ^[0-9]+$ ]]; then
-        echo "error: $var must be a non-negative integer, got '${!var}'" >&2; exit 2
-    fi
-done
+agentic_gpu_layout
 
 ROLLOUT_ARGS=(
     --prompt-data "${PROMPT_DATA:-terminal-rl/data/train.jsonl}" --input-key task --rollout-shuffle
@@ -63,37 +47,14 @@ ROLLOUT_ARGS=(
 if [ -n "${ENV_SERVER_URL:-}" ]; then
     ROLLOUT_ARGS+=(--env-server-url "$ENV_SERVER_URL")
 fi
-ALGORITHM_ARGS=(
-    --advantage-estimator grpo
-    --use-kl-loss --kl-loss-coef 0.01 --kl-loss-type k3 --entropy-coef 0.0 --eps-clip 0.2 --eps-clip-high 0.28
-    --optimizer adam --lr 1e-6 --lr-decay-style constant --weight-decay 0.1 --adam-beta1 0.9 --adam-beta2 0.98
-)
-TRAINER_ARGS=(
-    --hf-checkpoint "$HF_CKPT" --ref-load "$HF_CKPT" --rotary-base 1000000
-    --save "${SAVE_CKPT:-$ROOT/ckpt/qwen3-8b-terminal}" --save-interval 3
-    --actor-num-nodes "$NNODES" --actor-num-gpus-per-node "$ACTOR_GPUS" --num-gpus-per-node "$NUM_GPUS"
-    --tensor-model-parallel-size "$TRAIN_TP"
-    --rollout-engine "$ROLLOUT_ENGINE" --rollout-num-gpus "$ROLLOUT_GPUS" --rollout-num-gpus-per-engine "$ROLLOUT_TP"
-    --sglang-mem-fraction-static "${MEM_FRACTION_STATIC:-0.6}"
-    "${ROLLOUT_ARGS[@]}" "${ALGORITHM_ARGS[@]}"
-    --use-dynamic-batch-size --max-tokens-per-gpu "${MAX_TOKENS_PER_GPU:-16384}" --gradient-checkpointing
-    --device cuda --train-backend "${TRAIN_BACKEND:-fsdp}"
-)
+ALGORITHM_ARGS=(--advantage-estimator grpo "${AGENTIC_PPO_ARGS[@]}")
+agentic_gpu_command 1000000 "${SAVE_CKPT:-$ROOT/ckpt/qwen3-8b-terminal}" 3 \
+    --sglang-mem-fraction-static "${MEM_FRACTION_STATIC:-0.6}" "${ROLLOUT_ARGS[@]}" "${ALGORITHM_ARGS[@]}"
 
-python - "${TRAINER_ARGS[@]}" "$@" <<'PY'
-import contextlib, io, sys
-from slime.utils.arguments import build_parser
-try:
-    with contextlib.redirect_stderr(io.StringIO()):
-        args = build_parser().parse_args(sys.argv[1:])
-except SystemExit:
-    sys.exit(0)
+SUMMARY=$(cat <<'PY'
 service = args.env_server_url or f"{args.env_workers} pool server(s) started by the trainer"
 print(f"terminal RL: {args.rollout_batch_size} tasks x {args.n_samples_per_prompt} episodes per rollout, at most "
       f"{args.max_turns} turns, one sample per turn, tasks {args.terminal_tasks_dir}, environments: {service}")
 PY
-launcher=(python -m slime.launch)
-if [ "$DRY_RUN" = 1 ]; then
-    launcher+=(--dry-run)
-fi
-exec "${launcher[@]}" slime/train_async.py "${TRAINER_ARGS[@]}" "$@"
+)
+agentic_gpu_launch "$SUMMARY" "$@"

@@ -25,16 +25,8 @@ set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
 cd "$ROOT"
-if [ -z "${VIRTUAL_ENV:-}" ] && [ -f .venv/bin/activate ]; then
-    # shellcheck disable=SC1091
-    . .venv/bin/activate
-fi
-DRY_RUN=${DRY_RUN:-0}
-passed=()
-for arg in "$@"; do  # --dry-run may come anywhere: take it out of the trainer flags
-    if [ "$arg" = --dry-run ]; then DRY_RUN=1; else passed+=("$arg"); fi
-done
-set -- "${passed[@]}"
+# shellcheck source=scripts/agentic_gpu_launch.sh
+source scripts/agentic_gpu_launch.sh
 for name in PRM DYNAMIC_HISTORY; do
     case "${!name:-0}" in
         0 | 1) ;;
@@ -43,8 +35,6 @@ for name in PRM DYNAMIC_HISTORY; do
 done
 
 HF_CKPT=${HF_CKPT:?set HF_CKPT to the ReTool SFT checkpoint of Qwen3-4B (a folder; nothing is downloaded)}
-NUM_GPUS=${NUM_GPUS:-8} NNODES=${NNODES:-1} NODE_RANK=${NODE_RANK:-0} MASTER_ADDR=${MASTER_ADDR:-127.0.0.1}
-MASTER_PORT=${MASTER_PORT:-29500} ROLLOUT_ENGINE=${ROLLOUT_ENGINE:-sglang}
 ROLLOUT_GPUS=${ROLLOUT_GPUS:-4} ROLLOUT_TP=${ROLLOUT_TP:-${TP:-2}}  # TP: the name older scripts used
 if [ "${PRM:-0}" = 1 ]; then  # upstream's PRM layout: 2 + 4 + 2
     ACTOR_GPUS=${ACTOR_GPUS:-2} TRAIN_TP=${TRAIN_TP:-2} PRM_GPUS=${PRM_GPUS:-2} PRM_TP=${PRM_TP:-2}
@@ -53,13 +43,7 @@ else
     ACTOR_GPUS=${ACTOR_GPUS:-4} TRAIN_TP=${TRAIN_TP:-4} PRM_GPUS=${PRM_GPUS:-0} PRM_TP=${PRM_TP:-$ROLLOUT_TP}
     name=qwen3-4b-retool
 fi
-export NNODES NODE_RANK MASTER_ADDR MASTER_PORT
-# Integers only; ranges and the combination are checked by slime.launch, with the variable names in its messages.
-for var in NUM_GPUS NNODES NODE_RANK ACTOR_GPUS ROLLOUT_GPUS ROLLOUT_TP PRM_GPUS PRM_TP TRAIN_TP MASTER_PORT; do
-    if ! [[ "${!var}" =~ ^[0-9]+$ ]]; then
-        echo "error: $var must be a non-negative integer, got '${!var}'" >&2; exit 2
-    fi
-done
+agentic_gpu_layout PRM_GPUS PRM_TP  # the rest of the layout's defaults, each an integer
 if [ "${PRM:-0}" != 1 ] && [ "$PRM_GPUS" != 0 ]; then
     echo "error: PRM_GPUS=$PRM_GPUS but PRM=1 is not set: the PRM engines run only with PRM=1" >&2; exit 2
 fi
@@ -83,10 +67,7 @@ ROLLOUT_ARGS=(
     --eval-reward-key acc
 )
 # GRPO (PRM=1: step_wise), PPO clip 0.2/0.28, KL k3 0.01 to the SFT checkpoint, upstream's optimizer.
-ALGORITHM_ARGS=(
-    --use-kl-loss --kl-loss-coef 0.01 --kl-loss-type k3 --entropy-coef 0.0 --eps-clip 0.2 --eps-clip-high 0.28
-    --optimizer adam --lr 1e-6 --lr-decay-style constant --weight-decay 0.1 --adam-beta1 0.9 --adam-beta2 0.98
-)
+ALGORITHM_ARGS=("${AGENTIC_PPO_ARGS[@]}")
 # SGLang engines: upstream's mem fraction; the reasoning parser keeps a Qwen3 judge's thinking out of the vote it
 # returns (the policy's turns go through /generate, which no parser touches).
 SGLANG_ARGS=(--sglang-mem-fraction-static "${MEM_FRACTION_STATIC:-0.6}"
@@ -104,28 +85,12 @@ if [ "${DYNAMIC_HISTORY:-0}" = 1 ]; then
 fi
 # upstream's --rotary-base 5e6 (the SFT checkpoint's RoPE base): the megatron backend checks it against the
 # checkpoint's config.json, the fsdp backend reads the config itself and reports the flag as without effect
-TRAINER_ARGS=(
-    --hf-checkpoint "$HF_CKPT" --ref-load "$HF_CKPT" --rotary-base 5000000
-    --save "${SAVE_CKPT:-$ROOT/ckpt/$name}" --save-interval 20
-    --actor-num-nodes "$NNODES" --actor-num-gpus-per-node "$ACTOR_GPUS" --num-gpus-per-node "$NUM_GPUS"
-    --tensor-model-parallel-size "$TRAIN_TP"
-    --rollout-engine "$ROLLOUT_ENGINE" --rollout-num-gpus "$ROLLOUT_GPUS" --rollout-num-gpus-per-engine "$ROLLOUT_TP"
+agentic_gpu_command 5000000 "${SAVE_CKPT:-$ROOT/ckpt/$name}" 20 \
     "${SGLANG_ARGS[@]}" "${ROLLOUT_ARGS[@]}" "${ALGORITHM_ARGS[@]}" "${ADVANTAGE_ARGS[@]}"
-    --use-dynamic-batch-size --max-tokens-per-gpu "${MAX_TOKENS_PER_GPU:-16384}" --gradient-checkpointing
-    --device cuda --train-backend "${TRAIN_BACKEND:-fsdp}"
-)
 
 # One line on the tool-call setting, from the flags the trainer gets (extra flags included), then the launcher
-# prints the layout and the command (and, without --dry-run, execs torchrun). Flags that do not parse: no line here,
-# the launcher reports them.
-python - "${TRAINER_ARGS[@]}" "$@" <<'PY'
-import contextlib, io, sys
-from slime.utils.arguments import build_parser
-try:
-    with contextlib.redirect_stderr(io.StringIO()):
-        args = build_parser().parse_args(sys.argv[1:])
-except SystemExit:
-    sys.exit(0)
+# prints the layout and the command (and, without --dry-run, execs torchrun).
+SUMMARY=$(cat <<'PY'
 prm = (f", PRM per step ({args.prm_m} votes at temperature {args.prm_temperature}, {args.prm_max_new_tokens} tokens "
        f"each, coef {args.prm_step_coef})" if args.prm_enable else "")
 print(f"tool-call RL: {args.rollout_batch_size} problems x {args.n_samples_per_prompt} samples per rollout, "
@@ -133,8 +98,5 @@ print(f"tool-call RL: {args.rollout_batch_size} problems x {args.n_samples_per_p
       f"{args.tools_config}, advantages {args.advantage_estimator}{prm}"
       + (", dynamic history" if args.dynamic_history else ""))
 PY
-launcher=(python -m slime.launch)
-if [ "$DRY_RUN" = 1 ]; then
-    launcher+=(--dry-run)
-fi
-exec "${launcher[@]}" slime/train_async.py "${TRAINER_ARGS[@]}" "$@"
+)
+agentic_gpu_launch "$SUMMARY" "$@"

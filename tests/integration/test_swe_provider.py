@@ -16,25 +16,13 @@ from slime.agentic import sandbox as sb
 from slime.agentic.env_service.client import EnvClient, EnvServiceError
 
 REPO = Path(__file__).resolve().parents[2]
-from swe_pool import instance, pool, requires_bwrap  # noqa: F401 (fixtures)
+from swe_pool import bash, episode, instance, pool, requires_bwrap  # noqa: F401 (fixtures)
 
 pytestmark = requires_bwrap
 
 
 def lease(pool, instance, body):
-    async def go():
-        async with EnvClient(pool.url) as env:
-            lease_id = (await env.allocate(instance.instance_id))["lease_id"]
-            try:
-                reset = await env.reset(lease_id, {"instance_id": instance.instance_id})
-                return await body(env, lease_id, reset)
-            finally:
-                await env.close(lease_id)
-    return asyncio.run(go())
-
-
-def bash(env, lease_id, command, **kw):
-    return env.exec_tool(lease_id, "bash", {"command": command, **kw})
+    return episode(pool.url, instance.instance_id, body)
 
 
 def test_a_lease_is_a_clean_tree_at_base_owned_by_an_unprivileged_uid_without_network(pool, instance):

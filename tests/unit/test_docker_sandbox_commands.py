@@ -26,7 +26,7 @@ from slime.agentic.env_service.pool import LeasePool
 from slime.agentic.env_service.settings import PoolSettings
 from slime.agentic.sandbox import SandboxError, SandboxLimits
 from slime.agentic.terminal import check as check_mod
-from slime.agentic.terminal import provider as provider_mod
+from slime.agentic.env_service import providers as providers_mod
 from slime.agentic.terminal.agent import service_options
 from slime.agentic.terminal.provider import TerminalProvider
 from slime.agentic.terminal.tasks import DEFAULT_TASKS_DIR, load_task
@@ -289,17 +289,17 @@ def test_reap_does_every_step_even_when_one_fails_and_then_raises(monkeypatch):
 
     def remove_container(name, docker_host=None, timeout=None):
         calls.append(("rm", name, docker_host))
-        assert timeout == provider_mod.REAP_TIMEOUT_S
+        assert timeout == providers_mod.REAP_TIMEOUT_S
         raise SandboxError("No such image")
 
     def remove_labelled(label, docker_host=None, timeout=None):
         calls.append(("labelled", label, docker_host))
         return 0
 
-    monkeypatch.setattr(provider_mod, "ping_daemon", lambda host, timeout: calls.append(("ping", host)))
-    monkeypatch.setattr(provider_mod, "remove_container", remove_container)
-    monkeypatch.setattr(provider_mod, "remove_labelled", remove_labelled)
-    monkeypatch.setattr(provider_mod, "reap_sandbox_uid", lambda resources: calls.append(("uid", resources.get("uid"))))
+    monkeypatch.setattr(providers_mod, "ping_daemon", lambda host, timeout: calls.append(("ping", host)))
+    monkeypatch.setattr(providers_mod, "remove_container", remove_container)
+    monkeypatch.setattr(providers_mod, "remove_labelled", remove_labelled)
+    monkeypatch.setattr(providers_mod, "reap_sandbox_uid", lambda resources: calls.append(("uid", resources.get("uid"))))
     bwrap_server = TerminalProvider()  # a server restarted with another backend still reaps a recorded container
     with pytest.raises(RuntimeError, match="remove container slime-1"):
         bwrap_server.reap({"container": "slime-1", "docker_host": "unix:///d.sock", "uid": 20005, "lease_id": "run-1"})
@@ -412,7 +412,7 @@ def test_a_pool_whose_docker_daemon_hangs_or_is_gone_still_starts_quickly(tmp_pa
 
     if shutil.which("docker") is None:
         pytest.skip("no docker CLI")
-    monkeypatch.setattr(provider_mod, "REAP_TIMEOUT_S", 1.5)
+    monkeypatch.setattr(providers_mod, "REAP_TIMEOUT_S", 1.5)
     sock_path = str(tmp_path / "d.sock")
     listener = None
     if daemon == "hung":  # accepts connections (the kernel's backlog) and never answers

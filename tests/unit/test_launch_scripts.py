@@ -19,14 +19,17 @@ METHOD_FOLDERS = ("openclaw-rl", "openclaw-opd", "openclaw-combine", "terminal-r
 # the method entry points pick one of the launch scripts (GPU or CPU): tests/unit/test_entry_points.py
 ENTRY_POINTS = {"run_binary_rl.sh", "run_opd_training.sh", "run_combine_training.sh",
                 "run_toolcall_agent.sh",  # the tool-call entry point: tests/unit/test_toolcall_scripts.py
-                "run_terminal_agent.sh"}  # the terminal entry point: tests/unit/test_terminal_scripts.py
+                "run_terminal_agent.sh",  # the terminal entry point: tests/unit/test_terminal_scripts.py
+                "run_swe_agent.sh"}  # the SWE entry point: tests/unit/test_swe_scripts.py
 GPU_SCRIPTS = sorted(str(p.relative_to(REPO)) for folder in METHOD_FOLDERS for p in (REPO / folder).glob("run_*.sh")
                      if not p.name.startswith("run_cpu_") and p.name not in ENTRY_POINTS)
 # the agentic settings' GPU scripts (no conversation method): their own tests at the end of this file
-AGENTIC_GPU_SCRIPTS = ("toolcall-rl/run_qwen3_4b_retool.sh", "terminal-rl/run_qwen3_8b_terminal.sh")
+AGENTIC_GPU_SCRIPTS = ("toolcall-rl/run_qwen3_4b_retool.sh", "terminal-rl/run_qwen3_8b_terminal.sh",
+                       "swe-rl/run_qwen3_8b_swe.sh")  # their shared body: scripts/agentic_gpu_launch.sh
 CONVERSATION_GPU_SCRIPTS = [s for s in GPU_SCRIPTS if s not in AGENTIC_GPU_SCRIPTS]
 LAYOUT_VARS = ("NUM_GPUS", "ACTOR_GPUS", "ROLLOUT_GPUS", "PRM_GPUS", "ROLLOUT_TP", "PRM_TP", "TRAIN_TP", "TP",
-               "NNODES", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT", "DRY_RUN", "CUDA_VISIBLE_DEVICES", "PORT", "HOST")
+               "NNODES", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT", "DRY_RUN", "CUDA_VISIBLE_DEVICES", "PORT", "HOST",
+               "ENV_SERVER_URL", "INSTANCES", "PROMPT_DATA", "SWE_BACKEND", "SWE_IMAGE", "SWE_MAX_CONCURRENT")
 
 # what each script must select: (conversation method, loss function or None, advantage estimator)
 METHODS = {
@@ -63,9 +66,12 @@ def test_the_expected_scripts_exist():
     for method in METHODS:
         for suffix in ("", "_lora"):
             assert f"run_qwen3_4b_openclaw_{method}{suffix}.sh" in names
-    for script in GPU_SCRIPTS:  # every GPU script goes through the layout launcher (directly or via the helper)
+    for script in GPU_SCRIPTS:  # every GPU script goes through the layout launcher (directly or via a helper)
         text = (REPO / script).read_text()
-        assert "scripts/conversation_gpu_common.sh" in text or "slime.launch" in text, script
+        helpers = ("scripts/conversation_gpu_common.sh", "scripts/agentic_gpu_launch.sh", "slime.launch")
+        assert any(helper in text for helper in helpers), script
+    for script in AGENTIC_GPU_SCRIPTS:
+        assert script in GPU_SCRIPTS and "source scripts/agentic_gpu_launch.sh" in (REPO / script).read_text()
 
 
 @pytest.mark.parametrize("script", CONVERSATION_GPU_SCRIPTS)
@@ -154,15 +160,21 @@ def test_two_nodes_of_eight():
     ("toolcall-rl/run_qwen3_4b_retool.sh", dict(ROLLOUT_GPUS="3"), "ROLLOUT_GPUS=3 is not a multiple of ROLLOUT_TP=2"),
     ("terminal-rl/run_qwen3_8b_terminal.sh", dict(TRAIN_TP="x"), "TRAIN_TP must be a non-negative integer, got 'x'"),
     ("terminal-rl/run_qwen3_8b_terminal.sh", dict(ROLLOUT_GPUS="6"), "exceeds NUM_GPUS=8 x NNODES=1 = 8"),
+    ("swe-rl/run_qwen3_8b_swe.sh", dict(TRAIN_TP="x"), "TRAIN_TP must be a non-negative integer, got 'x'"),
+    ("swe-rl/run_qwen3_8b_swe.sh", dict(ROLLOUT_GPUS="6"), "exceeds NUM_GPUS=8 x NNODES=1 = 8"),
+    ("swe-rl/run_qwen3_8b_swe.sh", dict(SWE_MAX_CONCURRENT="x"), "SWE_MAX_CONCURRENT must be a non-negative integer"),
+    ("swe-rl/run_qwen3_8b_swe.sh", dict(SWE_MAX_CONCURRENT="0"), "SWE_MAX_CONCURRENT must be at least 1"),
+    ("swe-rl/run_qwen3_8b_swe.sh", dict(SWE_BACKEND="podman"), "--swe-backend: invalid choice: 'podman'"),
 ])
-def test_impossible_layouts_fail_up_front(script, env, message):
-    done = _run(script, "--dry-run", **env)
+def test_impossible_layouts_fail_up_front(script, env, message, tmp_path):
+    done = _run(script, "--dry-run", RUN_DIR=str(tmp_path / "run"), **env)
     assert done.returncode == 2 and message in done.stderr, done.stderr
     assert "torchrun" not in done.stdout
 
 
 def test_scripts_never_kill_by_name():
-    texts = [(REPO / s).read_text() for s in GPU_SCRIPTS] + [(REPO / "scripts/conversation_gpu_common.sh").read_text()]
+    helpers = ("scripts/conversation_gpu_common.sh", "scripts/agentic_gpu_launch.sh")
+    texts = [(REPO / s).read_text() for s in (*GPU_SCRIPTS, *helpers)]
     for text in texts:
         code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
         assert not re.search(r"\bp?kill(?:all)?\b", code)  # by name, or any kill at all in a launch script
@@ -289,3 +301,62 @@ def test_terminal_dry_run_prints_the_setting_the_layout_and_a_command_the_traine
     assert (args.rollout_max_response_len, args.rollout_max_context_len) == (8192, 16384)
     assert args.use_kl_loss and args.kl_loss_coef == 0.01 and args.kl_loss_type == "k3"
     assert args.save_interval == 3 and args.rotary_base == 1e6 and args.tensor_model_parallel_size == 4
+
+
+# --- SWE RL on Qwen3-8B: the terminal script's layout with upstream's SWE values
+
+
+@pytest.mark.parametrize("docker", [False, True], ids=["bwrap", "docker"])
+def test_swe_dry_run_prints_the_setting_the_layout_and_a_command_the_trainer_accepts(docker, tmp_path, monkeypatch):
+    script = "swe-rl/run_qwen3_8b_swe.sh"
+    assert script in GPU_SCRIPTS
+    env = dict(SWE_BACKEND="docker", SWE_IMAGE="swebench") if docker else {}
+    done = _run(script, "--dry-run", "--lr", "2e-6", RUN_DIR=str(tmp_path / "run"), **env)
+    torchrun, argv = _torchrun(done)
+    assert torchrun == ["--nnodes", "1", "--node-rank", "0", "--master-addr", "127.0.0.1", "--master-port", "29500",
+                        "--nproc-per-node", "4"]
+    out = done.stdout
+    assert out.splitlines()[0] == (
+        "SWE RL: 8 instances x 4 episodes per rollout, at most 20 steps of 4096 tokens in 16384, one sample per step, "
+        "2 episode(s) at once; environments: 4 pool server(s) started by the trainer (swe, backend "
+        + ("docker, image swebench" if docker else "bwrap") + ", instances swe-rl/data/instances.jsonl)")
+    assert ("trainer: 4 rank(s) = 1 node(s) x 4, local GPUs [0,1,2,3] (LOCAL_RANK i -> GPU i), tensor parallel 4"
+            in out)
+    assert "  rollout-0: node 0 GPUs [4,5] CUDA_VISIBLE_DEVICES=4,5 port 15010  <- this node" in out
+    assert "  rollout-1: node 0 GPUs [6,7] CUDA_VISIBLE_DEVICES=6,7 port 15020  <- this node" in out
+    assert "judge engines: none on GPUs" in out and "note:" not in out
+    monkeypatch.chdir(REPO)
+    args = parse_args(argv, mode="async", world_size=4)
+    assert "--dry-run" not in argv and argv[-2:] == ["--lr", "2e-6"] and args.lr == 2e-6
+    assert args.custom_generate_function_path == "slime.agentic.swe.agent.generate"
+    assert args.custom_rm_path == "slime.agentic.swe.agent.reward_func" and args.reward_key == "score"
+    assert (args.input_key, args.metadata_key, args.env_provider, args.env_workers) == ("text", "metadata", "swe", 4)
+    assert Path(args.swe_instances).samefile(REPO / "swe-rl/data/instances.jsonl")
+    assert Path(args.prompt_data) == tmp_path / "run" / "train.jsonl" and Path(args.prompt_data).is_file()
+    assert Path(args.run_dir) == tmp_path / "run"
+    assert (args.swe_backend, args.swe_image) == (("docker", "swebench") if docker else ("bwrap", None))
+    assert args.dynamic_history and args.max_turns == 20 and args.sglang_server_concurrency == 1  # x 2 engines
+    assert (args.num_rollout, args.rollout_batch_size, args.n_samples_per_prompt) == (500, 8, 4)
+    assert (args.rollout_max_response_len, args.rollout_max_context_len, args.rollout_temperature) == (4096, 16384, 1)
+    assert args.advantage_estimator == "grpo" and args.conversation_method is None
+    assert args.use_kl_loss and args.kl_loss_coef == 0.01 and args.kl_loss_type == "k3"
+    assert (args.eps_clip, args.eps_clip_high, args.entropy_coef) == (0.2, 0.28, 0.0)
+    assert args.use_dynamic_batch_size and args.max_tokens_per_gpu == 16384 and args.save_interval == 2
+    assert args.rotary_base == 1e6 and args.sglang_mem_fraction_static == 0.6 and args.tensor_model_parallel_size == 4
+    assert args.rollout_engine == "sglang" and args.device == "cuda" and args.train_backend == "fsdp"
+    assert Path(args.save).name == "qwen3-8b-swe"
+
+
+def test_swe_episodes_in_flight_and_attached_environments(tmp_path):
+    done = _run("swe-rl/run_qwen3_8b_swe.sh", "--dry-run", RUN_DIR=str(tmp_path / "run"), SWE_MAX_CONCURRENT="5",
+                ENV_SERVER_URL="http://10.0.0.9:18090")
+    _, argv = _torchrun(done)
+    # 5 episodes over 2 engines: 3 per engine, 6 in all
+    assert argv[argv.index("--sglang-server-concurrency") + 1] == "3"
+    assert "6 episode(s) at once; environments: http://10.0.0.9:18090" in done.stdout.splitlines()[0]
+
+
+def test_swe_needs_hf_ckpt(tmp_path):
+    done = _run("swe-rl/run_qwen3_8b_swe.sh", "--dry-run", HF_CKPT="", RUN_DIR=str(tmp_path / "run"))
+    assert done.returncode != 0 and "set HF_CKPT to a Qwen3-8B checkpoint" in done.stderr
+    assert "torchrun" not in done.stdout

@@ -1,24 +1,31 @@
 """The SWE setting's CPU script (`--dry-run`): the layout line, the setting, a command the trainer accepts, and the
-training rows it writes from the instances."""
+training rows it writes from the instances; the entry point `run_swe_agent.sh`: which script it picks, and what each
+`--benchmark` hands it. (The GPU script's own checks: tests/unit/test_launch_scripts.py.)"""
 
 from __future__ import annotations
 
 import json
 import os
 import shlex
+import shutil
 import subprocess
 from pathlib import Path
+
+import pytest
 
 from slime.utils.arguments import parse_args
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = "swe-rl/run_cpu_smollm2_swe.sh"
+ENTRY = "swe-rl/run_swe_agent.sh"
+UNSET = ("DRY_RUN", "ENV_SERVER_URL", "FORCE_DEVICE", "INSTANCES", "PROMPT_DATA", "SWE_BACKEND", "SWE_IMAGE",
+         "SWE_BENCH_LITE", "HF_CKPT")
 
 
-def _run(*argv: str, **env) -> subprocess.CompletedProcess:
-    full = {k: v for k, v in os.environ.items() if k not in ("DRY_RUN", "ENV_SERVER_URL", "FORCE_DEVICE")}
+def _run(*argv: str, script: str = SCRIPT, **env) -> subprocess.CompletedProcess:
+    full = {k: v for k, v in os.environ.items() if k not in UNSET}
     full.update({"OMP_NUM_THREADS": "1"}, **env)
-    return subprocess.run(["bash", SCRIPT, *argv], cwd=REPO, env=full, capture_output=True, text=True, timeout=120)
+    return subprocess.run(["bash", script, *argv], cwd=REPO, env=full, capture_output=True, text=True, timeout=120)
 
 
 def test_cpu_script_dry_run_writes_the_training_rows_and_prints_a_valid_command(tmp_path):
@@ -38,3 +45,72 @@ def test_cpu_script_dry_run_writes_the_training_rows_and_prints_a_valid_command(
     assert rows[0]["metadata"]["instance"]["instance_id"] == json.loads(shipped[0])["instance_id"]
     attached = _run("--dry-run", RUN_DIR=str(tmp_path / "run"), ENV_SERVER_URL="http://127.0.0.1:18090")
     assert "environments: http://127.0.0.1:18090" in attached.stdout
+
+
+def _instances_flag(done: subprocess.CompletedProcess) -> tuple[Path, list[str]]:
+    assert done.returncode == 0, done.stderr
+    words = shlex.split(done.stdout.strip().splitlines()[-1])
+    return Path(words[words.index("--swe-instances") + 1]), words
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_entry_point_picks_the_cpu_or_the_gpu_script_and_says_which(device, tmp_path):
+    env = dict(FORCE_DEVICE=device, RUN_DIR=str(tmp_path / "run"), HF_CKPT=str(tmp_path))  # any existing folder
+    if device == "cpu":
+        env.pop("HF_CKPT")
+    for argv in ([], ["--benchmark", "local"], ["--benchmark=local"]):
+        done = _run(*argv, "--dry-run", script=ENTRY, **env)
+        script = "run_cpu_smollm2_swe.sh" if device == "cpu" else "run_qwen3_8b_swe.sh"
+        kind = device.upper()
+        assert (f"FORCE_DEVICE={device}: running the {kind} script swe-rl/{script} on the shipped instances "
+                "(swe-rl/data/instances.jsonl)") in done.stderr
+        instances, words = _instances_flag(done)
+        assert instances.resolve() == (REPO / "swe-rl/data/instances.jsonl").resolve()
+        assert words[0] == ("python" if device == "cpu" else "torchrun") and "--dry-run" not in words
+        assert "--swe-image" not in words
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_entry_point_benchmark_path_reaches_the_instances_flag(device, tmp_path):
+    mine = tmp_path / "mine.jsonl"
+    shutil.copy(REPO / "swe-rl/data/instances.jsonl", mine)
+    done = _run("--dry-run", "--benchmark", str(mine), "--lr", "3e-6", script=ENTRY, FORCE_DEVICE=device,
+                RUN_DIR=str(tmp_path / "run"), HF_CKPT=str(tmp_path))
+    assert f"on the instances of {mine}" in done.stderr
+    instances, words = _instances_flag(done)
+    assert instances == mine and words[-2:] == ["--lr", "3e-6"]
+    rows = (tmp_path / "run" / "train.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len(rows) == len(mine.read_text(encoding="utf-8").splitlines())
+    missing = _run("--dry-run", "--benchmark", str(tmp_path / "none.jsonl"), script=ENTRY, FORCE_DEVICE=device)
+    assert missing.returncode == 2 and "none.jsonl: no such file" in missing.stderr
+
+
+def test_entry_point_swe_bench_lite_needs_the_dataset_and_says_how(tmp_path):
+    for env, why in ((dict(), "SWE_BENCH_LITE is not set"),
+                     (dict(SWE_BENCH_LITE=str(tmp_path / "lite.jsonl")), "is not a file")):
+        done = _run("--benchmark", "swe-bench-lite", "--dry-run", script=ENTRY, FORCE_DEVICE="cpu", **env)
+        assert done.returncode == 2 and why in done.stderr and not done.stdout
+        assert "--benchmark swe-bench-lite needs the dataset file and SWE-bench's Docker images" in done.stderr
+        assert "load_dataset('princeton-nlp/SWE-bench_Lite', split='test').to_json(" in done.stderr
+        assert "swebench/sweb.eval.x86_64.<instance id with __ replaced by _1776_>:latest" in done.stderr
+        assert "docker save" in done.stderr and "docker load" in done.stderr
+    lite = tmp_path / "lite.jsonl"  # SWE-bench Lite's rows are SWE-bench's format: the shipped ones stand in
+    shutil.copy(REPO / "swe-rl/data/instances.jsonl", lite)
+    for device in ("cpu", "gpu"):
+        done = _run("--benchmark", "swe-bench-lite", "--dry-run", script=ENTRY, FORCE_DEVICE=device,
+                    SWE_BENCH_LITE=str(lite), RUN_DIR=str(tmp_path / "run"), HF_CKPT=str(tmp_path))
+        assert "on SWE-bench Lite" in done.stderr
+        instances, words = _instances_flag(done)
+        assert instances == lite
+        assert words[words.index("--swe-backend") + 1] == "docker"
+        assert words[words.index("--swe-image") + 1] == "swebench"
+        assert "backend docker, image swebench" in done.stdout
+
+
+@pytest.mark.parametrize("argv", [["--benchmark", "swe-bench-verified"], ["--benchmark=x.json"], ["--benchmark"]])
+def test_entry_point_rejects_a_bad_benchmark_with_its_usage(argv):
+    done = _run(*argv, script=ENTRY, FORCE_DEVICE="cpu")
+    assert done.returncode == 2 and not done.stdout
+    assert ("--benchmark must be local, swe-bench-lite or a PATH.jsonl, got '" in done.stderr
+            or "--benchmark needs a value" in done.stderr)
+    assert "bash swe-rl/run_swe_agent.sh [--benchmark local|swe-bench-lite|PATH.jsonl]" in done.stderr

@@ -320,6 +320,15 @@ def _add_algorithm_flags(g):
     g.add_argument("--swe-instances", default=None,
                    help="SWE agents: the instances (SWE-bench JSONL) the started pool servers serve (env SWE_INSTANCES; "
                         "default swe-rl/data/instances.jsonl)")
+    g.add_argument("--swe-backend", choices=["bwrap", "docker"], default=None,
+                   help="SWE agents: where the started pool servers run an instance: bwrap (default: the bubblewrap "
+                        "sandbox) or docker (a container per episode from the instance's image; SWE-bench images "
+                        "for SWE-bench rows; scripts/setup_docker.sh starts a daemon)")
+    g.add_argument("--swe-image", default=None,
+                   help="SWE agents, --swe-backend docker: swebench (SWE-bench's image names, the default for rows "
+                        "of a project this repository does not ship), swe-gym (SWE-Gym's), or an image template "
+                        "({instance_id}); an instance's own image_name always wins; the shipped instances default "
+                        "to slime-terminal-base with the repository copied in")
     g.add_argument("--step-judge", default=None,
                    help="agent rollouts: the PRM that scores each step: llm (the PRM engine of --prm-enable / "
                         "--prm-engine-url, \\boxed{±1} votes; the default when one is configured), rules (the "

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from slime.agentic import sandbox as sb
+from slime.agentic.docker_sandbox import ping_daemon, remove_container, remove_labelled
 
 logger = logging.getLogger(__name__)
 
@@ -175,6 +176,55 @@ def reap_sandbox_uid(resources: dict) -> None:
     uid = resources.get("uid")
     if isinstance(uid, int):
         sb.reap_uid(uid)
+
+
+LEASE_LABEL = "slime.lease"  # on every container of a lease: its lease id
+REAP_TIMEOUT_S = 10.0  # each docker call of a reap at start (and the daemon's probe): before /healthz answers
+
+
+class LeaseReaper:
+    """`reap` of a provider whose leases are sandboxes, bubblewrap or Docker containers (terminal, SWE): the recorded
+    container, every container labelled with the lease id (a reset a crash cut short recorded none; only when
+    containers are in play: the record names one, or this server runs docker), then the uid's leftover processes.
+    Each step runs whatever the others did; when one failed, this raises (after all of them), so the pool keeps the
+    record open and a later start tries again. Each daemon is probed once per start: one that is down or hung costs
+    its records nothing more (they stay open, ReapDeferred) and the server still starts within seconds."""
+
+    def __init__(self, what: str, *, docker: bool, docker_host: str | None = None):
+        self.what, self.docker, self.docker_host = what, docker, docker_host
+        self._daemons: dict[str | None, str] = {}  # host -> "" (answers) or why it does not
+
+    def __call__(self, resources: dict) -> None:
+        errors = []
+        container, lease_id = resources.get("container"), resources.get("lease_id")
+        host = resources.get("docker_host") or self.docker_host
+        docker = isinstance(container, str) or (isinstance(lease_id, str) and self.docker)
+        if docker:
+            if host not in self._daemons:
+                try:
+                    ping_daemon(host, timeout=REAP_TIMEOUT_S)
+                    self._daemons[host] = ""
+                except Exception as e:
+                    self._daemons[host] = str(e)
+            if self._daemons[host]:
+                raise ReapDeferred(f"the Docker daemon {host or '(default)'} does not answer: {self._daemons[host]}")
+        steps = []
+        if isinstance(container, str):
+            steps.append((f"remove container {container}",
+                          lambda: remove_container(container, docker_host=host, timeout=REAP_TIMEOUT_S)))
+        if isinstance(lease_id, str) and docker:
+            steps.append((f"remove the containers of lease {lease_id}",
+                          lambda: remove_labelled(f"{LEASE_LABEL}={lease_id}", docker_host=host,
+                                                  timeout=REAP_TIMEOUT_S)))
+        steps.append(("reap the sandbox uid", lambda: reap_sandbox_uid(resources)))
+        for what, step in steps:
+            try:
+                step()
+            except Exception as e:  # the next step still runs
+                logger.warning("%s provider: reap: could not %s: %s", self.what, what, e)
+                errors.append(f"{what}: {e}")
+        if errors:
+            raise RuntimeError("; ".join(errors))
 
 
 def render_result(result: sb.SandboxResult) -> str:

@@ -553,7 +553,12 @@ def _env_url(args) -> tuple[str, str | None]:
     from slime.agentic.env_service.launch import rollout_service
 
     instances = getattr(args, "swe_instances", None) or os.environ.get(INSTANCES_ENV)
-    return rollout_service(args, "swe", {"instances": os.path.abspath(instances)} if instances else {}, "runs/swe")
+    options = {"instances": os.path.abspath(instances)} if instances else {}
+    if getattr(args, "swe_backend", None):
+        options["backend"] = args.swe_backend
+    if getattr(args, "swe_image", None):
+        options["image"] = args.swe_image
+    return rollout_service(args, "swe", options, "runs/swe")
 
 
 def step_judge(args):

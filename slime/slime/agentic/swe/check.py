@@ -2,6 +2,7 @@
 
     python -m slime.agentic.swe.check                                   # every shipped instance
     python -m slime.agentic.swe.check --instances FILE pytoolz__toolz-1 pytoolz__toolz-2 --json out.json
+    python -m slime.agentic.swe.check --backend docker [--image auto|swebench|swe-gym|TEMPLATE]   # in containers
 
 For every instance, each in a fresh tree (:mod:`.evaluate`):
 
@@ -22,6 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .docker_backend import AUTO, DockerSweBackend
 from .evaluate import SweEvaluation, evaluate_patch, run_instance
 from .instances import SHIPPED_INSTANCES, SweInstance, load_instances
 
@@ -75,13 +77,15 @@ class InstanceCheck:
                 "empty": self.empty.as_dict() if self.empty else None, "base": self.base.as_dict() if self.base else None}
 
 
-async def check_instance(instance: SweInstance, **kwargs) -> InstanceCheck:
+async def check_instance(instance: SweInstance, docker: DockerSweBackend | None = None, **kwargs) -> InstanceCheck:
+    """`docker`: evaluate in containers of that backend (each run a fresh one) instead of the bubblewrap sandbox."""
     check = InstanceCheck(instance)
     start = time.monotonic()
+    sealed, unsealed = (docker.evaluate, docker.run_instance) if docker is not None else (evaluate_patch, run_instance)
     try:
-        check.gold = await evaluate_patch(instance, instance.patch, **kwargs)
-        check.empty = await evaluate_patch(instance, "", **kwargs)
-        check.base = await run_instance(instance, None, **kwargs)
+        check.gold = await sealed(instance, instance.patch, **kwargs)
+        check.empty = await sealed(instance, "", **kwargs)
+        check.base = await unsealed(instance, None, **kwargs)
     except Exception as e:  # a store that cannot be built, a sandbox that cannot start: reported, the others go on
         check.error = f"{type(e).__name__}: {e}"
     check.seconds = time.monotonic() - start
@@ -108,11 +112,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per test run")
     parser.add_argument("--json", type=Path, help="write the per-instance results here")
+    parser.add_argument("--backend", choices=["bwrap", "docker"], default="bwrap")
+    parser.add_argument("--image", default=AUTO, help="--backend docker: the image rule (swe.docker_backend)")
+    parser.add_argument("--docker-host", default=None, help="--backend docker: default $DOCKER_HOST, else "
+                                                            "scripts/setup_docker.sh's daemon")
     args = parser.parse_args(argv)
     instances = load_instances(args.instances, args.ids or None)
+    docker = DockerSweBackend(args.image, docker_host=args.docker_host) if args.backend == "docker" else None
     start = time.monotonic()
     results = asyncio.run(check_instances(instances, args.concurrency, on_done=lambda c: print(c.line(), flush=True),
-                                          timeout=args.timeout))
+                                          timeout=args.timeout, docker=docker))
     total = time.monotonic() - start
     good = sum(c.ok for c in results)
     per_project: dict[str, list[int]] = {}

@@ -105,20 +105,23 @@ async def run_instance(instance: SweInstance, patch: str | None = None, *, apply
             await asyncio.to_thread(runner.close)
     finally:
         await asyncio.to_thread(shutil.rmtree, work, True)
-    outcomes = run.outcomes
+    reason = verdict(tests, run.outcomes, timed_out=run.timed_out, report_problem=run.report.reason, timeout=timeout)
+    return SweEvaluation(instance.instance_id, not reason, reason, run.outcomes, time.monotonic() - start,
+                         run.timed_out, run.output_tail(OUTPUT_TAIL_CHARS))
+
+
+def verdict(tests, outcomes: dict[str, str], *, timed_out: bool, report_problem: str, timeout: float) -> str:
+    """Why the listed `tests` do not resolve the instance, or "" when they do: every one passed (a failed,
+    erroring, skipped or missing test is not a pass), the run did not time out, and the report was readable."""
     not_passed = [t for t in tests if outcomes.get(t) != "passed"]
-    if run.timed_out:
-        reason = f"the tests timed out after {timeout:g} s"
-    elif run.report.reason:
-        reason = f"no test results: {run.report.reason}"
-    elif not_passed:
-        shown = ", ".join(f"{t} ({outcomes[t]})" for t in not_passed[:3])
-        reason = f"{len(not_passed)} of {len(tests)} listed tests did not pass: {shown}" + (" ..." if len(not_passed) > 3 else "")
-    else:
-        reason = ""
-    resolved = not reason
-    return SweEvaluation(instance.instance_id, resolved, reason, outcomes, time.monotonic() - start, run.timed_out,
-                         run.output_tail(OUTPUT_TAIL_CHARS))
+    if timed_out:
+        return f"the tests timed out after {timeout:g} s"
+    if report_problem:
+        return f"no test results: {report_problem}"
+    if not_passed:
+        shown = ", ".join(f"{t} ({outcomes.get(t, MISSING)})" for t in not_passed[:3])
+        return f"{len(not_passed)} of {len(tests)} listed tests did not pass: {shown}" + (" ..." if len(not_passed) > 3 else "")
+    return ""
 
 
 async def evaluate_patch(instance: SweInstance, patch: str, **kwargs) -> SweEvaluation:
@@ -161,5 +164,5 @@ def working_tree_diff(tree: str | os.PathLike, instance: SweInstance) -> str:
     return out.decode("utf-8", "surrogateescape")
 
 
-__all__ = ["SweEvaluation", "evaluate_patch", "evaluate_patch_sync", "run_instance", "run_instance_sync",
+__all__ = ["SweEvaluation", "evaluate_patch", "evaluate_patch_sync", "run_instance", "run_instance_sync", "verdict",
            "working_tree_diff"]

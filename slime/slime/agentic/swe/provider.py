@@ -1,8 +1,13 @@
 """The environment service's `swe` provider: upstream's SWE exec server (create / exec / diff / evaluate / destroy)
-on the pool server's lease contract, with the bubblewrap sandbox in place of a Docker container.
+on the pool server's lease contract, in the bubblewrap sandbox (the default) or a Docker container per episode.
 
     python -m slime.agentic.env_service.pool_server --provider swe \
-        --provider-option instances=swe-rl/data/instances.jsonl
+        --provider-option instances=swe-rl/data/instances.jsonl [--provider-option backend=docker \
+        --provider-option image=auto|swebench|swe-gym|TEMPLATE --provider-option docker_user=... \
+        --provider-option docker_host=unix:///...]
+
+Backend `docker` (:mod:`.docker_backend`): the same tools and replies from a container of the instance's image
+(SWE-bench's images for SWE-bench rows), evaluation in a fresh container; what follows describes the default.
 
 * `reset` (`task_meta = {"instance_id": ...}`; else the lease's task key is the id): a fresh git working tree of the
   instance at its base commit (:func:`.repos.checkout`) in the lease's work directory, owned by the sandbox's
@@ -35,9 +40,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from slime.agentic import sandbox as sb
-from slime.agentic.env_service.providers import LeaseContext, ProviderError, reap_sandbox_uid
+from slime.agentic.env_service.providers import LEASE_LABEL, LeaseContext, LeaseReaper, ProviderError
 
 from . import repos
+from .docker_backend import AUTO, CONDA_PREAMBLE, DockerSweBackend
 from .evaluate import evaluate_patch, working_tree_diff
 from .instances import SHIPPED_INSTANCES, InstanceFormatError, SweInstance, load_instances
 from .testrun import TESTBED
@@ -75,11 +81,16 @@ def timeout_message(seconds: float) -> str:
     return f"Command timed out after {seconds:g} s"
 
 
+BACKENDS = ("bwrap", "docker")
+
+
 @dataclass
 class SweEnv:
     instance: SweInstance
-    tree: Path
-    box: sb.Sandbox
+    tree: Path | None  # on this host (bwrap); None in a container
+    box: sb.SandboxBase
+    lease_id: str = ""
+    preamble: str = ""  # put before every command (docker: the image's conda environment)
     evaluated: bool = False
 
 
@@ -89,7 +100,10 @@ class SweProvider:
     def __init__(self, instances: str | os.PathLike | None = None, exec_timeout_s: float = DEFAULT_EXEC_TIMEOUT_S,
                  max_timeout_s: float = 280.0, eval_timeout_s: float = 300.0,
                  max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES, memory_bytes: int = 4 << 30,
-                 max_processes: int = 256):
+                 max_processes: int = 256, backend: str = "bwrap", image: str = AUTO,
+                 docker_user: str | None = None, docker_host: str | None = None):
+        if backend not in BACKENDS:
+            raise ValueError(f"swe provider: backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
         path = Path(instances or os.environ.get(INSTANCES_ENV) or DEFAULT_INSTANCES)
         try:
             loaded = load_instances(path)
@@ -105,6 +119,10 @@ class SweProvider:
         # upstream's containers: --pids-limit 256 --memory 4g; plus no network, a uid of our own, an output cap
         self.limits = sb.SandboxLimits(max_output_bytes=int(max_output_bytes), memory_bytes=int(memory_bytes),
                                        max_processes=int(max_processes))
+        self.backend = backend
+        self.docker = DockerSweBackend(image or AUTO, docker_user or None, docker_host or None, self.limits) \
+            if backend == "docker" else None
+        self._reaper = LeaseReaper("swe", docker=self.docker is not None, docker_host=docker_host or None)
 
     # ------------------------------------------------------------------------------------------- lease life
 
@@ -123,15 +141,22 @@ class SweProvider:
 
     async def reset(self, lease: LeaseContext, request: dict) -> tuple[SweEnv, dict]:
         instance = self.instance_for(lease, request.get("task_meta") or {})
-        tree = Path(lease.workdir) / "testbed"
-        try:
-            await asyncio.to_thread(repos.checkout, instance, tree)
-        except repos.RepoError as e:
-            raise ProviderError(422, f"{instance.instance_id}: {e}", code="SETUP_FAILED") from None
-        # the sandbox chowns the tree to its uid (git in the sandbox then owns its repository) and back at close
-        box = await asyncio.to_thread(sb.Sandbox, tree, limits=self.limits, mount_at=TESTBED,
-                                      env=self.command_env(instance))
-        env = SweEnv(instance, tree, box)
+        if self.docker is not None:
+            try:
+                box = await asyncio.to_thread(self.docker.open, instance, {LEASE_LABEL: lease.lease_id})
+            except (ValueError, repos.RepoError, sb.SandboxError) as e:  # no such image, not the base commit
+                raise ProviderError(422, f"{instance.instance_id}: {e}", code="SETUP_FAILED") from None
+            env = SweEnv(instance, None, box, lease.lease_id, CONDA_PREAMBLE)
+        else:
+            tree = Path(lease.workdir) / "testbed"
+            try:
+                await asyncio.to_thread(repos.checkout, instance, tree)
+            except repos.RepoError as e:
+                raise ProviderError(422, f"{instance.instance_id}: {e}", code="SETUP_FAILED") from None
+            # the sandbox chowns the tree to its uid (git in the sandbox then owns its repository) and back at close
+            box = await asyncio.to_thread(sb.Sandbox, tree, limits=self.limits, mount_at=TESTBED,
+                                          env=self.command_env(instance))
+            env = SweEnv(instance, tree, box, lease.lease_id)
         return env, {"instance_id": instance.instance_id, "repo": instance.repo,
                      "problem_statement": instance.problem_statement, "user_msg": instance.problem_statement,
                      "cwd": TESTBED, "tool_schemas": [BASH_SCHEMA, DIFF_SCHEMA]}
@@ -140,10 +165,20 @@ class SweProvider:
         await env.box.aclose()
 
     def resources(self, env: SweEnv) -> dict:
+        if env.tree is None:
+            return {"uid": env.box.uid, "container": env.box.name, "docker_host": env.box.docker_host,
+                    "instance_id": env.instance.instance_id}
         return {"uid": env.box.uid, "path": str(env.tree), "instance_id": env.instance.instance_id}
 
     def reap(self, resources: dict) -> None:
-        reap_sandbox_uid(resources)
+        """After a crash: the recorded container and the lease's labelled ones (docker), the uid's processes."""
+        self._reaper(resources)
+
+    async def tree_diff(self, env: SweEnv) -> tuple[str, str | None]:
+        """(the agent's changes as a patch, None) or ("", why the diff failed)."""
+        if env.tree is None:
+            return await self.docker.diff(env.box, env.instance)
+        return await asyncio.to_thread(working_tree_diff, env.tree, env.instance), None
 
     # ------------------------------------------------------------------------------------------- tools
 
@@ -156,7 +191,9 @@ class SweProvider:
         if name == "bash":
             return await self.bash(env, arguments)
         if name == "diff":
-            patch = await asyncio.to_thread(working_tree_diff, env.tree, env.instance)
+            patch, problem = await self.tree_diff(env)
+            if problem:
+                return _tool_error(f"diff: {problem}")
             return {"observation": patch, "patch": patch, "returncode": 0}
         return _tool_error(f"unknown tool: {name} (tools: bash, diff)")
 
@@ -186,7 +223,8 @@ class SweProvider:
                          cpu_seconds=max(self.limits.cpu_seconds, math.ceil(timeout) + 1))
         # stderr joins stdout in the order written (upstream's output is stdout+stderr as a terminal shows it);
         # the same line as the command, so bash's line numbers in error messages stay the command's own
-        result = await env.box.run(f"exec 2>&1; cd {shlex.quote(cwd or TESTBED)} || exit 1; {command}", limits=limits)
+        result = await env.box.run(f"exec 2>&1; {env.preamble}cd {shlex.quote(cwd or TESTBED)} || exit 1; {command}",
+                                   limits=limits)
         if result.timed_out:
             output = timeout_message(timeout)
             return {"observation": output, "returncode": -1, "output": output, "timed_out": True}
@@ -204,11 +242,16 @@ class SweProvider:
         env.evaluated = True
         source = "submitted"
         if patch is None:
-            patch, source = await asyncio.to_thread(working_tree_diff, env.tree, env.instance), "git_diff_fallback"
+            (patch, _), source = await self.tree_diff(env), "git_diff_fallback"
         timeouts = request.get("task_timeouts") or {}
         limit = timeouts.get("eval") if isinstance(timeouts, dict) else None
         timeout = float(limit) if isinstance(limit, (int, float)) and limit > 0 else self.eval_timeout_s
-        result = await evaluate_patch(env.instance, patch, timeout=timeout, base_dir=str(Path(env.tree).parent))
+        if env.tree is None:  # a fresh container of the same image, never the agent's (which ends here: upstream's)
+            await env.box.aclose()
+            result = await self.docker.evaluate(env.instance, patch, timeout=timeout,
+                                                labels={LEASE_LABEL: env.lease_id})
+        else:
+            result = await evaluate_patch(env.instance, patch, timeout=timeout, base_dir=str(Path(env.tree).parent))
         return {"score": 1.0 if result.resolved else -1.0, "patch_source": source, "patch_chars": len(patch),
                 "output_tail": result.output_tail, **result.as_dict()}
 

@@ -85,10 +85,10 @@ class PytestRun:
         return text[-limit:]
 
 
-def pytest_argv(project: Project, args: Sequence[str], python: str) -> list[str]:
+def pytest_argv(project: Project, args: Sequence[str], python: str, *, results_dir: str = RESULTS) -> list[str]:
     roots = [os.path.normpath(os.path.join(TESTBED, r)) for r in project.import_roots]
     return [python, "-P", "-B", "-s", "-c", _RUNNER, json.dumps(roots), "-p", "no:cacheprovider",
-            "-o", "junit_family=xunit1", f"--junitxml={RESULTS}/{JUNIT_FILE}", "-q", *args]
+            "-o", "junit_family=xunit1", f"--junitxml={results_dir}/{JUNIT_FILE}", "-q", *args]
 
 
 class TreeRunner:

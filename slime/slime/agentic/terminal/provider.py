@@ -31,21 +31,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from slime.agentic.docker_sandbox import (
-    DEFAULT_IMAGE,
-    ContainerGone,
-    check_user,
-    ping_daemon,
-    remove_container,
-    remove_labelled,
-    task_image,
-)
-from slime.agentic.env_service.providers import (
-    LeaseContext,
-    ProviderError,
-    ReapDeferred,
-    reap_sandbox_uid,
-)
+from slime.agentic.docker_sandbox import DEFAULT_IMAGE, ContainerGone, check_user, task_image
+from slime.agentic.env_service.providers import LEASE_LABEL, LeaseContext, LeaseReaper, ProviderError
 from slime.agentic.shell_sessions import (
     DEFAULT_BLOCK_TIMEOUT,
     DEFAULT_MAX_OUTPUT_CHARS,
@@ -58,7 +45,6 @@ from .workspace import APP_DIR, TaskSetupError, TaskWorkspace
 logger = logging.getLogger(__name__)
 
 BACKENDS = ("bwrap", "docker")
-LEASE_LABEL = "slime.lease"  # on every container of a lease: its lease id
 
 
 @dataclass
@@ -72,8 +58,6 @@ class TerminalEnv:
 def _flag(value) -> bool:
     return value if isinstance(value, bool) else str(value).strip().lower() in ("1", "true", "yes", "on")
 
-
-REAP_TIMEOUT_S = 10.0  # each docker call of a reap at start (and the daemon's probe): before /healthz answers
 
 
 class TerminalProvider:
@@ -90,7 +74,7 @@ class TerminalProvider:
         if docker_user:
             check_user(docker_user)
         self.image, self.docker_user, self.docker_host = image, docker_user or None, docker_host or None
-        self._daemons: dict[str | None, str] = {}  # reap: each daemon probed once (host -> "" or why it is down)
+        self._reaper = LeaseReaper("terminal", docker=backend == "docker", docker_host=self.docker_host)
         self.tasks_dir = Path(tasks_dir or os.environ.get("TERMINAL_TASKS_DIR") or DEFAULT_TASKS_DIR).resolve()
         if not self.tasks_dir.is_dir():
             raise ValueError(f"terminal provider: tasks_dir {self.tasks_dir} is not a directory")
@@ -171,39 +155,4 @@ class TerminalProvider:
         return out
 
     def reap(self, resources: dict) -> None:
-        """After a crash: the recorded container, every container labelled with the lease id (a reset the crash cut
-        short recorded none; only when containers are in play: the record names one, or this server runs docker),
-        then the uid's leftover processes. Each step runs whatever the others did; when one failed, this raises
-        (after all of them), so the pool keeps the record open and a later start tries again."""
-        errors = []
-        container, lease_id = resources.get("container"), resources.get("lease_id")
-        host = resources.get("docker_host") or self.docker_host
-        docker = isinstance(container, str) or (isinstance(lease_id, str) and self.backend == "docker")
-        if docker:
-            # one short probe per daemon and start: a daemon that is down or hung costs its records nothing more
-            # (they stay open, ReapDeferred), and the server still starts within seconds
-            if host not in self._daemons:
-                try:
-                    ping_daemon(host, timeout=REAP_TIMEOUT_S)
-                    self._daemons[host] = ""
-                except Exception as e:
-                    self._daemons[host] = str(e)
-            if self._daemons[host]:
-                raise ReapDeferred(f"the Docker daemon {host or '(default)'} does not answer: {self._daemons[host]}")
-        steps = []
-        if isinstance(container, str):
-            steps.append((f"remove container {container}",
-                          lambda: remove_container(container, docker_host=host, timeout=REAP_TIMEOUT_S)))
-        if isinstance(lease_id, str) and docker:
-            steps.append((f"remove the containers of lease {lease_id}",
-                          lambda: remove_labelled(f"{LEASE_LABEL}={lease_id}", docker_host=host,
-                                                  timeout=REAP_TIMEOUT_S)))
-        steps.append(("reap the sandbox uid", lambda: reap_sandbox_uid(resources)))
-        for what, step in steps:
-            try:
-                step()
-            except Exception as e:  # the next step still runs
-                logger.warning("terminal provider: reap: could not %s: %s", what, e)
-                errors.append(f"{what}: {e}")
-        if errors:
-            raise RuntimeError("; ".join(errors))
+        self._reaper(resources)
