@@ -13,7 +13,8 @@ personas; the line before it gives the minimum over the hint-only personas (goal
 change (goal >= -0.05).
 
     OMP_NUM_THREADS=1 python bench/personalization.py [--personas upbeat,greeter] [--seeds 0,1,2]
-        [--interactions 64] [--method combine] [--out runs/bench-personalization] [hydra overrides...]
+        [--interactions 64] [--method combine] [--out runs/bench-personalization] [--reuse-finished]
+        [hydra overrides...]
 
 About 15 minutes per run on a 2-core CPU (three held-out evaluations of 120 replies each, 64 interactions).
 """
@@ -47,6 +48,18 @@ def base_rates(path: Path = ELIGIBILITY) -> list[dict]:
     return [json.loads(path.read_text())] if path.is_file() else []
 
 
+def finished_result(run_dir: Path, config) -> dict | None:
+    """The run's result.json when it finished with exactly this config (None otherwise: run it)."""
+    from omegaconf import OmegaConf
+
+    try:
+        result = json.loads((run_dir / "result.json").read_text())
+    except (OSError, ValueError):
+        return None
+    wanted = OmegaConf.to_container(config, resolve=True)
+    return result if result.get("config") == wanted else None
+
+
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -57,6 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--interactions", type=int, default=64)
     parser.add_argument("--out", default=str(ROOT / "runs" / "bench-personalization"))
+    parser.add_argument("--reuse-finished", action="store_true",
+                        help="reuse a run folder's result.json when its recorded config equals this run's (resume "
+                             "after an interruption)")
     parser.add_argument("overrides", nargs="*", help="more Hydra overrides, e.g. trainer.lr=2e-5")
     args = parser.parse_args(argv)
 
@@ -78,7 +94,12 @@ def main(argv: list[str] | None = None) -> int:
         for seed in seeds:
             config = compose([f"method={args.method}", f"model={args.model}", f"persona={persona}", f"seed={seed}",
                               f"checkpoints=[{args.interactions}]", *args.overrides])
-            result = run_experiment(config, Path(args.out) / f"{args.method}-{persona}-seed{seed}")
+            run_dir = Path(args.out) / f"{args.method}-{persona}-seed{seed}"
+            result = finished_result(run_dir, config) if args.reuse_finished else None
+            if result is not None:
+                print(f"{persona}/seed {seed}: reusing the finished run in {run_dir}", flush=True)
+            else:
+                result = run_experiment(config, run_dir)
             results.append(result)
             before, after = result["curve"][0], result["curve"][-1]
             print(f"{persona}/seed {seed}: pleased {before['pleased']:.3f} -> {after['pleased']:.3f} (told "
@@ -96,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{statistics.mean(p['quality'] for p in at):.3f}{'  (hint-only)' if row.get('hint_only') else ''}")
     label = method_label(results[0]) if results else args.method  # e.g. "combine_topk [fwd-head4]"
     headline = gap_headline(results, label, args.interactions, personas=personas, base_rates=measured)
-    print(f"per persona share of the gap closed: "
+    print("per persona share of the gap closed: "
           + ", ".join(f"{p} {v:.3f}" for p, v in headline["per_persona"].items())
           + (f"; no share (these runs' told gap under 0.3): {', '.join(headline['skipped'])}"
              if headline["skipped"] else ""))

@@ -27,46 +27,19 @@ rate, the mean share of tests passed, the parse-error rate and the per-task succ
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
-from collections import defaultdict
 from pathlib import Path
 
-from train_stages import REPO, eval_records, eval_sample_files, last_model, run_stage
+from train_stages import REPO, episodes, eval_records, eval_sample_files, last_model, run_stage, summarize
 
 TARGET = 0.1
 DATA = REPO / "terminal-rl" / "data"
 
 
-def episodes(samples_file: Path) -> list[dict]:
-    """One row per evaluated episode from an evaluation's dumped samples: with one sample per turn, the turns of
-    an episode share its task and index and all carry its outcome (`metadata.accuracy`: tests passed / total)."""
-    by_episode: dict[tuple, dict] = {}
-    for line in samples_file.read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            continue
-        sample = json.loads(line)
-        meta = sample.get("metadata") or {}
-        task = str(meta.get("task_key") or "?").split(":")[0]  # "<task>:<task>": the data's task key
-        key = (task, sample.get("group_index"), sample.get("index"))
-        reward = sample.get("reward") if isinstance(sample.get("reward"), dict) else {}
-        accuracy = float(meta.get("accuracy", reward.get("acc", 0.0)))
-        by_episode[key] = {"task": task, "accuracy": accuracy, "solved": accuracy >= 1.0,
-                           "parse_error": float(reward.get("parse_error", 0.0)) > 0}
-    return list(by_episode.values())
-
-
-def summarize(rows: list[dict]) -> dict:
-    if not rows:
-        raise SystemExit("an evaluation with no episodes")
-    per_task: dict[str, list[bool]] = defaultdict(list)
-    for row in rows:
-        per_task[row["task"]].append(row["solved"])
-    return {"episodes": len(rows), "success": sum(r["solved"] for r in rows) / len(rows),
-            "tests_passed": sum(r["accuracy"] for r in rows) / len(rows),
-            "parse_error": sum(r["parse_error"] for r in rows) / len(rows),
-            "per_task": {task: f"{sum(s)}/{len(s)}" for task, s in sorted(per_task.items())}}
+def task_name(key: str) -> str:
+    """The data's task key is "<task>:<task path>": the task's name is its first part."""
+    return key.split(":")[0]
 
 
 def main() -> int:
@@ -98,8 +71,8 @@ def main() -> int:
     sft_files = eval_sample_files(sft_dir)
     if len(eval_records(sft_dir)) != 1 + opts.base or len(sft_files) != 1 + opts.base:
         raise SystemExit(f"expected {1 + opts.base} evaluation(s) in {sft_dir}")
-    base = summarize(episodes(sft_files[0])) if opts.base else None
-    warm = summarize(episodes(sft_files[-1]))
+    base = summarize(episodes(sft_files[0], task_name)) if opts.base else None
+    warm = summarize(episodes(sft_files[-1], task_name))
 
     rl_dir = opts.out / "rl"
     rl_seconds = run_stage("rl", "terminal-rl/run_cpu_smollm2_terminal.sh",
@@ -111,19 +84,19 @@ def main() -> int:
     rl_files = eval_sample_files(rl_dir)
     if len(rl_files) != 1:
         raise SystemExit(f"expected 1 evaluation in {rl_dir}, found {len(rl_files)}")
-    trained = summarize(episodes(rl_files[-1]))
+    trained = summarize(episodes(rl_files[-1], task_name))
 
     print(f"{'policy':<12} {'success':>8} {'tests passed':>13} {'parse err':>10}  per task (solved/episodes)")
     for name, row in (("base", base), ("warm start", warm), ("RL", trained)):
         if row is not None:
-            print(f"{name:<12} {row['success']:>8.3f} {row['tests_passed']:>13.3f} {row['parse_error']:>10.3f}  "
+            print(f"{name:<12} {row['success']:>8.3f} {row['accuracy']:>13.3f} {row['parse_error']:>10.3f}  "
                   + ", ".join(f"{t} {s}" for t, s in row["per_task"].items()))
     gain = trained["success"] - warm["success"]
     base_text = f"base success {base['success']:.3f}, " if base else ""
     print(f"held-out: {len(warm['per_task'])} tasks x {opts.eval_samples} episodes; {base_text}warm start (SFT, "
           f"{opts.sft_steps} steps, {sft_seconds:.0f} s) success {warm['success']:.3f} -> after RL "
           f"({opts.rl_rollouts} rollouts, {rl_seconds:.0f} s) {trained['success']:.3f}; tests passed "
-          f"{warm['tests_passed']:.3f} -> {trained['tests_passed']:.3f}; parse errors {warm['parse_error']:.3f} -> "
+          f"{warm['accuracy']:.3f} -> {trained['accuracy']:.3f}; parse errors {warm['parse_error']:.3f} -> "
           f"{trained['parse_error']:.3f}")
     print(f"RESULT terminal_learning value={gain:.3f} target=>={TARGET} {'PASS' if gain >= TARGET else 'FAIL'}")
     return 0

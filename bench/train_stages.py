@@ -1,7 +1,8 @@
 """What the learning benchmarks share: run a setting's own CPU script as a user runs it (progress passed through,
 the whole output kept in a log), read the evaluations its trainer logged, find the weights it ended with.
 
-Used by `toolcall_learning.py` and `terminal_learning.py` (scripts in this folder import it as a sibling).
+Used by `toolcall_learning.py`, `terminal_learning.py` and `gui_learning.py` (scripts in this folder import it as a
+sibling); the last two also share how an agentic evaluation's dumped samples become episodes and a summary.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import json
 import os
 import subprocess
 import time
+from collections import defaultdict
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -55,3 +57,35 @@ def last_model(ckpt: Path) -> Path:
     if not folders:
         raise SystemExit(f"no checkpoint with a model folder under {ckpt}")
     return folders[-1] / "model"
+
+
+def episodes(samples_file: Path, task_of=lambda key: key) -> list[dict]:
+    """One row per evaluated episode from an agentic evaluation's dumped samples: with one sample per step, the steps
+    of an episode share its task and index and all carry its outcome (`metadata.accuracy`, 1.0 when solved).
+    `task_of` maps the samples' `metadata.task_key` to the task's name."""
+    by_episode: dict[tuple, dict] = {}
+    for line in samples_file.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        sample = json.loads(line)
+        meta = sample.get("metadata") or {}
+        task = task_of(str(meta.get("task_key") or "?"))
+        reward = sample.get("reward") if isinstance(sample.get("reward"), dict) else {}
+        accuracy = float(meta.get("accuracy", reward.get("acc", 0.0)))
+        by_episode[(task, sample.get("group_index"), sample.get("index"))] = {
+            "task": task, "accuracy": accuracy, "solved": accuracy >= 1.0,
+            "parse_error": float(reward.get("parse_error", 0.0)) > 0 or int(meta.get("parse_error_count", 0)) > 0}
+    return list(by_episode.values())
+
+
+def summarize(rows: list[dict]) -> dict:
+    """Success rate, mean accuracy (e.g. the share of tests passed), parse-error rate and per-task successes."""
+    if not rows:
+        raise SystemExit("an evaluation with no episodes")
+    per_task: dict[str, list[bool]] = defaultdict(list)
+    for row in rows:
+        per_task[row["task"]].append(row["solved"])
+    return {"episodes": len(rows), "success": sum(r["solved"] for r in rows) / len(rows),
+            "accuracy": sum(r["accuracy"] for r in rows) / len(rows),
+            "parse_error": sum(r["parse_error"] for r in rows) / len(rows),
+            "per_task": {task: f"{sum(s)}/{len(s)}" for task, s in sorted(per_task.items())}}

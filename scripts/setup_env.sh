@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 
 # bubblewrap for the agentic sandbox (slime.agentic.sandbox): Debian's bubblewrap, installed only when missing
 bash scripts/setup_sandbox.sh || echo "setup_env: could not install bubblewrap; the sandbox tests will be skipped" >&2
+# Xvfb, xdotool, tesseract and chromium for the GUI desktops (slime.agentic.gui), only what is missing
+bash scripts/setup_gui.sh || echo "setup_env: could not install the GUI tools; the GUI tests will be skipped" >&2
 
 PYTHON=${PYTHON:-python3}
 if [ -z "${TORCH_SPEC:-}" ]; then

@@ -14,11 +14,10 @@ set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="${SLIME_ROOT:-$HERE/..}"
 cd "$ROOT"
-# shellcheck source=scripts/cpu_launch_env.sh
-source scripts/cpu_launch_env.sh
+# shellcheck source=scripts/agentic_cpu_launch.sh
+source scripts/agentic_cpu_launch.sh
 RUN_DIR=${RUN_DIR:-runs/terminal-cpu}
-ARGS=(
-    --hf-checkpoint "${HF_CKPT:-smollm2}"
+ROLLOUT_ARGS=(
     --prompt-data "${PROMPT_DATA:-$HERE/data/train.jsonl}" --input-key task
     --custom-generate-function-path slime.agentic.terminal.agent.generate
     --custom-rm-path slime.agentic.terminal.agent.reward_func --reward-key score
@@ -29,31 +28,13 @@ ARGS=(
     --rollout-max-response-len 256 --rollout-max-context-len 4096 --rollout-temperature 1.0
     --eval-interval "${EVAL_INTERVAL:-10}" --eval-prompt-data heldout "${EVAL_DATA:-$HERE/data/heldout.jsonl}"
     --eval-reward-key acc
-    --advantage-estimator grpo --eps-clip 0.2 --eps-clip-high 0.28
-    --use-kl-loss --kl-loss-coef 0.01 --kl-loss-type low_var_kl
-    --lr "${LR:-1e-6}" --lr-decay-style constant --weight-decay 0.1 --adam-beta1 0.9 --adam-beta2 0.98
-    --run-dir "$RUN_DIR" --save "$RUN_DIR/ckpt" --save-interval 10
 )
-if [ -n "${ENV_SERVER_URL:-}" ]; then
-    ARGS+=(--env-server-url "$ENV_SERVER_URL")
-fi
-if [ -n "${STEP_JUDGE:-}" ]; then  # a per-turn PRM: the outcome plus its score, normalised per (task, turn)
-    ARGS+=(--step-judge "$STEP_JUDGE" --advantage-estimator step_wise --prm-step-coef 1.0)
-fi
-if [ "$DRY_RUN" = 1 ]; then
-    python - "${ARGS[@]}" "$@" <<'PY'
-import shlex, sys
-from slime.utils.arguments import parse_args
-args = parse_args(sys.argv[1:], mode="async", world_size=1)
-service = args.env_server_url or f"{args.env_workers} pool server(s) started by the trainer ({args.env_provider}, " \
-                                  f"tasks {args.terminal_tasks_dir})"
-print("layout: CPU, 1 trainer process (rank 0, no torchrun), the embedded engine as its child process, the "
-      "environment service as child processes; OMP_NUM_THREADS=1 per process")
+agentic_cpu_rl_args "${ROLLOUT_ARGS[@]}"
+agentic_cpu_env_args  # ENV_SERVER_URL; STEP_JUDGE: a per-turn PRM, the outcome plus its score per (task, turn)
+
+SUMMARY=$(cat <<'PY'
 print(f"terminal RL: {args.rollout_batch_size} tasks x {args.n_samples_per_prompt} episodes per rollout, at most "
-      f"{args.max_turns} turns, one sample per turn; environments: {service}"
-      + (f"; step judge {args.step_judge}, advantages {args.advantage_estimator}" if args.step_judge else ""))
-print("python slime/train_async.py " + shlex.join(sys.argv[1:]))
+      f"{args.max_turns} turns, one sample per turn; " + environments(f"tasks {args.terminal_tasks_dir}"))
 PY
-    exit 0
-fi
-exec python slime/train_async.py "${ARGS[@]}" "$@"
+)
+agentic_cpu_launch ", the environment service as child processes" "$SUMMARY" "$@"

@@ -14,39 +14,18 @@ set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="${SLIME_ROOT:-$HERE/..}"
 cd "$ROOT"
-# shellcheck source=scripts/cpu_launch_env.sh
-source scripts/cpu_launch_env.sh
+# shellcheck source=scripts/agentic_cpu_launch.sh
+source scripts/agentic_cpu_launch.sh
 RUN_DIR=${RUN_DIR:-runs/terminal-sft-cpu}
 NUM_ROLLOUT=${NUM_ROLLOUT:-32}
-ARGS=(
-    --hf-checkpoint "${HF_CKPT:-smollm2}"
+agentic_cpu_sft_args 3 \
     --prompt-data "${SFT_DATA:-$HERE/data/sft_demos.jsonl}" --input-key prompt --metadata-key metadata
-    --loss-type sft_loss --rollout-function-path slime.rollout.sft_rollout.generate_rollout
-    --num-rollout "$NUM_ROLLOUT" --rollout-batch-size "${BATCH:-8}" --n-samples-per-prompt 1
-    --global-batch-size "${BATCH:-8}" --rollout-shuffle
-    --lr "${LR:-5e-5}" --lr-decay-style cosine --lr-warmup-iters 3 --weight-decay 0.0 --adam-beta1 0.9 --adam-beta2 0.98
-    --run-dir "$RUN_DIR" --save "$RUN_DIR/ckpt" --save-interval "$NUM_ROLLOUT" --update-weights-interval "$NUM_ROLLOUT"
+# EVAL=1: evaluation goes through the terminal turn loop itself: the same generate function, service and reward as RL
+EVAL_ARGS=(
+    --eval-input-key task
+    --custom-generate-function-path slime.agentic.terminal.agent.generate
+    --custom-rm-path slime.agentic.terminal.agent.reward_func --dynamic-history
+    --terminal-tasks-dir "${TASKS_DIR:-$HERE/tasks}" --env-workers 1 --env-provider terminal --max-turns 6
 )
-if [ "${EVAL:-0}" = 1 ]; then
-    # evaluation goes through the terminal turn loop itself: the same generate function, service and reward as RL
-    ARGS+=(--eval-interval "$NUM_ROLLOUT" --eval-prompt-data heldout "${EVAL_DATA:-$HERE/data/heldout.jsonl}"
-           --eval-input-key task
-           --custom-generate-function-path slime.agentic.terminal.agent.generate
-           --custom-rm-path slime.agentic.terminal.agent.reward_func --dynamic-history
-           --terminal-tasks-dir "${TASKS_DIR:-$HERE/tasks}" --env-workers 1 --env-provider terminal --max-turns 6
-           --eval-temperature "${EVAL_TEMPERATURE:-0}" --eval-max-response-len 256 --rollout-max-context-len 4096
-           --eval-reward-key acc)
-fi
-if [ "$DRY_RUN" = 1 ]; then
-    python - "${ARGS[@]}" "$@" <<'PY'
-import shlex, sys
-from slime.utils.arguments import parse_args
-args = parse_args(sys.argv[1:], mode="sync", world_size=1)
-print("layout: CPU, 1 trainer process (rank 0, no torchrun), the embedded engine as its child process (evaluation only)")
-print(f"SFT warm start: {args.num_rollout} steps of {args.global_batch_size} demonstration turns from {args.prompt_data}, "
-      f"lr {args.lr} ({args.lr_decay_style})" + (", evaluated on " + ", ".join(args.eval_datasets) if args.eval_datasets else ""))
-print("python slime/train.py " + shlex.join(sys.argv[1:]))
-PY
-    exit 0
-fi
-exec python slime/train.py "${ARGS[@]}" "$@"
+agentic_cpu_sft_eval 256 4096 "${EVAL_ARGS[@]}"
+agentic_cpu_sft_launch "demonstration turns" "$@"

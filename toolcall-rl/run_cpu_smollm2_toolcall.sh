@@ -12,11 +12,10 @@ set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="${SLIME_ROOT:-$HERE/..}"
 cd "$ROOT"
-# shellcheck source=scripts/cpu_launch_env.sh
-source scripts/cpu_launch_env.sh
+# shellcheck source=scripts/agentic_cpu_launch.sh
+source scripts/agentic_cpu_launch.sh
 RUN_DIR=${RUN_DIR:-runs/toolcall-cpu}
-ARGS=(
-    --hf-checkpoint "${HF_CKPT:-smollm2}"
+ROLLOUT_ARGS=(
     --prompt-data "${PROMPT_DATA:-$HERE/data/train.jsonl}" --input-key prompt --label-key label
     --custom-generate-function-path slime.agentic.toolcall.generate
     --custom-rm-path slime.agentic.toolcall.reward_func
@@ -24,26 +23,16 @@ ARGS=(
     --num-rollout "${NUM_ROLLOUT:-50}" --rollout-batch-size "${ROLLOUT_BATCH_SIZE:-4}"
     --n-samples-per-prompt "${N_SAMPLES:-4}" --num-steps-per-rollout 1
     --rollout-max-response-len 256 --rollout-max-context-len 2048 --rollout-temperature 1.0 --reward-key score
-    --advantage-estimator grpo --eps-clip 0.2 --eps-clip-high 0.28
-    --use-kl-loss --kl-loss-coef 0.01 --kl-loss-type low_var_kl
-    --lr "${LR:-1e-6}" --lr-decay-style constant --weight-decay 0.1 --adam-beta1 0.9 --adam-beta2 0.98
-    --run-dir "$RUN_DIR" --save "$RUN_DIR/ckpt" --save-interval 10
 )
+agentic_cpu_rl_args "${ROLLOUT_ARGS[@]}"
 if [ "${DYNAMIC_HISTORY:-0}" = 1 ]; then
     ARGS+=(--dynamic-history)
 fi
-if [ "$DRY_RUN" = 1 ]; then
-    python - "${ARGS[@]}" "$@" <<'PY'
-import shlex, sys
-from slime.utils.arguments import parse_args
-args = parse_args(sys.argv[1:], mode="async", world_size=1)
-print("layout: CPU, 1 trainer process (rank 0, no torchrun), the embedded engine as its child process, "
-      "code in slime.agentic.sandbox; OMP_NUM_THREADS=1 per process")
+
+SUMMARY=$(cat <<'PY'
 print(f"tool-call RL: {args.rollout_batch_size} problems x {args.n_samples_per_prompt} samples per rollout, "
       f"at most {args.max_turns} turns / {args.max_tool_calls} calls, tools {args.tools_config}"
       + (", dynamic history" if args.dynamic_history else ""))
-print("python slime/train_async.py " + shlex.join(sys.argv[1:]))
 PY
-    exit 0
-fi
-exec python slime/train_async.py "${ARGS[@]}" "$@"
+)
+agentic_cpu_launch ", code in slime.agentic.sandbox" "$SUMMARY" "$@"

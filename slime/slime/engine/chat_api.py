@@ -12,6 +12,7 @@ from slime.engine.chat_parsing import (
     THINK_CLOSE,
     THINK_OPEN,
     normalize_messages,
+    normalize_messages_with_images,
     parse_tool_calls,
     split_reasoning,
 )
@@ -21,11 +22,22 @@ from slime.engine.scheduler import Sequence
 
 
 def build_sequences(engine: Engine, req: ChatCompletionRequest) -> list[Sequence]:
+    image_urls: list[tuple[str, str]] = []
     try:
-        messages = normalize_messages(req.messages)
+        if engine.vision is None:
+            messages = normalize_messages(req.messages)  # image parts are refused there (text only)
+        else:
+            messages, image_urls = normalize_messages_with_images(req.messages)
     except ChatInputError as exc:
         raise APIError(400, str(exc), param=exc.param) from None
     prompt_ids = engine.render_chat(messages, req.tools if req.use_tools else None, req.chat_template_kwargs)
+    images = image_key = None
+    if image_urls:
+        images = engine.vision.preprocess([url for url, _ in image_urls], "messages",
+                                          wheres=[where for _, where in image_urls])
+        images_param = image_urls[0][1] if len(image_urls) == 1 else "messages"
+        prompt_ids = engine.vision.expand(prompt_ids, images, images_param)
+        image_key = engine.vision.prefix_key(prompt_ids, images)
     engine.check_prompt(prompt_ids, param="messages")
     room = engine.room_for(len(prompt_ids))
     requested = req.requested_max_tokens()
@@ -43,6 +55,8 @@ def build_sequences(engine: Engine, req: ChatCompletionRequest) -> list[Sequence
                 sampling=config,
                 return_logprob=req.logprobs,
                 top_logprobs_num=req.top_logprobs or 0,
+                images=images,
+                image_key=image_key,
             )
         )
     return sequences
@@ -128,6 +142,8 @@ class ChatResponder:
         body = {**self._envelope("chat.completion"), "choices": choices, "usage": self._usage()}
         if self.req.return_token_ids:
             body["prompt_token_ids"] = list(self.sequences[0].prompt_ids)
+            if self.sequences[0].images is not None:
+                body["image_grid_thw"] = self.sequences[0].images.grid_list
         return body
 
     # --- streaming ------------------------------------------------------------------------
@@ -139,6 +155,8 @@ class ChatResponder:
                                      "logprobs": None, "finish_reason": None})
         if self.req.return_token_ids:
             first["prompt_token_ids"] = list(self.sequences[0].prompt_ids)
+            if self.sequences[0].images is not None:
+                first["image_grid_thw"] = self.sequences[0].images.grid_list
         yield first
         async for index, finished in updates:
             seq, state = self.sequences[index], states[index]

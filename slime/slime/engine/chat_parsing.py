@@ -52,7 +52,20 @@ def normalize_messages(messages: list[dict]) -> list[dict]:
     return [_normalize_message(message, f"messages[{i}]") for i, message in enumerate(messages)]
 
 
-def _normalize_message(message: Any, where: str) -> dict:
+def normalize_messages_with_images(messages: list[dict]) -> tuple[list[dict], list[tuple[str, str]]]:
+    """`normalize_messages` for a vision-language model: also takes `image_url` content parts.
+
+    A message with images keeps a list content, `[{"type": "text", "text": ...}, {"type": "image"}, ...]`
+    (adjacent text parts joined as usual), which Qwen-VL chat templates render with one image placeholder
+    per image part. Returns the messages and, in their order, each image's (url, where) with `where` naming
+    its field for error messages. Messages without images come out as `normalize_messages` makes them."""
+    if not isinstance(messages, list) or not messages:
+        raise ChatInputError("'messages' must be a non-empty list", "messages")
+    images: list[tuple[str, str]] = []
+    return [_normalize_message(message, f"messages[{i}]", images) for i, message in enumerate(messages)], images
+
+
+def _normalize_message(message: Any, where: str, images: list | None = None) -> dict:
     if not isinstance(message, dict):
         raise ChatInputError(f"{where} must be an object", where)
     role = message.get("role")
@@ -66,14 +79,16 @@ def _normalize_message(message: Any, where: str) -> dict:
     content = message.get("content")
     if content is None and role in ("system", "developer", "user", "tool"):
         raise ChatInputError(f"{where}.content is required for role {role!r}", f"{where}.content")
-    out["content"] = _content_to_text(content, f"{where}.content")
+    out["content"] = _content_to_text(content, f"{where}.content", images)
 
     if role == "assistant" and message.get("tool_calls") is not None:
         out["tool_calls"] = _normalize_tool_calls(out["tool_calls"], f"{where}.tool_calls")
     return out
 
 
-def _content_to_text(content: Any, where: str) -> str:
+def _content_to_text(content: Any, where: str, images: list | None = None) -> str | list[dict]:
+    """The text of a content; with `images` (a vision model), image parts are collected there and a content
+    that has any comes back as a list of text and image parts."""
     if content is None:
         return ""
     if isinstance(content, str):
@@ -81,10 +96,22 @@ def _content_to_text(content: Any, where: str) -> str:
     if not isinstance(content, list):
         raise ChatInputError(f"{where} must be a string, null, or a list of content parts", where)
     texts = []
+    parts: list[dict] = []  # with images: text runs and image parts in order
     for j, part in enumerate(content):
         part_where = f"{where}[{j}]"
         if not isinstance(part, dict):
             raise ChatInputError(f"{part_where} must be an object", part_where)
+        if images is not None and part.get("type") == "image_url":
+            image = part.get("image_url")
+            url = image.get("url") if isinstance(image, dict) else None
+            if not isinstance(url, str):
+                raise ChatInputError(f"{part_where}.image_url.url must be a string", f"{part_where}.image_url.url")
+            if texts:
+                parts.append({"type": "text", "text": TEXT_PART_SEPARATOR.join(texts)})
+                texts = []
+            parts.append({"type": "image"})
+            images.append((url, f"{part_where}.image_url.url"))
+            continue
         if part.get("type") != "text":
             raise ChatInputError(
                 f"{part_where}: content part type {part.get('type')!r} is not supported (text only)", part_where
@@ -92,7 +119,11 @@ def _content_to_text(content: Any, where: str) -> str:
         if not isinstance(part.get("text"), str):
             raise ChatInputError(f"{part_where}.text must be a string", f"{part_where}.text")
         texts.append(part["text"])
-    return TEXT_PART_SEPARATOR.join(texts)
+    if not parts:
+        return TEXT_PART_SEPARATOR.join(texts)
+    if texts:
+        parts.append({"type": "text", "text": TEXT_PART_SEPARATOR.join(texts)})
+    return parts
 
 
 def _normalize_tool_calls(tool_calls: Any, where: str) -> list[dict]:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
+from slime.engine.images import VisionSupport, is_vision_model
 from slime.engine.protocol import APIError
 from slime.engine.scheduler import QueueFullError, Scheduler, SchedulerConfig, Sequence
 from slime.engine.weights import load_model, load_update
@@ -46,6 +47,8 @@ class Engine:
         self.context_length = config.context_length or getattr(text_config, "max_position_embeddings", 4096)
         self.vocab_size = text_config.vocab_size
         self.served_model_name = config.served_model_name or Path(self.model_path).name
+        # images in requests: Qwen2.5-VL-architecture models only (None: text-only, image inputs are refused)
+        self.vision: VisionSupport | None = VisionSupport(model, self.model_path) if is_vision_model(model) else None
         self.scheduler = Scheduler(
             model,
             self.tokenizer,
@@ -81,6 +84,12 @@ class Engine:
         except ValueError as exc:
             param = "tools" if "cannot render tools" in str(exc) else "messages"
             raise APIError(400, str(exc), param=param) from None
+
+    def require_vision(self, param: str) -> VisionSupport:
+        if self.vision is None:
+            raise APIError(400, f"{param}: this model takes text only (no vision tower); images are not supported",
+                           param=param)
+        return self.vision
 
     @functools.lru_cache(maxsize=65536)
     def token_text(self, token_id: int) -> str:

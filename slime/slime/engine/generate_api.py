@@ -12,10 +12,21 @@ def build_sequences(engine: Engine, req: GenerateRequest) -> tuple[list[Sequence
     params = req.sampling()
     prompts, is_batch = req.prompts()
     rids = _request_ids(req.rid, len(prompts))
+    per_prompt = _images_per_prompt(req.image_data, len(prompts), is_batch)
     sequences = []
     for p, prompt in enumerate(prompts):
         param = "text" if req.text is not None else "input_ids"
         ids = engine.encode_text(prompt) if isinstance(prompt, str) else list(prompt)
+        images = image_key = None
+        if per_prompt[p]:
+            image_param = f"image_data[{p}]" if is_batch else "image_data"
+            vision = engine.require_vision(image_param)
+            images = vision.preprocess(per_prompt[p], image_param)
+            if isinstance(prompt, str):  # one placeholder per image, expanded here
+                ids = vision.expand(ids, images, image_param)
+            else:  # the caller expanded them (as the engine returns them)
+                vision.check_expanded(ids, images, f"{param}[{p}]" if is_batch else param)
+            image_key = vision.prefix_key(ids, images)
         engine.check_prompt(ids, param=f"{param}[{p}]" if is_batch else param)
         if req.logprob_start_len > len(ids):
             raise APIError(400, f"logprob_start_len {req.logprob_start_len} is past the prompt's {len(ids)} tokens",
@@ -37,9 +48,35 @@ def build_sequences(engine: Engine, req: GenerateRequest) -> tuple[list[Sequence
                     return_logprob=req.return_logprob,
                     logprob_start_len=req.logprob_start_len if req.return_logprob else -1,
                     top_logprobs_num=req.top_logprobs_num if req.return_logprob else 0,
+                    images=images,
+                    image_key=image_key,
                 )
             )
     return sequences, is_batch or params.n > 1
+
+
+def _images_per_prompt(image_data, count: int, is_batch: bool) -> list[list | None]:
+    """SGLang's `image_data` as one list of images (or None) per prompt."""
+    if image_data is None:
+        return [None] * count
+    if not is_batch:
+        if isinstance(image_data, list) and len(image_data) == 1 and isinstance(image_data[0], list):
+            image_data = image_data[0]  # [[...]]: the batch form for a batch of one
+        images = [image_data] if isinstance(image_data, str) else list(image_data)
+        return [images or None]
+    if not isinstance(image_data, list) or len(image_data) != count:
+        raise APIError(400, f"image_data must have one entry per prompt ({count}): a list of images, one image "
+                            "or null", param="image_data")
+    out = []
+    for p, entry in enumerate(image_data):
+        if entry is None or isinstance(entry, list):
+            out.append(entry or None)
+        elif isinstance(entry, str):
+            out.append([entry])
+        else:
+            raise APIError(400, f"image_data[{p}] must be a list of images, one image or null; got "
+                                f"{type(entry).__name__}", param=f"image_data[{p}]")
+    return out
 
 
 def _request_ids(rid, count: int) -> list[str] | None:
@@ -73,6 +110,11 @@ def response_object(engine: Engine, seq: Sequence, req: GenerateRequest, n_token
         "cached_tokens": seq.cached_tokens,
         "weight_version": seq.weight_version,
     }
+    if seq.images is not None:
+        # what a trainer needs to score exactly this: the prompt as run (image pads expanded) and the image grids
+        # (pixel values are slime.models.vision.preprocess_images of the same images)
+        meta["input_ids"] = list(seq.prompt_ids)
+        meta["image_grid_thw"] = seq.images.grid_list
     if req.return_logprob:
         with_text = req.return_text_in_logprobs
         meta["output_token_logprobs"] = [

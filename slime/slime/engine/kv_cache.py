@@ -64,7 +64,9 @@ class _BufferedLayer(DynamicLayer):
 class BatchKVCache(Cache):
     """HF-compatible cache plus the row bookkeeping continuous batching needs.
 
-    `mask` is `[B, T]` (1 = real token, 0 = left padding); `next_pos` is each row's next position id.
+    `mask` is `[B, T]` (1 = real token, 0 = left padding); `next_pos` is each row's next position id
+    (for an image prompt of a vision-language model: real tokens so far + its M-RoPE `rope_delta`, so the
+    per-row delta follows every row operation here; model_runner sets it after prefill).
     """
 
     def __init__(self, num_layers: int):

@@ -113,6 +113,9 @@ class GenerateRequest(_Strict):
     return_text_in_logprobs: bool = False
     stream: bool = False
     rid: str | list[str] | None = None
+    # SGLang's images (vision-language models): per prompt a list of base64 strings or data URLs in the order of
+    # its image placeholders (a single string for one image); for a batch, one such entry per prompt
+    image_data: str | list[Any] | None = None
 
     @model_validator(mode="after")
     def _one_input(self):

@@ -3,7 +3,9 @@
 Every loop iteration admits waiting requests (up to `max_running`), prefills up to
 `prefill_chunk_tokens` prompt tokens of admitted requests (a long prompt is split over several
 iterations so the running batch keeps streaming), then runs one decode step for every running
-sequence. Sequences join and leave the batch between steps.
+sequence. Sequences join and leave the batch between steps. An image prompt (vision-language models) runs
+the vision tower once when admitted (`images.prompt_inputs`); its chunks then pass embedding slices and
+M-RoPE positions, and its cache row's next position carries its rope_delta, so it batches with text rows.
 
 Weight swaps (`request_swap`) stop admission, let every admitted sequence finish on the old weights,
 then switch model and version in one assignment before admitting again: requests queued meanwhile
@@ -25,6 +27,7 @@ import torch
 
 from slime.engine import model_runner
 from slime.engine.detokenizer import IncrementalDetokenizer
+from slime.engine.images import PromptImages, prompt_inputs
 from slime.engine.kv_cache import BatchKVCache
 from slime.engine.prefix_cache import PrefixCache
 from slime.engine.sampling import SamplingConfig, draw, scaled_logprobs, top_logprobs, truncate
@@ -51,6 +54,10 @@ class Sequence:
     top_logprobs_num: int = 0
     on_update: Callable[["Sequence", bool], None] | None = None
     rid: str = field(default_factory=lambda: uuid.uuid4().hex)
+    # a vision-language model's image prompt: its preprocessed images (pads in prompt_ids already expanded)
+    # and the prefix-cache key of its prompt (prompt_ids with each image's pads replaced by a content hash)
+    images: PromptImages | None = None
+    image_key: list[int] | None = None
 
     output_ids: list[int] = field(default_factory=list)
     output_logprobs: list[float] = field(default_factory=list)
@@ -72,6 +79,14 @@ class Sequence:
     _cache: BatchKVCache | None = None
     _prefilled: int = 0
     _stop_checked: int = 0
+    _embeds: torch.Tensor | None = None  # image prompts: embeddings with vision features, (1, L, H)
+    _positions: torch.Tensor | None = None  # image prompts: M-RoPE positions, (3, 1, L)
+    _rope_delta: int = 0
+
+    @property
+    def prefix_key(self) -> list[int]:
+        """What the prefix cache knows this prompt by (its ids, unless it has images)."""
+        return self.prompt_ids if self.image_key is None else self.image_key
 
     @property
     def finished(self) -> bool:
@@ -251,7 +266,10 @@ class Scheduler:
         max_reuse = len(seq.prompt_ids) - 1
         if seq.wants_input_logprobs:
             max_reuse = min(max_reuse, max(seq.logprob_start_len - 1, 0))
-        reused, cache = self.prefix_cache.lookup(seq.prompt_ids, max_reuse)
+        if seq.images is not None:
+            # the vision tower runs once per request; prefill chunks then take slices of the embeddings
+            seq._embeds, seq._positions, seq._rope_delta = prompt_inputs(self.model, seq.prompt_ids, seq.images)
+        reused, cache = self.prefix_cache.lookup(seq.prefix_key, max_reuse)
         seq._cache = cache if cache is not None else BatchKVCache(self.num_layers)
         seq._prefilled = reused
         seq.cached_tokens = reused
@@ -266,6 +284,7 @@ class Scheduler:
             seq = self._prefilling[0]
             if seq.cancelled:
                 self._prefilling.popleft()
+                seq._cache = seq._embeds = seq._positions = None
                 self._finish(seq, {"type": "abort", "message": seq.cancel_reason})
                 continue
             start = seq._prefilled
@@ -273,9 +292,16 @@ class Scheduler:
             keep_from = len(seq.prompt_ids) - 1
             if seq.wants_input_logprobs:
                 keep_from = min(keep_from, max(seq.logprob_start_len - 1, 0))
-            logits = model_runner.prefill_chunk(
-                self.model, seq._cache, seq.prompt_ids[start:end], start, keep_from
-            )
+            if seq.images is None:
+                logits = model_runner.prefill_chunk(
+                    self.model, seq._cache, seq.prompt_ids[start:end], start, keep_from
+                )
+            else:
+                logits = model_runner.prefill_chunk(
+                    self.model, seq._cache, seq.prompt_ids[start:end], start, keep_from,
+                    inputs_embeds=seq._embeds[:, start:end], positions=seq._positions[:, :, start:end],
+                    rope_delta=seq._rope_delta,
+                )
             self._record_prompt_logits(seq, logits, first_position=end - logits.shape[0])
             seq._prefilled = end
             budget -= end - start
@@ -290,7 +316,7 @@ class Scheduler:
                 self._finish(seq, {"type": "abort", "message": seq.error})
                 raise
             finally:
-                seq._cache = None
+                seq._cache = seq._embeds = seq._positions = None
 
     def _complete_prefill(self, seq: Sequence, logits: torch.Tensor):
         """The whole prompt is in the cache: sample the first token and join the batch (or finish)."""
@@ -432,14 +458,14 @@ class Scheduler:
     def _remember_prefix(self, seq: Sequence, row: int):
         if not self.prefix_cache.enabled:
             return
-        fed = seq.prompt_ids + seq.output_ids[:-1]  # the last sampled token was never fed through the model
+        fed = seq.prefix_key + seq.output_ids[:-1]  # the last sampled token was never fed through the model
         self.prefix_cache.insert(fed, self._batch.extract_row(row))
 
     def _retire_unbatched(self, seq: Sequence):
         """A sequence that finished without joining the batch (scoring, or done on its first token):
         its single-row cache holds exactly the prompt, so it goes to the prefix cache as is."""
         if self.prefix_cache.enabled and seq._cache is not None:
-            self.prefix_cache.insert(list(seq.prompt_ids), seq._cache)
+            self.prefix_cache.insert(list(seq.prefix_key), seq._cache)
 
     def _finish(self, seq: Sequence, reason: dict):
         if seq.finished:

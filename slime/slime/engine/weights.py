@@ -17,10 +17,21 @@ class WeightUpdateError(ValueError):
     """The given folder cannot replace the served weights (missing, wrong shape, not a model)."""
 
 
-def load_model(path: str | Path, dtype: str = "float32", device: str = "cpu"):
-    from transformers import AutoModelForCausalLM
+def has_vision_config(path: str | Path) -> bool:
+    """Whether a model folder is a vision-language model (its config has a vision tower)."""
+    config = Path(path) / "config.json"
+    try:
+        return config.exists() and "vision_config" in json.loads(config.read_text())
+    except (OSError, ValueError):
+        return False
 
-    model = AutoModelForCausalLM.from_pretrained(str(path), dtype=DTYPES[dtype])
+
+def load_model(path: str | Path, dtype: str = "float32", device: str = "cpu"):
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
+
+    # AutoModelForCausalLM refuses a Qwen2.5-VL config; the image-text class loads the vision tower too
+    auto = AutoModelForImageTextToText if has_vision_config(path) else AutoModelForCausalLM
+    model = auto.from_pretrained(str(path), dtype=DTYPES[dtype])
     model.to(device)
     model.eval()
     model.requires_grad_(False)
@@ -66,6 +77,11 @@ def _load_adapter_merged(path: Path, base_path: str | Path, dtype: str, device: 
 
 def _check_compatible(current, new, path: Path):
     """The tokenizer and the serving code stay the same across updates, so the shapes must too."""
+    from slime.engine.images import is_vision_model
+
+    if is_vision_model(current) != is_vision_model(new):
+        kind = "a vision-language" if is_vision_model(current) else "a text-only"
+        raise WeightUpdateError(f"{path}: the served model is {kind} model and this one is not")
     old_cfg, new_cfg = current.config.get_text_config(), new.config.get_text_config()
     for key in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads"):
         a, b = getattr(old_cfg, key, None), getattr(new_cfg, key, None)

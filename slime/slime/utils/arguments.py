@@ -320,6 +320,9 @@ def _add_algorithm_flags(g):
     g.add_argument("--swe-instances", default=None,
                    help="SWE agents: the instances (SWE-bench JSONL) the started pool servers serve (env SWE_INSTANCES; "
                         "default swe-rl/data/instances.jsonl)")
+    g.add_argument("--gui-tasks-dir", default=None,
+                   help="GUI agents: the OSWorld-format task folders (<domain>/<id>.json) the started pool servers "
+                        "serve (env GUI_TASKS_DIR; default gui-rl/tasks)")
     g.add_argument("--swe-backend", choices=["bwrap", "docker"], default=None,
                    help="SWE agents: where the started pool servers run an instance: bwrap (default: the bubblewrap "
                         "sandbox) or docker (a container per episode from the instance's image; SWE-bench images "

@@ -241,7 +241,7 @@ def render_result(result: sb.SandboxResult) -> str:
 
 # a string is imported when first used, so a pool server loads only the provider it serves
 PROVIDERS = {"command": CommandProvider, "terminal": "slime.agentic.terminal.provider:TerminalProvider",
-             "swe": "slime.agentic.swe.provider:SweProvider"}
+             "swe": "slime.agentic.swe.provider:SweProvider", "gui": "slime.agentic.gui.provider:GuiProvider"}
 
 
 def register_provider(name: str, factory) -> None:

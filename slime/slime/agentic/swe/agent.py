@@ -45,7 +45,7 @@ from dataclasses import asdict, dataclass, field
 
 from slime.agentic import rewards
 from slime.agentic.env_service.client import EnvServiceError
-from slime.agentic.terminal.agent import Turn, turn_sample
+from slime.agentic.terminal.agent import Turn, failed_sample, turn_sample
 from slime.utils.types import Sample
 
 from . import templates
@@ -572,13 +572,8 @@ def step_judge(args):
 
 
 def _failed_sample(sample: Sample, tokenizer, instance_id: str, error: str) -> list[Sample]:
-    eos = tokenizer.eos_token_id or 0
-    sample.tokens, sample.response_length, sample.response = [eos, eos], 1, ""
-    sample.loss_mask, sample.rollout_log_probs = [0], [0.0]
-    sample.status, sample.remove_sample = Sample.Status.FAILED, True
-    sample.metadata = {**(sample.metadata or {}), "instance_id": instance_id, "status": "failed",
-                       "exit_status": "environment_error", "error": error[:500], "accuracy": 0.0, "resolved": False}
-    return [sample]
+    return failed_sample(sample, tokenizer, error, instance_id=instance_id, exit_status="environment_error",
+                         resolved=False)
 
 
 async def generate(args, sample: Sample, sampling_params: dict) -> list[Sample]:

@@ -171,6 +171,18 @@ def turn_sample(sample: Sample, turn: Turn, k: int, meta: dict, status, trainabl
                   status=status, metadata=meta, remove_sample=not trainable)
 
 
+def failed_sample(sample: Sample, tokenizer, error: str, **metadata) -> list[Sample]:
+    """An episode the environment failed: one FAILED sample that trains nothing (the batch goes on), with `error`
+    and `metadata` (the setting's keys, e.g. its task key) recorded. Shared by the terminal, SWE and GUI agents."""
+    eos = tokenizer.eos_token_id or 0
+    sample.tokens, sample.response_length, sample.response = [eos, eos], 1, ""
+    sample.loss_mask, sample.rollout_log_probs = [0], [0.0]
+    sample.status, sample.remove_sample = Sample.Status.FAILED, True
+    sample.metadata = {**(sample.metadata or {}), "status": "failed", "error": error[:500], "accuracy": 0.0,
+                       **metadata}
+    return [sample]
+
+
 class TurnPolicy(Protocol):
     async def generate_turn(self, messages: list[dict], tools: list[dict]) -> Turn | None:
         """One model turn for these messages, or None when they cannot fit the context."""
@@ -435,13 +447,7 @@ async def generate(args, sample: Sample, sampling_params: dict) -> list[Sample]:
         if judging is not None:
             judging.cancel()
         logger.warning("terminal agent: episode of %s failed: %r", task_key, e)
-        eos = tokenizer.eos_token_id or 0
-        sample.tokens, sample.response_length, sample.response = [eos, eos], 1, ""
-        sample.loss_mask, sample.rollout_log_probs = [0], [0.0]
-        sample.status, sample.remove_sample = Sample.Status.FAILED, True
-        sample.metadata = {**(sample.metadata or {}), "task_key": task_key, "status": "failed",
-                           "stop_reason": "environment_error", "error": repr(e)[:500], "accuracy": 0.0}
-        return [sample]
+        return failed_sample(sample, tokenizer, repr(e), task_key=task_key, stop_reason="environment_error")
     samples = episode_samples(episode, sample, prm_scores)
     if not samples:  # not even one turn fitted: nothing to train, the outcome still counts for the group
         sample.tokens, sample.response_length, sample.response = [], 0, ""

@@ -1,0 +1,1 @@
+"""GUI RL: desktops, apps and tasks."""

@@ -1,0 +1,357 @@
+"""The GUI agent loop (upstream's `generate_with_gui` and its Qwen3-VL agent), for a text policy: the screen is given
+as its OCR text view (each text line with its position in the 0-999 coordinates the policy clicks with).
+
+Per step the messages are rebuilt as upstream builds them: the system prompt (the `computer_use` tool and the
+response format: one ``Action:`` line, then exactly one ``<tool_call>``), the last ``history - 1`` steps as (user:
+that step's screen, assistant: that step's whole response), then the current screen with the instruction and every
+earlier step's ``Action:`` line. One sample per step with the exact prompt ids the engine saw and its sampled ids
+and log-probs (``--dynamic-history``; :func:`slime.agentic.terminal.agent.turn_sample`).
+
+The episode ends when the agent terminates (``DONE`` / ``FAIL``), after ``max_steps`` (truncated: upstream then sent
+FAIL, which solved every infeasible task by running out of steps; here nothing is sent and the evaluator sees a cut
+off episode), or after ``max_parse_errors`` responses without a valid action (failed; each one is shown to the agent
+as an error in place of the screen's change). Reward: +1 when the evaluator's score is 1, else -1.
+
+Step rewards (``--step-judge rules``, :class:`GuiRuleJudge`): +1 for an action that ran and changed what the screen
+shows (or a terminate/wait), -1 for a parse error, an action error or an action that changed nothing on screen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+
+from slime.agentic import rewards
+from slime.agentic.env_service.client import EnvServiceError
+from slime.agentic.terminal.agent import EngineTurnPolicy, Turn, failed_sample, turn_sample
+from slime.utils.types import Sample
+
+from .actions import COMPUTER_USE, ActionError, parse_response
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_STEPS = 15  # upstream's GUI_MAX_STEPS
+DEFAULT_HISTORY = 3  # upstream's max_image_history_length: the current screen and 2 earlier steps
+DEFAULT_MAX_PARSE_ERRORS = 3
+SYSTEM_PROMPT = (
+    "You are a computer-use agent. You operate a Linux desktop with a mouse and keyboard through the computer_use "
+    "tool to complete the user's instruction. You see the screen as text: each line is `[x, y] text`, the centre of "
+    "a line of text on the screen in coordinates from 0 to 999 (the screen is 1000x1000 in these units).\n\n"
+    "Answer with exactly one line `Action: <what you do, in a few words>` and then exactly one tool call:\n"
+    "<tool_call>\n{\"name\": \"computer_use\", \"arguments\": {\"action\": \"left_click\", \"coordinate\": [x, y]}}\n"
+    "</tool_call>\n"
+    "Nothing else. When the task is complete, call terminate with status success; when it cannot be done, call "
+    "terminate with status failure.")
+STEP_PROMPT = ("Please generate the next move according to the screen, the instruction and the previous actions.\n\n"
+               "Instruction: {instruction}\n\nPrevious actions:\n{previous}")
+
+
+def screen_message(observation: dict, note: str = "") -> str:
+    view = observation.get("text_view") or "(no text on the screen)"
+    return (f"{note}\n" if note else "") + f"Screen text:\n{view}"
+
+
+@dataclass
+class GuiStep:
+    turn: Turn
+    action_line: str = ""
+    arguments: dict | None = None
+    error: str = ""  # a parse or action error, shown to the agent
+    screen_before: str = ""
+    screen_after: str = ""
+    special: str | None = None
+
+
+@dataclass
+class GuiEpisode:
+    task_key: str
+    steps: list[GuiStep] = field(default_factory=list)
+    status: str = "completed"  # completed | truncated | failed | aborted
+    stop_reason: str = ""
+    parse_errors: int = 0
+    accuracy: float = 0.0
+    evaluation: dict | None = None
+
+    @property
+    def reward(self) -> float:
+        return 1.0 if self.accuracy == 1.0 else -1.0
+
+
+@dataclass(frozen=True)
+class AgentSettings:
+    max_steps: int = DEFAULT_MAX_STEPS
+    history: int = DEFAULT_HISTORY
+    max_parse_errors: int = DEFAULT_MAX_PARSE_ERRORS
+    system_prompt: str = SYSTEM_PROMPT
+
+    @classmethod
+    def from_args(cls, args) -> AgentSettings:
+        return cls(max_steps=int(getattr(args, "max_turns", None) or os.environ.get("GUI_MAX_STEPS")
+                                 or DEFAULT_MAX_STEPS),
+                   max_parse_errors=int(getattr(args, "max_parse_errors", None) or DEFAULT_MAX_PARSE_ERRORS))
+
+
+def build_messages(instruction: str, steps: list[GuiStep], observation: dict, settings: AgentSettings) -> list[dict]:
+    """Upstream's per-step messages (module docstring), with screens as text."""
+    messages = [{"role": "system", "content": settings.system_prompt}]
+    for step in steps[len(steps) - (settings.history - 1):] if settings.history > 1 else []:
+        messages.append({"role": "user", "content": screen_message({"text_view": step.screen_before})})
+        messages.append({"role": "assistant", "content": step.turn.text})
+    previous = "\n".join(f"Step {i + 1}: {s.action_line or '(no valid action)'}" for i, s in enumerate(steps))
+    note = f"Your last response could not be run: {steps[-1].error}" if steps and steps[-1].error else ""
+    messages.append({"role": "user", "content": screen_message(observation, note) + "\n\n" + STEP_PROMPT.format(
+        instruction=instruction, previous=previous or "None")})
+    return messages
+
+
+async def run_episode(policy, env, task_key: str, settings: AgentSettings, *, request_id: str | None = None,
+                      on_step=None) -> GuiEpisode:
+    """One episode of `task_key` on a fresh lease of `env` (an EnvClient of a `gui` service); the lease is always
+    closed. `on_step(episode, step)` is awaited after each step (the step judge)."""
+    episode = GuiEpisode(task_key)
+    lease = (await env.allocate(task_key, request_id))["lease_id"]
+    try:
+        observation = await env.reset(lease, {"task": task_key})
+        instruction = observation.get("instruction", "")
+        while True:
+            if len(episode.steps) >= settings.max_steps:
+                episode.status, episode.stop_reason = "truncated", "max_steps"
+                break
+            messages = build_messages(instruction, episode.steps, observation, settings)
+            turn = await policy.generate_turn(messages, [COMPUTER_USE])
+            if turn is None:
+                episode.status, episode.stop_reason = "truncated", "context_full"
+                break
+            step = GuiStep(turn, screen_before=observation.get("text_view", ""))
+            episode.steps.append(step)
+            if turn.finish_reason == "abort":
+                episode.status, episode.stop_reason = "aborted", "engine_abort"
+                break
+            try:
+                step.action_line, step.arguments = parse_response(turn.text)
+            except ActionError as e:
+                step.error = str(e)
+                episode.parse_errors += 1
+            if step.arguments is not None:
+                await env.heartbeat(lease)
+                try:
+                    reply = await env.exec_tool(lease, "computer_use", step.arguments)
+                except EnvServiceError as e:
+                    if e.status != 504:
+                        raise
+                    reply = {"observation": "[ACTION_ERROR] no answer within the environment's time limit",
+                             "error": True}
+                if reply.get("error"):
+                    step.error = str(reply.get("observation", ""))
+                if reply.get("done"):
+                    step.special = reply.get("status")
+                else:
+                    observation = {**observation, **{k: v for k, v in reply.items() if k in ("text_view", "screen",
+                                                                                           "screenshot_b64")}}
+            step.screen_after = observation.get("text_view", "")
+            if on_step is not None:
+                await on_step(episode, step)
+            if step.special:
+                episode.status = "completed"
+                episode.stop_reason = "done" if step.special == "DONE" else "agent_failure"
+                break
+            if episode.parse_errors >= settings.max_parse_errors:
+                episode.status, episode.stop_reason = "failed", "parse_errors"
+                break
+        if episode.status != "aborted":
+            episode.evaluation = await env.evaluate(lease)
+            episode.accuracy = float(episode.evaluation.get("acc", 0.0))
+    finally:
+        try:
+            await env.close(lease)
+        except Exception as e:  # the result stands; the service's reaper frees the lease
+            logger.warning("gui agent: closing lease %s failed: %r", lease, e)
+    return episode
+
+
+# ------------------------------------------------------------------------------------------------ step rewards
+
+
+class GuiRuleJudge:
+    """The CPU step judge (module docstring). Deterministic; a `--step-judge module:factory` factory too."""
+
+    def __init__(self, args=None):
+        self.stats = {"steps": 0}
+
+    async def score_step(self, step: GuiStep) -> float:
+        self.stats["steps"] += 1
+        if step.error or step.arguments is None:
+            return -1.0
+        if step.special or step.arguments.get("action") == "wait":
+            return 1.0
+        return 1.0 if step.screen_after != step.screen_before else -1.0
+
+
+class StepJudging:
+    """Starts one judgement per step as the episode goes and collects them after (in step order)."""
+
+    def __init__(self, judge):
+        self.judge, self.tasks = judge, []
+
+    async def on_step(self, episode: GuiEpisode, step: GuiStep) -> None:
+        self.tasks.append(asyncio.create_task(self.judge.score_step(step)))
+
+    async def scores(self) -> list[float | None]:
+        return list(await asyncio.gather(*self.tasks)) if self.tasks else []
+
+    def cancel(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+
+
+# ------------------------------------------------------------------------------------------------ samples
+
+
+_STATUS = {"completed": Sample.Status.COMPLETED, "truncated": Sample.Status.TRUNCATED,
+           "failed": Sample.Status.FAILED, "aborted": Sample.Status.ABORTED}
+
+
+def episode_samples(episode: GuiEpisode, sample: Sample, prm_scores: list[float | None] | None = None) -> list[Sample]:
+    """One sample per step (the exact prompt ids and the sampled ids with log-probs); an aborted episode trains
+    nothing. Failed episodes (parse errors) are trained: their -1 is the signal against malformed actions."""
+    status = _STATUS[episode.status]
+    trainable = episode.status != "aborted"
+    base = {"task_key": episode.task_key, "num_steps": len(episode.steps), "status": episode.status,
+            "stop_reason": episode.stop_reason, "parse_error_count": episode.parse_errors,
+            "accuracy": episode.accuracy, "evaluation": episode.evaluation}
+    return [turn_sample(sample, step.turn, k, {**(sample.metadata or {}), **base, "turn_idx": k,
+                                               "action": step.action_line, "step_error": step.error[:300],
+                                               "finish_reason": step.turn.finish_reason},
+                        status, trainable, prm_scores)
+            for k, step in enumerate(episode.steps)]
+
+
+def task_of(sample: Sample) -> str:
+    """The task key (``domain/id``) of a training row: the prompt itself, or metadata {domain, example_id}."""
+    meta = sample.metadata or {}
+    if meta.get("domain") and meta.get("example_id"):
+        return f"{meta['domain']}/{meta['example_id']}"
+    if isinstance(sample.prompt, str) and sample.prompt.strip():
+        return sample.prompt.strip()
+    raise ValueError("a GUI sample needs its task: the prompt 'domain/id' or metadata {domain, example_id}")
+
+
+# ------------------------------------------------------------------------------------------------ trainer hooks
+
+
+def service_options(args) -> dict:
+    return {"tasks_dir": args.gui_tasks_dir} if getattr(args, "gui_tasks_dir", None) else {}
+
+
+def _client(args):
+    from slime.agentic.env_service.client import EnvClient
+    from slime.agentic.env_service.launch import rollout_service
+
+    url, key = rollout_service(args, "gui", service_options(args), "runs/gui")
+    return EnvClient(url, key)
+
+
+def step_judge(args):
+    from slime.agentic.prm import judge_from_args
+
+    return judge_from_args(args, rules=GuiRuleJudge)
+
+
+def _failed_sample(sample: Sample, tokenizer, task_key: str, error: str) -> list[Sample]:
+    return failed_sample(sample, tokenizer, error, task_key=task_key, stop_reason="environment_error")
+
+
+async def generate(args, sample: Sample, sampling_params: dict) -> list[Sample]:
+    """The custom generate hook: one episode of the task in `sample`, one sample per step."""
+    from slime.rollout.data_source import load_tokenizer
+    from slime.rollout.default_rollout import get_engine_client
+
+    tokenizer = load_tokenizer(args.hf_checkpoint)
+    task_key = task_of(sample)
+    policy = EngineTurnPolicy(get_engine_client(args), tokenizer, sampling_params,
+                              getattr(args, "rollout_max_context_len", None) or 32768)
+    seed = getattr(args, "rollout_seed", None) or getattr(args, "seed", 0) or 0
+    request_id = f"{task_key}:{seed}:{sample.group_index}:{sample.index}:{time.time_ns()}"
+    judge = step_judge(args)
+    judging = StepJudging(judge) if judge is not None else None
+    try:
+        async with _client(args) as env:
+            episode = await run_episode(policy, env, task_key, AgentSettings.from_args(args), request_id=request_id,
+                                        on_step=judging.on_step if judging else None)
+        prm_scores = await judging.scores() if judging else None
+    except Exception as e:  # the environment failed: one FAILED sample that trains nothing, the batch goes on
+        if judging is not None:
+            judging.cancel()
+        logger.warning("gui agent: episode of %s failed: %r", task_key, e)
+        return _failed_sample(sample, tokenizer, task_key, repr(e))
+    samples = episode_samples(episode, sample, prm_scores)
+    if not samples:
+        return _failed_sample(sample, tokenizer, task_key, f"no step fitted the context ({episode.stop_reason})")
+    return samples
+
+
+async def reward_func(args, item: Sample | list[Sample]):
+    """{"score": +1 solved / -1, "acc": the evaluator's score, ...} per sample (every step gets its outcome)."""
+    samples = item if isinstance(item, list) else [item]
+    out = []
+    for s in samples:
+        meta = s.metadata or {}
+        accuracy = float(meta.get("accuracy", 0.0))
+        score = 1.0 if accuracy == 1.0 else -1.0
+        reward = {"score": score, "acc": accuracy, "truncated": float(meta.get("status") == "truncated"),
+                  "parse_error": float(int(meta.get("parse_error_count", 0)) > 0)}
+        prm = rewards.attach_step_targets(meta, score, float(getattr(args, "prm_step_coef", 1.0)))
+        if prm and prm[0] is not None:
+            reward["prm_step_score"] = prm[0]
+        out.append(reward)
+    return out if isinstance(item, list) else out[0]
+
+
+class ScriptedGuiPolicy:
+    """A policy that plays scripted solution steps (:mod:`.scripted`), resolving click targets on the screen text of
+    the current message, as a text policy reads it; then terminates with success. Ids are the text's bytes."""
+
+    def __init__(self, steps: list[dict]):
+        self.steps = list(steps)
+
+    async def generate_turn(self, messages: list[dict], tools=None) -> Turn:
+        from .scripted import resolve
+
+        current = messages[-1]["content"]
+        view = current.split("Screen text:\n", 1)[-1].split("\n\nPlease generate", 1)[0]
+        step = self.steps.pop(0) if self.steps else {"action": "terminate", "status": "success"}
+        text = action_response(resolve(step, view), describe(step))
+        data = text.encode()
+        return Turn(input_ids=list(current.encode()[-64:]), output_ids=list(data), logprobs=[0.0] * len(data),
+                    text=text, finish_reason="stop")
+
+
+def describe(step: dict) -> str:
+    """The ``Action:`` line of a scripted step, in words (a solution step may give its own as ``say``)."""
+    if step.get("say"):
+        return str(step["say"])
+    action, target = step.get("action"), step.get("target")
+    if action == "terminate":
+        return "The task is done." if step.get("status") == "success" else "This cannot be done here."
+    if action == "type":
+        return f"Type {step.get('text', '')!r}."
+    if action == "key":
+        return "Press " + "+".join(step.get("keys") or []) + "."
+    if target:
+        return f"{str(action).replace('_', ' ').capitalize()} on '{target}'."
+    return f"{str(action).replace('_', ' ').capitalize()}."
+
+
+def action_response(arguments: dict, action_line: str = "") -> str:
+    """A response in the format the loop reads: the Action line and one computer_use call."""
+    import json
+
+    call = json.dumps({"name": "computer_use", "arguments": arguments})
+    return f"Action: {action_line or arguments.get('action')}\n<tool_call>\n{call}\n</tool_call>"
+
+
+__all__ = ["AgentSettings", "GuiEpisode", "GuiRuleJudge", "GuiStep", "ScriptedGuiPolicy", "StepJudging", "action_response",
+           "build_messages", "describe", "episode_samples", "generate", "reward_func", "run_episode", "task_of"]

@@ -1,0 +1,149 @@
+"""Desktops a GUI lease drives, behind one interface (a :class:`~.vm_client.VMClient` once started):
+
+* :class:`LocalDesktop`: the local provider. One bubblewrap sandbox per desktop (an unprivileged uid of its own, no
+  network, a private /tmp) holding its own Xvfb display, the apps and the VM server (:mod:`.vm_server`), which the
+  host reaches on a unix socket in a short directory bound into the sandbox. The scratch home (``/home/user``
+  inside) is a fresh directory per desktop: a reset is a new desktop, so nothing of an episode survives into the
+  next. Closing it kills every process the sandbox's uid started (Xvfb, browsers, apps) and removes the home.
+* :class:`OSWorldVM`: an OSWorld VM on a cluster, reached at ``http://<ip>:5000``; its lifecycle (create, revert to
+  snapshot) is the cloud provider's and not run here: it only attaches to a VM that is up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from slime.agentic import sandbox as sb
+
+from .vm_client import VMClient, VMError
+
+HERE = Path(__file__).resolve().parent
+APPS_DIR = HERE.parents[3] / "gui-rl" / "apps"  # the shipped apps
+INNER_APPS = "/opt/slime-gui/apps"
+INNER_SERVER = "/opt/slime-gui/vm_server.py"
+INNER_SOCKET_DIR = "/run/slime-gui"
+HOME = "/home/user"
+# what /setup/open_file runs per suffix (argv prefix; the path is appended)
+CHROMIUM = ["chromium", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            "--disable-features=Translate", "--test-type", f"--user-data-dir={HOME}/.config/chromium",
+            "--window-position=0,0"]
+DEFAULT_OPENERS = {".html": CHROMIUM, ".htm": CHROMIUM,
+                   ".txt": ["python", f"{INNER_APPS}/notes.py"], ".md": ["python", f"{INNER_APPS}/notes.py"]}
+
+
+def desktop_limits(lifetime_s: float = 6 * 3600.0) -> sb.SandboxLimits:
+    """Limits for a desktop: a browser needs a large address space (its allocators reserve far more than they use)
+    and many threads; the lifetime bounds the whole lease."""
+    return sb.SandboxLimits(timeout_s=lifetime_s, cpu_seconds=int(lifetime_s), memory_bytes=1 << 40,
+                            max_processes=2048, open_files=8192, tmp_size_bytes=1 << 30,
+                            file_size_bytes=1 << 30)
+
+
+@dataclass
+class LocalDesktop:
+    base_dir: str | None = None
+    width: int = 1280
+    height: int = 720
+    apps_dir: str | os.PathLike = APPS_DIR
+    openers: dict = field(default_factory=lambda: dict(DEFAULT_OPENERS))
+    window_manager: str | None = None
+    limits: sb.SandboxLimits = field(default_factory=desktop_limits)
+    start_timeout_s: float = 30.0
+
+    def __post_init__(self):
+        self.box: sb.Sandbox | None = None
+        self.proc: sb.SandboxProcess | None = None
+        self.client: VMClient | None = None
+        self.socket_dir: str | None = None
+
+    @property
+    def home(self) -> Path | None:
+        """The scratch home on this host (``/home/user`` inside)."""
+        return Path(self.box.path) if self.box is not None else None
+
+    async def start(self) -> LocalDesktop:
+        # a short host path: a unix socket's path is limited to 107 bytes, and lease directories are deep
+        self.socket_dir = tempfile.mkdtemp(prefix="sgui-", dir="/tmp")
+        try:
+            binds = [(str(HERE / "vm_server.py"), INNER_SERVER)]
+            if self.apps_dir and Path(self.apps_dir).is_dir():
+                binds.append((str(Path(self.apps_dir).resolve()), INNER_APPS))
+            self.box = await asyncio.to_thread(
+                sb.Sandbox, None, limits=self.limits, base_dir=self.base_dir, mount_at=HOME, ro_binds=binds,
+                rw_binds=[(self.socket_dir, INNER_SOCKET_DIR)],
+                env={"SLIME_GUI_OPENERS": json.dumps(self.openers), "XDG_SESSION_TYPE": "x11", "DISPLAY": ":0"})
+            if self.box.uid is not None:
+                os.chown(self.socket_dir, self.box.uid, self.box.uid)
+            argv = [self.box.python, "-u", INNER_SERVER, "--socket", f"{INNER_SOCKET_DIR}/vm.sock",
+                    "--width", str(self.width), "--height", str(self.height)]
+            if self.window_manager:
+                argv += ["--window-manager", self.window_manager]
+            self.proc = await self.box.spawn(argv)
+            try:
+                line = await asyncio.wait_for(self.proc.stdout.readline(), self.start_timeout_s)
+            except asyncio.TimeoutError:
+                line = b""
+            if line.strip() != b"ready":
+                await self.proc.kill()
+                raise VMError(f"the desktop did not start: {line[-500:]!r} {self.proc.stderr_text()[-2000:]}")
+            self.client = VMClient(uds=os.path.join(self.socket_dir, "vm.sock"))
+            return self
+        except BaseException:
+            await self.aclose()
+            raise
+
+    async def aclose(self) -> None:
+        if self.client is not None:
+            await self.client.aclose()
+            self.client = None
+        if self.proc is not None:
+            try:
+                await self.proc.kill()
+            except Exception:  # already gone
+                pass
+            self.proc = None
+        if self.box is not None:
+            await self.box.aclose()
+        if self.socket_dir:
+            await asyncio.to_thread(shutil.rmtree, self.socket_dir, True)
+            self.socket_dir = None
+
+    def resources(self) -> dict:
+        return {"uid": self.box.uid if self.box else None, "path": str(self.home) if self.box else None,
+                "socket_dir": self.socket_dir}
+
+
+@dataclass
+class OSWorldVM:
+    """An OSWorld VM that is up, at `url` (``http://<ip>:5000``). Written to OSWorld's documented VM server API; not
+    run here (no VM image on these machines). Creating and reverting VMs is the cloud provider's job (upstream:
+    Volcengine's RunInstances / DeleteInstance), outside this class."""
+
+    url: str
+
+    def __post_init__(self):
+        self.client: VMClient | None = None
+
+    async def start(self) -> OSWorldVM:
+        self.client = VMClient(self.url)
+        await self.client.screen_size()  # fails fast when nothing answers
+        return self
+
+    async def aclose(self) -> None:
+        if self.client is not None:
+            await self.client.aclose()
+            self.client = None
+
+    def resources(self) -> dict:
+        return {"url": self.url}
+
+
+__all__ = ["APPS_DIR", "CHROMIUM", "DEFAULT_OPENERS", "HOME", "INNER_APPS", "LocalDesktop", "OSWorldVM",
+           "desktop_limits"]

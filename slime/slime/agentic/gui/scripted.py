@@ -1,0 +1,59 @@
+"""Scripted GUI solutions: each shipped task's ``<id>.solution.json`` is a list of computer_use calls that solves it
+through the same path as a policy (the provider's tool calls, the real desktop), checked by the tests and
+``python -m slime.agentic.gui.check``.
+
+A step is a computer_use ``arguments`` object, where a click-like step may give ``"target": "<text>"`` instead of a
+coordinate: the first line of the current observation's text view (the OCR of the screen) that contains the text
+(case-insensitive) gives the coordinate, as a text policy would read it. ``"offset": [dx, dy]`` (0-999 units) moves
+the point from the text's centre (e.g. into the entry field beside a label)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from .tasks import GuiTask
+
+_LINE = re.compile(r"^\[(\d+), (\d+)\] (.*)$")
+
+
+class SolutionError(RuntimeError):
+    """A scripted step cannot be resolved on the current screen (its target text is not there)."""
+
+
+def solution_path(task: GuiTask) -> Path:
+    if task.path is None:
+        raise SolutionError(f"task {task.key} has no folder")
+    return task.path.with_name(f"{task.id}.solution.json")
+
+
+def load_solution(task: GuiTask) -> list[dict]:
+    data = json.loads(solution_path(task).read_text(encoding="utf-8"))
+    steps = data.get("steps") if isinstance(data, dict) else None
+    if not isinstance(steps, list) or not all(isinstance(s, dict) and "action" in s for s in steps):
+        raise SolutionError(f"{solution_path(task)}: 'steps' must be a list of computer_use arguments")
+    return steps
+
+
+def locate(text_view: str, target: str) -> tuple[int, int]:
+    """The 0-999 centre of the first text-view line that contains `target` (case-insensitive)."""
+    wanted = target.lower()
+    for line in text_view.splitlines():
+        m = _LINE.match(line)
+        if m and wanted in m.group(3).lower():
+            return int(m.group(1)), int(m.group(2))
+    raise SolutionError(f"no text {target!r} on the screen; the text view reads:\n{text_view[:1500]}")
+
+
+def resolve(step: dict, text_view: str) -> dict:
+    """The computer_use arguments of `step` on the screen whose text view is `text_view`."""
+    args = {k: v for k, v in step.items() if k not in ("target", "offset")}
+    if "target" in step:
+        x, y = locate(text_view, step["target"])
+        dx, dy = step.get("offset", (0, 0))
+        args["coordinate"] = [min(999, max(0, x + dx)), min(999, max(0, y + dy))]
+    return args
+
+
+__all__ = ["SolutionError", "load_solution", "locate", "resolve", "solution_path"]

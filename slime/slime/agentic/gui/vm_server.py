@@ -1,0 +1,448 @@
+"""The VM side of a local desktop: OSWorld's VM server contract, served inside the lease's sandbox.
+
+Started by :class:`slime.agentic.gui.desktop.LocalDesktop` as the sandbox's one long-lived process (stdlib and PIL
+only, so it runs in any sandbox that has the project's interpreter): it starts ``Xvfb`` on display ``:0`` (the
+sandbox's own /tmp and network namespace make that display private to the lease), optionally a window manager,
+then answers HTTP on a unix socket that the host reaches through a bound directory (the sandbox has no network).
+Every process it starts (apps, commands) dies with the sandbox.
+
+The routes and their bodies are OSWorld's (``desktop_env/server/main.py``), so one client drives this desktop and an
+OSWorld VM alike:
+
+| route | request | reply |
+|---|---|---|
+| GET `/screenshot` | | PNG bytes of the whole screen |
+| POST `/execute`, `/setup/execute` | `{command: [argv] or str, shell: bool, timeout?}` | `{status, output, error, returncode}`; a command past its timeout (default 120 s) is killed with everything it started: `{status: "error", message}` and 500 |
+| POST `/setup/launch` | `{command, shell}` | text; the app runs on, detached |
+| POST `/screen_size` | | `{width, height}` |
+| GET `/cursor_position` | | `[x, y]` |
+| GET `/platform` | | `Linux` |
+| POST `/file` | form `file_path` | the file's bytes; 404 `{error}` |
+| POST `/setup/upload` | multipart `file_path`, `file_data` | text |
+| POST `/list_directory` | `{path}` | `{directory_tree}` |
+| POST `/desktop_path` | | `{desktop_path}` |
+| POST `/setup/open_file` | `{path, window_name?, timeout_seconds?}` | text once a window whose name holds the file's name shows (the opener: `SLIME_GUI_OPENERS`) |
+| POST `/setup/activate_window`, `/setup/close_window` | `{window_name, strict?, by_class?}` | text; 404 when no window matches |
+| GET `/accessibility` | | `{AT: xml}`: here a text view of the screen read by OCR (tesseract: one `<text>` per line with its box), not an accessibility tree (a bare X server has none) |
+| GET `/healthz` | | `ok` (ours) |
+
+Not served: recording, wallpaper, `/terminal`, `/run_python`, `/run_bash_script`, `/setup/download_file` (no
+network inside).
+"""
+
+from __future__ import annotations
+
+import argparse
+import email.parser
+import email.policy
+import io
+import json
+import os
+import shlex
+import signal
+import socketserver
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+from http.server import BaseHTTPRequestHandler
+from xml.sax.saxutils import quoteattr
+
+DISPLAY = ":0"
+EXECUTE_TIMEOUT_S = 120.0  # OSWorld's subprocess timeout
+MAX_BODY_BYTES = 64 << 20
+_children: list[subprocess.Popen] = []  # launched apps: killed with the server (the sandbox sweeps the rest)
+_lock = threading.Lock()
+
+
+class UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+    def get_request(self):
+        request, _ = super().get_request()
+        return request, ("local", 0)  # BaseHTTPRequestHandler logs a (host, port) pair
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["DISPLAY"] = DISPLAY
+    return env
+
+
+def run_command(command, shell: bool, timeout: float) -> dict:
+    """Run a command to completion in its own process group; past `timeout` the group is killed."""
+    if isinstance(command, str) and not shell:
+        command = shlex.split(command)
+    if not shell:
+        command = [os.path.expanduser(a) if isinstance(a, str) and a.startswith("~/") else a for a in command]
+    proc = subprocess.Popen(command, shell=shell, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            errors="replace", env=_env(), start_new_session=True, stdin=subprocess.DEVNULL)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        proc.communicate()
+        raise TimeoutError(f"the command did not finish within {timeout:g} s and was killed")
+    return {"status": "success", "output": out, "error": err, "returncode": proc.returncode}
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def launch(command, shell: bool) -> None:
+    if isinstance(command, str) and not shell:
+        command = shlex.split(command)
+    proc = subprocess.Popen(command, shell=shell, env=_env(), start_new_session=True, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with _lock:
+        _children.append(proc)
+
+
+def windows(name: str, *, by_class: bool = False, strict: bool = False) -> list[str]:
+    """Visible X window ids whose name (or class) holds `name` (xdotool matches case-insensitively); `strict`: the
+    whole name."""
+    pattern = _regex_escape(name)
+    args = ["xdotool", "search", "--onlyvisible", "--class" if by_class else "--name",
+            f"^{pattern}$" if strict else pattern]
+    return subprocess.run(args, capture_output=True, text=True, env=_env(), timeout=10).stdout.split()
+
+
+def _regex_escape(text: str) -> str:
+    return "".join("\\" + c if c in ".^$*+?()[]{}|\\" else c for c in text)
+
+
+def screenshot_png() -> bytes:
+    from PIL import ImageGrab
+
+    buf = io.BytesIO()
+    ImageGrab.grab(xdisplay=DISPLAY).save(buf, format="PNG", compress_level=1)  # speed over size: a local socket
+    return buf.getvalue()
+
+
+def screen_size() -> tuple[int, int]:
+    from PIL import ImageGrab
+
+    return ImageGrab.grab(xdisplay=DISPLAY).size
+
+
+def ocr_view() -> str:
+    """The screen as OCR text lines with boxes (tesseract TSV), as an XML tree like OSWorld's accessibility reply."""
+    png = screenshot_png()
+    tsv = subprocess.run(["tesseract", "stdin", "stdout", "--psm", "11", "tsv"], input=png, capture_output=True,
+                         timeout=60, env=_env()).stdout.decode("utf-8", "replace")
+    lines: dict[tuple, list] = {}
+    for row in tsv.splitlines()[1:]:
+        cols = row.split("\t")
+        if len(cols) < 12 or not cols[11].strip() or float(cols[10] or -1) < 30:
+            continue
+        key = tuple(int(c) for c in cols[2:5])  # block, paragraph, line
+        lines.setdefault(key, []).append((int(cols[6]), int(cols[7]), int(cols[8]), int(cols[9]), cols[11]))
+    out = ['<desktop-frame source="ocr">']
+    for words in sorted(lines.values(), key=lambda w: (min(x[1] for x in w), min(x[0] for x in w))):
+        x0, y0 = min(w[0] for w in words), min(w[1] for w in words)
+        x1, y1 = max(w[0] + w[2] for w in words), max(w[1] + w[3] for w in words)
+        text = " ".join(w[4] for w in words)
+        out.append(f'<text x="{x0}" y="{y0}" w="{x1 - x0}" h="{y1 - y0}" name={quoteattr(text)}/>')
+    out.append("</desktop-frame>")
+    return "\n".join(out)
+
+
+def directory_tree(path: str, depth: int = 0) -> dict:
+    tree = {"type": "directory", "name": os.path.basename(path), "children": []}
+    try:
+        for entry in sorted(os.listdir(path)):
+            full = os.path.join(path, entry)
+            if os.path.isdir(full) and not os.path.islink(full) and depth < 20:
+                tree["children"].append(directory_tree(full, depth + 1))
+            else:
+                tree["children"].append({"type": "file", "name": entry})
+    except OSError as e:
+        return {"error": str(e)}
+    return tree
+
+
+def _openers() -> dict[str, list[str]]:
+    """File suffix -> argv prefix for /setup/open_file (``SLIME_GUI_OPENERS``: a JSON object set by the desktop)."""
+    try:
+        value = json.loads(os.environ.get("SLIME_GUI_OPENERS") or "{}")
+    except ValueError:
+        return {}
+    return {k.lower(): v for k, v in value.items() if isinstance(v, list) and all(isinstance(a, str) for a in v)}
+
+
+class Handler(BaseHTTPRequestHandler):
+    server_version = "slime-gui-vm/1"
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, fmt, *args):  # quiet: the pool server logs the calls
+        pass
+
+    # -- replies
+
+    def _send(self, status: int, body: bytes, content_type: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _json(self, value, status: int = 200) -> None:
+        self._send(status, json.dumps(value).encode(), "application/json")
+
+    def _text(self, text: str, status: int = 200) -> None:
+        self._send(status, text.encode(), "text/plain; charset=utf-8")
+
+    # -- requests
+
+    def _body(self) -> bytes:
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > MAX_BODY_BYTES:
+            raise ValueError(f"body over {MAX_BODY_BYTES} bytes")
+        return self.rfile.read(length) if length else b""
+
+    def _data(self) -> dict:
+        body = self._body()
+        ctype = self.headers.get("Content-Type", "")
+        if ctype.startswith("multipart/form-data"):
+            msg = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
+                b"Content-Type: " + ctype.encode() + b"\r\n\r\n" + body)
+            fields = {}
+            for part in msg.iter_parts():
+                name = part.get_param("name", header="content-disposition")
+                if name:
+                    fields[name] = part.get_payload(decode=True) if part.get_filename() else \
+                        part.get_payload(decode=True).decode("utf-8", "replace")
+            return fields
+        if ctype.startswith("application/x-www-form-urlencoded"):
+            return {k: v[-1] for k, v in urllib.parse.parse_qs(body.decode("utf-8", "replace")).items()}
+        if not body:
+            return {}
+        value = json.loads(body)
+        if not isinstance(value, dict):
+            raise ValueError("the body must be a JSON object")
+        return value
+
+    def do_GET(self):
+        self._route("GET")
+
+    def do_POST(self):
+        self._route("POST")
+
+    def _route(self, method: str) -> None:
+        path = urllib.parse.urlsplit(self.path).path
+        handler = ROUTES.get((method, path))
+        if handler is None:
+            self._json({"status": "error", "message": f"no route {method} {path}"}, 404)
+            return
+        try:
+            handler(self)
+        except Exception as e:  # the reply says what went wrong; the server stays up
+            try:
+                self._json({"status": "error", "message": f"{type(e).__name__}: {e}"}, 500)
+            except OSError:
+                pass
+
+
+def _execute(h: Handler) -> None:
+    data = h._data()
+    shell = bool(data.get("shell", False))
+    command = data.get("command", "" if shell else [])
+    timeout = float(data.get("timeout") or EXECUTE_TIMEOUT_S)
+    h._json(run_command(command, shell, min(timeout, 3600.0)))
+
+
+def _launch(h: Handler) -> None:
+    data = h._data()
+    shell = bool(data.get("shell", False))
+    command = data.get("command", "" if shell else [])
+    launch(command, shell)
+    h._text(f"{command if shell else ' '.join(command)} launched successfully")
+
+
+def _file(h: Handler) -> None:
+    path = h._data().get("file_path")
+    if not path:
+        h._json({"error": "file_path is required"}, 400)
+        return
+    path = os.path.expandvars(os.path.expanduser(path))
+    if not os.path.isfile(path):
+        h._json({"error": "File not found"}, 404)
+        return
+    with open(path, "rb") as f:
+        h._send(200, f.read(), "application/octet-stream")
+
+
+def _upload(h: Handler) -> None:
+    data = h._data()
+    path, content = data.get("file_path"), data.get("file_data")
+    if not path or content is None:
+        h._json({"error": "file_path and file_data are required"}, 400)
+        return
+    path = os.path.expandvars(os.path.expanduser(path))
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(content if isinstance(content, bytes) else content.encode())
+    h._text(f"File Uploaded: {os.path.getsize(path)} bytes")
+
+
+def _list_directory(h: Handler) -> None:
+    path = h._data().get("path")
+    if not path:
+        h._json({"error": "Missing 'path' parameter"}, 400)
+    elif not os.path.isdir(os.path.expanduser(path)):
+        h._json({"error": "The provided path is not a directory"}, 400)
+    else:
+        h._json({"directory_tree": directory_tree(os.path.expanduser(path))})
+
+
+def _desktop_path(h: Handler) -> None:
+    path = os.path.join(os.path.expanduser("~"), "Desktop")
+    os.makedirs(path, exist_ok=True)
+    h._json({"desktop_path": path})
+
+
+def _open_file(h: Handler) -> None:
+    data = h._data()
+    path = data.get("path")
+    if not path:
+        h._text("Path not supplied!", 400)
+        return
+    path = os.path.expandvars(os.path.expanduser(path))
+    if not os.path.exists(path):
+        h._text(f"Application/file not found: {path}", 404)
+        return
+    opener = _openers().get(os.path.splitext(path)[1].lower())
+    if opener is None:
+        h._text(f"no opener for {os.path.splitext(path)[1] or 'files without a suffix'} on this desktop", 400)
+        return
+    launch([*opener, path], False)
+    name = data.get("window_name") or os.path.basename(path)
+    deadline = time.monotonic() + float(data.get("timeout_seconds") or 30)
+    while time.monotonic() < deadline:
+        if windows(name) or windows(os.path.splitext(os.path.basename(path))[0]):
+            h._text("File opened and window activated successfully")
+            return
+        time.sleep(0.2)
+    h._text(f"Failed to find window for {name} within {data.get('timeout_seconds') or 30} seconds.", 500)
+
+
+def _window_action(action: str):
+    def handle(h: Handler) -> None:
+        data = h._data()
+        name = data.get("window_name")
+        if not name:
+            h._text("window_name required", 400)
+            return
+        found = windows(name, by_class=bool(data.get("by_class")), strict=bool(data.get("strict")))
+        if not found:
+            h._text(f"Window {name} not found (empty results)", 404)
+            return
+        for wid in found[:1]:
+            argv = ["xdotool", "windowraise", wid, "windowfocus", "--sync", wid] if action == "activate" else \
+                ["xdotool", "windowclose", wid]
+            subprocess.run(argv, env=_env(), timeout=10, capture_output=True)
+        h._text("Window activated successfully" if action == "activate" else "Window closed successfully.")
+    return handle
+
+
+def _cursor(h: Handler) -> None:
+    out = subprocess.run(["xdotool", "getmouselocation", "--shell"], capture_output=True, text=True, env=_env(),
+                         timeout=10).stdout
+    values = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    h._json([int(values.get("X", 0)), int(values.get("Y", 0))])
+
+
+ROUTES = {
+    ("GET", "/healthz"): lambda h: h._text("ok"),
+    ("GET", "/screenshot"): lambda h: h._send(200, screenshot_png(), "image/png"),
+    ("POST", "/execute"): _execute,
+    ("POST", "/setup/execute"): _execute,
+    ("POST", "/setup/launch"): _launch,
+    ("POST", "/screen_size"): lambda h: h._json(dict(zip(("width", "height"), screen_size()))),
+    ("GET", "/cursor_position"): _cursor,
+    ("GET", "/platform"): lambda h: h._text("Linux"),
+    ("POST", "/file"): _file,
+    ("POST", "/setup/upload"): _upload,
+    ("POST", "/list_directory"): _list_directory,
+    ("POST", "/desktop_path"): _desktop_path,
+    ("POST", "/setup/open_file"): _open_file,
+    ("POST", "/setup/activate_window"): _window_action("activate"),
+    ("POST", "/setup/close_window"): _window_action("close"),
+    ("GET", "/accessibility"): lambda h: h._json({"AT": ocr_view()}),
+}
+
+
+def write_authority(path: str) -> str:
+    """An X authority file with one fresh MIT-MAGIC-COOKIE-1 for display 0: the X server admits only clients that
+    read it (the sandbox's own), and Xlib finds an entry (it warns without one)."""
+    cookie = os.urandom(16)
+
+    def field(data: bytes) -> bytes:
+        return len(data).to_bytes(2, "big") + data
+
+    def entry(family: int, address: bytes) -> bytes:
+        return family.to_bytes(2, "big") + field(address) + field(DISPLAY[1:].encode()) + \
+            field(b"MIT-MAGIC-COOKIE-1") + field(cookie)
+
+    import socket
+
+    # Wild for libxcb (PIL, xdotool, browsers); Local with this host's name for python-xlib, which ignores Wild
+    data = entry(0xFFFF, b"") + entry(256, socket.gethostname().encode())
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    return path
+
+
+def start_display(width: int, height: int, window_manager: str | None) -> subprocess.Popen:
+    """Xvfb on :0 (private to this sandbox), ready when its socket exists; then the window manager, if any."""
+    authority = write_authority(os.path.join(os.path.expanduser("~"), ".Xauthority"))
+    os.environ["XAUTHORITY"] = authority
+    # -noreset: by default the server resets (pointer re-centred, state gone) whenever its last client leaves
+    xvfb = subprocess.Popen(["Xvfb", DISPLAY, "-screen", "0", f"{width}x{height}x24", "-nolisten", "tcp", "-noreset",
+                             "-auth", authority], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 20
+    while not os.path.exists("/tmp/.X11-unix/X0"):
+        if xvfb.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"Xvfb did not start: {xvfb.stderr.read().decode(errors='replace')[-2000:]}")
+        time.sleep(0.05)
+    if window_manager:
+        launch(shlex.split(window_manager), False)
+    return xvfb
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--socket", required=True, help="the unix socket to answer on")
+    parser.add_argument("--width", type=int, default=1280)
+    parser.add_argument("--height", type=int, default=720)
+    parser.add_argument("--window-manager", default="", help="a command line, started after Xvfb (default: none)")
+    args = parser.parse_args(argv)
+    xvfb = start_display(args.width, args.height, args.window_manager or None)
+    if os.path.exists(args.socket):
+        os.unlink(args.socket)
+    server = UnixHTTPServer(args.socket, Handler)
+    os.chmod(args.socket, 0o600)
+
+    def stop(*_):
+        threading.Thread(target=server.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, stop)
+    print("ready", flush=True)  # the desktop waits for this line
+    try:
+        server.serve_forever(poll_interval=0.2)
+    finally:
+        with _lock:
+            for proc in _children:
+                _kill_group(proc)
+        xvfb.kill()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

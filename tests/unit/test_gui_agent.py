@@ -1,0 +1,76 @@
+"""The GUI agent's messages (upstream's layout with screens as text), its rule judge and its rewards: pure."""
+
+from __future__ import annotations
+
+import asyncio
+
+from slime.agentic.gui.agent import (
+    AgentSettings,
+    GuiRuleJudge,
+    GuiStep,
+    ScriptedGuiPolicy,
+    action_response,
+    build_messages,
+    reward_func,
+)
+from slime.agentic.gui.actions import parse_response
+from slime.agentic.terminal.agent import Turn
+from slime.utils.types import Sample
+
+
+def step(text: str, before: str, after: str = "", error: str = "", arguments=None, special=None) -> GuiStep:
+    return GuiStep(Turn([1], [2], [0.0], text, "stop"), action_line=text.split("\n")[0], arguments=arguments,
+                   error=error, screen_before=before, screen_after=after, special=special)
+
+
+def test_messages_keep_the_last_steps_and_every_action_line():
+    steps = [step(f"A{i}", f"[1, 1] screen {i}") for i in range(4)]
+    steps[-1].error = "no <tool_call>"
+    messages = build_messages("Do the thing", steps, {"text_view": "[5, 5] now"}, AgentSettings(history=3))
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user", "assistant", "user"]
+    assert messages[1]["content"].endswith("[1, 1] screen 2") and messages[4]["content"] == "A3"
+    current = messages[-1]["content"]
+    assert current.startswith("Your last response could not be run: no <tool_call>\nScreen text:\n[5, 5] now")
+    assert "Instruction: Do the thing" in current and "Step 1: A0" in current and "Step 4: A3" in current
+    first = build_messages("x", [], {"text_view": ""}, AgentSettings())
+    assert len(first) == 2 and "(no text on the screen)" in first[1]["content"] and "Previous actions:\nNone" in \
+        first[1]["content"]
+
+
+def test_the_scripted_policy_reads_targets_off_the_current_screen():
+    messages = build_messages("x", [], {"text_view": "[100, 200] Save\n[300, 400] Cancel"}, AgentSettings())
+    turn = asyncio.run(ScriptedGuiPolicy([{"action": "left_click", "target": "cancel"}]).generate_turn(messages))
+    assert parse_response(turn.text)[1] == {"action": "left_click", "coordinate": [300, 400]}
+    assert parse_response(action_response({"action": "wait"}, "pause"))[0] == "pause"
+
+
+def test_the_rule_judge_and_the_rewards():
+    judge = GuiRuleJudge()
+    score = lambda s: asyncio.run(judge.score_step(s))  # noqa: E731
+    assert score(step("x", "a", "a", error="bad")) == -1.0
+    assert score(step("x", "a", "b", arguments={"action": "left_click"})) == 1.0
+    assert score(step("x", "a", "a", arguments={"action": "left_click"})) == -1.0  # nothing visible changed
+    assert score(step("x", "a", "a", arguments={"action": "terminate"}, special="DONE")) == 1.0
+    samples = [Sample(metadata={"accuracy": 1.0, "step_wise": {"prm_scores": [-1.0]}}),
+               Sample(metadata={"accuracy": 0.5, "status": "truncated"})]
+    out = asyncio.run(reward_func(None, samples))
+    assert out[0]["score"] == 1.0 and out[0]["prm_step_score"] == -1.0
+    assert samples[0].metadata["step_wise"]["step_scores_with_outcome"] == [0.0]
+    assert out[1]["score"] == -1.0 and out[1]["acc"] == 0.5 and out[1]["truncated"] == 1.0  # fractional: unsolved
+
+
+def test_the_provider_refuses_bad_options_and_attaches_an_osworld_vm_by_url():
+    import pytest
+
+    from slime.agentic.env_service.providers import LeaseContext
+    from slime.agentic.gui.desktop import LocalDesktop, OSWorldVM
+    from slime.agentic.gui.provider import GuiProvider
+
+    with pytest.raises(ValueError, match="observation"):
+        GuiProvider(observation="pixels")
+    with pytest.raises(ValueError, match="needs vm_url"):
+        GuiProvider(desktop="osworld")
+    lease = LeaseContext("run-1", "notes/append-line", "/tmp")
+    vm = GuiProvider(desktop="osworld", vm_url="http://10.0.0.5:5000").new_desktop(lease)
+    assert isinstance(vm, OSWorldVM) and vm.url == "http://10.0.0.5:5000"
+    assert isinstance(GuiProvider().new_desktop(lease), LocalDesktop)
