@@ -66,3 +66,45 @@ def test_client_sees_only_what_it_asked_for():
     assert out["session_id"] == "s" and "prompt_token_ids" not in out
     assert out["choices"][0]["logprobs"] is None and "token_ids" not in out["choices"][0]
     assert data["choices"][0]["token_ids"] == [4]  # the engine's answer itself is left intact
+
+
+def test_stream_relayed_exactly_as_openai_sends_it():
+    """The whole path of one stream as the proxy runs it (absorb, then the in-place client view, then orjson):
+    the bytes the client gets, and the exact ids, log-probs and text that are kept."""
+    import orjson
+
+    env = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m", "weight_version": "7"}
+    engine = [
+        {**env, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
+                             "finish_reason": None}], "prompt_token_ids": [1, 2, 3]},
+        {**env, "choices": [{"index": 0, "delta": {"content": "Hel"}, "finish_reason": None, "token_ids": [10],
+                             "logprobs": {"content": [{"token": "Hel", "logprob": -0.25, "bytes": [72],
+                                                       "top_logprobs": []}]}}]},
+        {**env, "choices": [{"index": 0, "delta": {}, "finish_reason": None, "token_ids": [11],  # held back
+                             "logprobs": {"content": [{"token": "<", "logprob": -1.5, "top_logprobs": []}]}}]},
+        {**env, "choices": [{"index": 0, "delta": {"content": "lo"}, "finish_reason": "stop", "token_ids": [12],
+                             "logprobs": {"content": [{"token": "lo", "logprob": -0.125, "top_logprobs": []}]}}]},
+        {**env, "choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 3, "total_tokens": 6}},
+    ]
+    _, wants = build_forward_body({"messages": [], "stream": True, "stream_options": {"include_usage": True}},
+                                  ForwardPolicy())
+    turn, sent = SampledTurn(), []
+    for chunk in engine:
+        item = orjson.loads(orjson.dumps(chunk))  # as parsed from the engine's bytes
+        turn.absorb_chunk(item)
+        out = client_chunk(item, wants, "s1")
+        if out is not None:
+            sent.append(orjson.dumps(out))
+    head = b'{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","weight_version":"7",'
+    assert sent == [
+        head + b'"choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,'
+               b'"finish_reason":null}],"session_id":"s1"}',
+        head + b'"choices":[{"index":0,"delta":{"content":"Hel"},"finish_reason":null,"logprobs":null}],'
+               b'"session_id":"s1"}',
+        head + b'"choices":[{"index":0,"delta":{"content":"lo"},"finish_reason":"stop","logprobs":null}],'
+               b'"session_id":"s1"}',
+        head + b'"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":3,"total_tokens":6},"session_id":"s1"}',
+    ]
+    assert turn.prompt_ids == [1, 2, 3] and turn.response_ids == [10, 11, 12]
+    assert turn.response_logprobs == [-0.25, -1.5, -0.125] and turn.weight_version == "7"
+    assert turn.message() == {"role": "assistant", "content": "Hello"} and turn.finish_reason == "stop"

@@ -74,19 +74,38 @@ class SampledTurn:
     prompt_ids: list[int] = field(default_factory=list)
     response_ids: list[int] = field(default_factory=list)
     response_logprobs: list[float] = field(default_factory=list)
-    content: str = ""
-    reasoning: str = ""
+    # text arrives a token at a time: kept as pieces and joined once (`+=` on an attribute copies the whole
+    # string for every token, quadratic in the reply's length)
+    content_parts: list[str] = field(default_factory=list)
+    reasoning_parts: list[str] = field(default_factory=list)
     tool_calls: dict[int, dict] = field(default_factory=dict)
     finish_reason: str | None = None
     weight_version: str | None = None
     usage: dict | None = None
     complete: bool = False
 
+    @property
+    def content(self) -> str:
+        return "".join(self.content_parts)
+
+    @content.setter
+    def content(self, text: str) -> None:
+        self.content_parts = [text] if text else []
+
+    @property
+    def reasoning(self) -> str:
+        return "".join(self.reasoning_parts)
+
+    @reasoning.setter
+    def reasoning(self, text: str) -> None:
+        self.reasoning_parts = [text] if text else []
+
     def message(self) -> dict:
         calls = [self.tool_calls[i] for i in sorted(self.tool_calls)]
-        msg = {"role": "assistant", "content": self.content if (self.content or not calls) else None}
-        if self.reasoning:
-            msg["reasoning_content"] = self.reasoning
+        content, reasoning = self.content, self.reasoning
+        msg = {"role": "assistant", "content": content if (content or not calls) else None}
+        if reasoning:
+            msg["reasoning_content"] = reasoning
         if calls:
             msg["tool_calls"] = calls
         return msg
@@ -109,34 +128,53 @@ class SampledTurn:
 
     # --- streaming -------------------------------------------------------------------------
     def absorb_chunk(self, chunk: dict) -> None:
-        if chunk.get("prompt_token_ids") is not None:
-            self.prompt_ids = list(chunk["prompt_token_ids"])
-        if chunk.get("weight_version") is not None:
-            self.weight_version = _version(chunk["weight_version"])
-        if chunk.get("usage"):
+        # runs once per streamed token on the event loop: plain lookups, no copies (see bench/proxy_capacity.py)
+        get = chunk.get
+        prompt_ids = get("prompt_token_ids")
+        if prompt_ids is not None:
+            self.prompt_ids = prompt_ids  # freshly parsed from the engine's bytes: ours to keep
+        version = get("weight_version")
+        if version is not None:
+            self.weight_version = str(version)
+        if get("usage"):
             self.usage = chunk["usage"]
-        for choice in chunk.get("choices") or []:
+        for choice in get("choices") or ():
             if choice.get("index", 0) != 0:
                 continue  # only the first choice becomes a turn (OpenClaw never asks for n > 1)
-            delta = choice.get("delta") or {}
-            self.content += delta.get("content") or ""
-            self.reasoning += delta.get("reasoning_content") or ""
-            for call in delta.get("tool_calls") or []:
-                slot = self.tool_calls.setdefault(call.get("index", len(self.tool_calls)),
-                                                  {"id": None, "type": "function",
-                                                   "function": {"name": "", "arguments": ""}})
-                if call.get("id"):
-                    slot["id"] = call["id"]
-                fn = call.get("function") or {}
-                if fn.get("name"):
-                    slot["function"]["name"] += fn["name"]
-                if fn.get("arguments"):
-                    slot["function"]["arguments"] += fn["arguments"]
-            self.response_ids.extend(choice.get("token_ids") or [])
-            for entry in (choice.get("logprobs") or {}).get("content") or []:
-                self.response_logprobs.append(float(entry.get("logprob", 0.0)))
+            delta = choice.get("delta")
+            if delta:
+                text = delta.get("content")
+                if text:
+                    self.content_parts.append(text)
+                text = delta.get("reasoning_content")
+                if text:
+                    self.reasoning_parts.append(text)
+                calls = delta.get("tool_calls")
+                if calls:
+                    self._absorb_tool_calls(calls)
+            ids = choice.get("token_ids")
+            if ids:
+                self.response_ids += ids
+            logprobs = choice.get("logprobs")
+            if logprobs:
+                entries = logprobs.get("content")
+                if entries:
+                    self.response_logprobs += [float(e.get("logprob", 0.0)) for e in entries]
             if choice.get("finish_reason"):
                 self.finish_reason = choice["finish_reason"]
+
+    def _absorb_tool_calls(self, calls: list[dict]) -> None:
+        for call in calls:
+            slot = self.tool_calls.setdefault(call.get("index", len(self.tool_calls)),
+                                              {"id": None, "type": "function",
+                                               "function": {"name": "", "arguments": ""}})
+            if call.get("id"):
+                slot["id"] = call["id"]
+            fn = call.get("function") or {}
+            if fn.get("name"):
+                slot["function"]["name"] += fn["name"]
+            if fn.get("arguments"):
+                slot["function"]["arguments"] += fn["arguments"]
 
 
 def _version(value) -> str | None:
@@ -162,26 +200,31 @@ def client_response(data: dict, wants: ClientWants, session_id: str) -> dict:
 
 
 def client_chunk(chunk: dict, wants: ClientWants, session_id: str) -> dict | None:
-    """One engine stream chunk as the client asked for it; None when nothing is left to send."""
-    if not chunk.get("choices") and chunk.get("usage") is not None:
+    """One engine stream chunk as the client asked for it; None when nothing is left to send.
+
+    The chunk is edited in place (call `SampledTurn.absorb_chunk` on it first): it was parsed for this one
+    purpose, and copying it for every streamed token cost more than the edit itself."""
+    choices = chunk.get("choices")
+    if not choices and chunk.get("usage") is not None:
         if not wants.usage_in_stream:
             return None
-        return {**{k: v for k, v in chunk.items() if k != "prompt_token_ids"}, "session_id": session_id}
-    out = {k: v for k, v in chunk.items() if k != "prompt_token_ids" or wants.token_ids}
-    choices = []
-    for choice in chunk.get("choices") or []:
-        choice = dict(choice)
+        chunk.pop("prompt_token_ids", None)
+        chunk["session_id"] = session_id
+        return chunk
+    if not wants.token_ids:
+        chunk.pop("prompt_token_ids", None)
+    kept = []
+    for choice in choices or ():
         if not wants.token_ids:
             choice.pop("token_ids", None)
         if not wants.logprobs:
             choice["logprobs"] = None
-        delta = choice.get("delta") or {}
-        if not delta and choice.get("finish_reason") is None and choice.get("logprobs") is None \
+        if not choice.get("delta") and choice.get("finish_reason") is None and choice.get("logprobs") is None \
                 and "token_ids" not in choice:
             continue  # a chunk that only carried the forced extras
-        choices.append(choice)
-    if not choices:
+        kept.append(choice)
+    if not kept:
         return None
-    out["choices"] = choices
-    out["session_id"] = session_id
-    return out
+    chunk["choices"] = kept
+    chunk["session_id"] = session_id
+    return chunk

@@ -81,6 +81,11 @@ class ConversationService:
         self.inflight: dict[str, int] = {}
         self.last_activity: dict[str, float] = {}
         self.tasks: set[asyncio.Task] = set()  # judging: cancelled at shutdown, resumed from the store
+        # Turns to judge wait here as ids, and a fixed set of workers loads and judges them: when turns arrive
+        # faster than they are judged (GPU rates), the backlog costs a few bytes per turn, not a loaded turn
+        # and a coroutine each (the store's 'judging' status is the durable copy of this queue).
+        self.judge_queue: asyncio.Queue[tuple[int, Judgement | None]] = asyncio.Queue()
+        self.judge_workers = 2 * judge_concurrency  # store reads/writes of one overlap another's evaluation
         self.writes: set[asyncio.Task] = set()  # store writes: always finished before shutdown
         self.stats = ServiceStats()
         self._sweeper: asyncio.Task | None = None
@@ -88,9 +93,11 @@ class ConversationService:
     # --- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
         """Resume judging that a crash interrupted, and start the idle-session sweeper."""
+        for _ in range(self.judge_workers):
+            self._spawn(self._judge_forever())
         pending = await asyncio.to_thread(self.store.turns_to_judge)
         for turn in pending:
-            self._spawn(self._judge_turn(turn.id))
+            self._schedule_judge(turn.id)
         if pending:
             log.info("resuming judgement of %d turn(s) left from a previous run", len(pending))
         self._sweeper = asyncio.create_task(self._sweep_forever())
@@ -231,10 +238,21 @@ class ConversationService:
         turn.stored.set_result(row.id)
 
     # --- judging ----------------------------------------------------------------------------------
+    def _schedule_judge(self, turn_id: int, verdict: Judgement | None = None) -> None:
+        self.judge_queue.put_nowait((turn_id, verdict))
+
+    async def _judge_forever(self) -> None:
+        while True:
+            turn_id, verdict = await self.judge_queue.get()
+            try:
+                await self._judge_turn(turn_id, verdict)
+            except Exception:  # noqa: BLE001 - one turn's failure must not stop the worker; it stays 'judging'
+                log.exception("judging turn %d failed", turn_id)
+
     async def _attach_and_judge(self, turn: OpenTurn, next_state: list[dict]) -> None:
         turn_id = await turn.turn_id()
         await asyncio.to_thread(self.store.set_next_state, turn_id, next_state, "request")
-        self._spawn(self._judge_turn(turn_id))
+        self._schedule_judge(turn_id)
 
     async def _judge_turn(self, turn_id: int, verdict: Judgement | None = None) -> None:
         turn = await asyncio.to_thread(self.store.get_turn, turn_id)
@@ -400,7 +418,7 @@ class ConversationService:
         self.stats.traces += 1
         self.last_activity[trace.session_id] = time.time()
         if next_state:
-            self._spawn(self._judge_turn(row.id, verdict))
+            self._schedule_judge(row.id, verdict)
         if log.isEnabledFor(logging.DEBUG):
             log.debug("trace %s -> session %s turn %d (%s)", trace.trace_id, trace.session_id, row.turn_num,
                       "judging" if next_state else "waiting for what follows")
@@ -468,7 +486,7 @@ class ConversationService:
         return {"judged": s.judged, "judge_failures": s.judge_failures, "judge_timeouts": s.judge_timeouts,
                 "judging_now": s.judging, "samples_emitted": s.samples, "demonstrations": s.demonstrations, "excluded": s.excluded,
                 "unclassified_sessions": s.unclassified_sessions, "traces_ingested": s.traces, "cached_sessions": len(self.open),
-                "background_tasks": len(self.tasks), "method": self.method.name,
+                "background_tasks": len(self.tasks), "judge_queue": self.judge_queue.qsize(), "method": self.method.name,
                 "judge": getattr(getattr(self.method, "judge", None), "name", None),
                 "judge_stats": dict(getattr(getattr(self.method, "judge", None), "stats", {}) or {}),
                 "hint_judge_stats": dict(getattr(getattr(self.method, "hint_judge", None), "stats", {}) or {}),
