@@ -193,3 +193,37 @@ def expand_image_pads(token_ids: Sequence[int], image_grid_thw, image_pad_id: in
     for tok in token_ids:
         out.extend([tok] * next(images) if tok == image_pad_id else [tok])
     return out
+
+
+def spec_for_model(folder: str | Path | None, config) -> VisionSpec:
+    """The preprocessing constants of a model: its folder's preprocessor_config.json, else its vision config."""
+    if folder is not None and (Path(folder) / "preprocessor_config.json").exists():
+        return VisionSpec.from_folder(folder)
+    vision = config.vision_config
+    return VisionSpec(patch_size=getattr(vision, "patch_size", 14),
+                      temporal_patch_size=getattr(vision, "temporal_patch_size", 2),
+                      merge_size=getattr(vision, "spatial_merge_size", 2))
+
+
+def image_from_base64(data: str) -> "Image.Image":
+    """A PIL RGB image from base64 data or a `data:image/...;base64,` URL (what a sample keeps of its images; the
+    engine's validating decoder, slime.engine.images.decode_image, reads the same strings to the same pixels)."""
+    import base64
+
+    payload = data.strip()
+    if payload.startswith("data:"):
+        payload = payload.partition(",")[2]
+    return load_image(base64.b64decode(payload + "=" * (-len(payload) % 4)))
+
+
+def sample_image_inputs(multimodal_inputs: dict | None, multimodal_train_inputs: dict | None,
+                        spec: VisionSpec) -> ImageInputs | None:
+    """The model inputs of a sample's images: its preprocessed `multimodal_train_inputs` when it has them, else
+    its base64 `multimodal_inputs["images"]` preprocessed as the engine did; None for a text sample."""
+    if multimodal_train_inputs and multimodal_train_inputs.get("pixel_values") is not None:
+        return ImageInputs(np.asarray(multimodal_train_inputs["pixel_values"], dtype=np.float32),
+                           np.asarray(multimodal_train_inputs["image_grid_thw"], dtype=np.int64).reshape(-1, 3))
+    images = (multimodal_inputs or {}).get("images")
+    if not images:
+        return None
+    return preprocess_images([image_from_base64(i) if isinstance(i, str) else i for i in images], spec)

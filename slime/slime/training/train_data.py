@@ -2,7 +2,8 @@
 
 Rows are plain dicts (picklable, broadcast to every rank) holding what the trainer needs per sample:
 `tokens`, `response_length`, `loss_mask`, `reward` (post-processed), `raw_reward`, `rollout_log_probs`,
-teacher fields, `weight_version`, `group_index`, `index`.
+teacher fields, `weight_version`, `group_index`, `index`, and a sample's images (`multimodal_inputs`,
+`multimodal_train_inputs`) when it has any.
 """
 
 from __future__ import annotations
@@ -152,6 +153,11 @@ def to_rows(args, samples: list[Sample], rewards: list, raw: list[float]) -> lis
             "truncated": sample.status == Sample.Status.TRUNCATED,
             "off_policy": off_policy,
         })
+        # images only on the rows that have them: text rows stay as they were
+        if sample.multimodal_inputs:
+            rows[-1]["multimodal_inputs"] = sample.multimodal_inputs
+        if sample.multimodal_train_inputs:
+            rows[-1]["multimodal_train_inputs"] = sample.multimodal_train_inputs
     return rows
 
 

@@ -77,6 +77,13 @@ class Sample:
     teacher_log_probs: list[float] | None = None
     teacher_topk_log_probs: list[list[float]] | None = None
     teacher_topk_indices: list[list[int]] | None = None
+    # The prompt's images, as the engine got them: `{"images": [base64 PNG/JPEG or data: URL, ...]}` in the order of
+    # their pads in `tokens` (each pad already expanded to the image's token count, as /generate returns the ids).
+    # The trainer preprocesses them the way the engine did; a few KB per screenshot keeps samples cheap to store.
+    multimodal_inputs: dict[str, Any] | None = None
+    # Already preprocessed images (`pixel_values` (patches, dim), `image_grid_thw` (images, 3)): used instead of
+    # multimodal_inputs when a rollout sets them (upstream slime's field); large, so not the default path.
+    multimodal_train_inputs: dict[str, Any] | None = None
 
     # ---------------------------------------------------------------------------------------------- access
 
@@ -139,6 +146,9 @@ class Sample:
                 raise ValueError(f"{name}: rows have different widths {sorted(row_widths)}")
             if row_widths:
                 widths[name] = row_widths.pop()
+        images = (self.multimodal_inputs or {}).get("images")
+        if images is not None and not (isinstance(images, list) and all(isinstance(i, str) for i in images)):
+            raise ValueError("multimodal_inputs['images']: must be a list of base64 strings or data: URLs")
         if len(set(widths.values())) > 1:
             raise ValueError(
                 f"teacher_topk_indices: width {widths['teacher_topk_indices']} != "

@@ -1,5 +1,10 @@
 """The `fsdp` training backend: an HF causal LM under FSDP2 (or DDP), AdamW, LoRA through PEFT.
 
+Vision-language models (Qwen2-VL / Qwen2.5-VL architecture) load as AutoModelForImageTextToText; a row with
+images (`multimodal_inputs` / `multimodal_train_inputs`) gets them preprocessed as the engine did and its
+forward gets pixel_values, image_grid_thw and explicit M-RoPE position_ids (slime.models.vlm), so the
+trainer scores exactly the ids and pixels the engine sampled from. Text models keep the plain forward.
+
 Every rank builds the same model and runs the same number of forward/backward passes per step
 (micro-batch counts are agreed with an all-reduce, because FSDP2's per-layer all-gathers are
 collectives). Losses come from `slime.utils.loss` or a custom plugin with the same contract.
@@ -48,6 +53,7 @@ class FSDPActor:
         self.tokenizer = tokenizer
         self.pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.dtype = torch.bfloat16 if args.bf16 else torch.float16 if args.fp16 else torch.float32
+        self._init_vision(model_path)
         self._init_layout(model_path)
         self.hf_model = self._build(model_path, resume_dir / "model" if resume_dir else None)
         self.ref_model = self._build_ref() if args.ref_model_needed and not args.use_lora else None
@@ -62,6 +68,23 @@ class FSDPActor:
         self.num_trainable = sum(p.numel() for p in trainable)
 
     # --- construction -------------------------------------------------------------------
+    def _init_vision(self, model_path):
+        """Is the policy a vision-language model (a vision tower and M-RoPE); if so its preprocessing constants."""
+        from transformers import AutoConfig
+
+        config = AutoConfig.from_pretrained(str(model_path))
+        self.is_vision = (getattr(config, "vision_config", None) is not None
+                          and getattr(config, "image_token_id", None) is not None)
+        self.vision_spec = self.image_token_id = None
+        if self.is_vision:
+            from slime.models.vision import spec_for_model
+
+            self.vision_spec = spec_for_model(model_path, config)
+            self.image_token_id = int(config.image_token_id)
+            if (getattr(self.args, "tensor_model_parallel_size", None) or 1) > 1:
+                raise ValueError("--tensor-model-parallel-size > 1 is not supported for vision-language models on "
+                                 "the fsdp backend (the vision tower has no tensor-parallel plan)")
+
     def _init_layout(self, model_path):
         """Data- and tensor-parallel sizes, ranks and groups (validated before any weights are loaded)."""
         self.dp_size = data_parallel_size(self.dist.world_size, getattr(self.args, "tensor_model_parallel_size", None))
@@ -88,9 +111,11 @@ class FSDPActor:
         return f"{self.strategy} (dp={self.dp_size}{tp})"
 
     def _load_hf(self, path):
-        from transformers import AutoModelForCausalLM
+        from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
 
-        model = AutoModelForCausalLM.from_pretrained(str(path), dtype=self.dtype).to(self.dist.device)
+        # AutoModelForCausalLM refuses a Qwen2.5-VL config; the image-text class keeps the vision tower
+        auto = AutoModelForImageTextToText if self.is_vision else AutoModelForCausalLM
+        model = auto.from_pretrained(str(path), dtype=self.dtype).to(self.dist.device)
         if self.mesh is not None:
             from slime.backends.fsdp.tensor_parallel import apply_tensor_parallel
 
@@ -151,17 +176,90 @@ class FSDPActor:
             # under TP: the dp sub-mesh, so FSDP2 shards the TP DTensors further into 2-D DTensors
             mesh = self.mesh["dp"] if self.mesh is not None else init_device_mesh(self.dist.device.type,
                                                                                   (self.dist.world_size,))
-            for layer in _decoder_layers(model):
+            for layer in self._sharded_blocks(model):
                 fully_shard(layer, mesh=mesh)
             fully_shard(model, mesh=mesh)
         return model
 
+    def _sharded_blocks(self, model) -> list[torch.nn.Module]:
+        """The blocks FSDP2 shards one by one. A vision tower's blocks stay in the root group, gathered with it
+        once per forward: a micro-batch without images runs the tower after the language model
+        (`_idle_vision_tower`), and per-block all-gathers there would come in another order than on a rank
+        whose micro-batch has images (the tower first): a collective mismatch."""
+        layers = _decoder_layers(model)
+        if not self.is_vision:
+            return layers
+        from slime.models.vlm import _inner
+
+        vision = {id(m) for m in _inner(model).visual.modules()}
+        return [layer for layer in layers if id(layer) not in vision]
+
     # --- forward passes -------------------------------------------------------------------
     def _forward(self, model, mb: batching.MicroBatch) -> torch.Tensor:
+        if self.is_vision:
+            return self._forward_vision(model, mb)
         start, end = batching.logit_window(mb)
         out = model(input_ids=mb.input_ids.to(self.dist.device), attention_mask=mb.attention_mask.to(self.dist.device),
                     use_cache=False, logits_to_keep=torch.arange(start, end, device=self.dist.device))
         return batching.response_logits(out.logits.float(), mb, self.args.rollout_temperature, offset=start)
+
+    def _forward_vision(self, model, mb: batching.MicroBatch) -> torch.Tensor:
+        """A vision-language forward: the micro-batch's images and explicit M-RoPE positions (transformers infers
+        3D positions only when also given mm_token_type_ids, and falls back to 1D ones silently otherwise)."""
+        from slime.models import vlm
+
+        device = self.dist.device
+        start, end = batching.logit_window(mb)
+        ids, mask = mb.input_ids.to(device), mb.attention_mask.to(device)
+        hf = self.ref_model if model is self.ref_model and model is not None else self.hf_model  # unwrapped
+        positions, _ = vlm.mrope_positions(hf, ids, mb.image_grid_thw, mask)
+        images = {}
+        if mb.pixel_values is not None:
+            images = {"pixel_values": mb.pixel_values.to(device, self.dtype),
+                      "image_grid_thw": mb.image_grid_thw.to(device)}
+        out = model(input_ids=ids, attention_mask=mask, position_ids=positions.to(device), use_cache=False,
+                     logits_to_keep=torch.arange(start, end, device=device), **images)
+        logits = out.logits.float()
+        if mb.pixel_values is None and self.dp_size > 1:
+            logits = logits + 0.0 * self._idle_vision_tower(hf)
+        return batching.response_logits(logits, mb, self.args.rollout_temperature, offset=start)
+
+    def _idle_vision_tower(self, hf) -> torch.Tensor:
+        """The vision tower on a one-token blank image, summed: for micro-batches without images, so that every
+        rank runs the same modules (FSDP2 all-gathers the vision blocks collectively; DDP expects a gradient,
+        here 0, for every parameter)."""
+        m, p, t = self.vision_spec.merge_size, self.vision_spec.patch_size, self.vision_spec.temporal_patch_size
+        channels = getattr(hf.config.vision_config, "in_channels", None) or getattr(hf.config.vision_config,
+                                                                                     "in_chans", 3)
+        pixels = torch.zeros((m * m, channels * t * p * p), device=self.dist.device, dtype=self.dtype)
+        grid = torch.tensor([[1, m, m]], device=self.dist.device)
+        from slime.models.vlm import _inner
+
+        features = _inner(hf).get_image_features(pixels, grid, return_dict=True).pooler_output
+        return sum(f.float().sum() for f in features)
+
+    def _attach_images(self, rows: list[dict]) -> None:
+        """Preprocess each row's images once (kept on the row as `image_inputs` for collate) and check that its
+        expanded image pads match them: a mismatch would put image features on the wrong tokens."""
+        from slime.models.vision import image_token_counts, sample_image_inputs
+
+        for row in rows:
+            if "image_inputs" in row:
+                continue
+            mm, mm_train = row.get("multimodal_inputs"), row.get("multimodal_train_inputs")
+            if not mm and not mm_train:
+                row["image_inputs"] = None
+                continue
+            if not self.is_vision:
+                raise ValueError(f"sample {row.get('index')} has images but the policy is a text-only model")
+            inputs = sample_image_inputs(mm, mm_train, self.vision_spec)
+            if inputs is not None:
+                pads = sum(1 for t in row["tokens"] if t == self.image_token_id)
+                needed = sum(image_token_counts(inputs.image_grid_thw, self.vision_spec.merge_size))
+                if pads != needed:
+                    raise ValueError(f"sample {row.get('index')}: {pads} image pad tokens (id {self.image_token_id}) "
+                                     f"for images that take {needed}: tokens must hold the engine's expanded prompt ids")
+            row["image_inputs"] = inputs
 
     def _micro_batches(self, rows: list[dict], budget: int | None) -> list[list[int]]:
         """Split rows by token budget, then agree on one micro-batch count across ranks."""
@@ -209,6 +307,7 @@ class FSDPActor:
         """(row indices, micro-batch, response logits) per micro-batch of a no-grad pass; every rank runs the
         same number of passes (an empty group still runs one on row 0 and is not yielded)."""
         budget = self.args.log_probs_max_tokens_per_gpu or self.args.max_tokens_per_gpu
+        self._attach_images(rows)
         for group in self._micro_batches(rows, budget):
             mb = batching.collate(rows, group or [0], self.pad_token_id)  # [0]: a pass to keep ranks in step
             if use_ref and self.ref_model is None:  # LoRA: the reference is the base without the adapter
@@ -225,6 +324,7 @@ class FSDPActor:
         args = self.args
         started = time.perf_counter()
         groups = self._micro_batches(rows, args.max_tokens_per_gpu)
+        self._attach_images(rows)
         per_token = args.calculate_per_token_loss
         if per_token:
             local_tokens = sum(sum(r["loss_mask"]) for r in rows)

@@ -53,6 +53,9 @@ class MicroBatch:
     response_mask: torch.Tensor  # [b, R]: 1 where a real response token is (before the loss mask)
     fields: dict[str, torch.Tensor]  # response-aligned [b, R] (or [b, R, K]) per field present
     rows: list[int]  # indices into the step's row list
+    # the images of the rows that have any, concatenated in row order (vision-language models only)
+    pixel_values: torch.Tensor | None = None  # [patches, C * T * P * P]
+    image_grid_thw: torch.Tensor | None = None  # [images, 3]
 
     @property
     def loss_mask(self) -> torch.Tensor:
@@ -105,7 +108,20 @@ def collate(rows: list[dict], indices: list[int], pad_token_id: int) -> MicroBat
         fields[name] = out
     if "loss_mask" not in fields:
         fields["loss_mask"] = response_mask.clone()
-    return MicroBatch(input_ids, attention, total, resp, response_mask, fields, list(indices))
+    pixel_values, image_grid_thw = _images(chosen)
+    return MicroBatch(input_ids, attention, total, resp, response_mask, fields, list(indices), pixel_values,
+                      image_grid_thw)
+
+
+def _images(chosen: list[dict]) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """The rows' preprocessed images (`row["image_inputs"]`, a slime.models.vision.ImageInputs), concatenated in
+    row order: the order in which the model scatters image features over the batch's image pads."""
+    inputs = [row["image_inputs"] for row in chosen if row.get("image_inputs") is not None]
+    if not inputs:
+        return None, None
+    pixels = torch.cat([torch.as_tensor(i.pixel_values, dtype=torch.float32) for i in inputs])
+    grids = torch.cat([torch.as_tensor(i.image_grid_thw, dtype=torch.long).view(-1, 3) for i in inputs])
+    return pixels, grids
 
 
 def logit_window(batch: MicroBatch) -> tuple[int, int]:

@@ -154,6 +154,8 @@ class MegatronActor:
 
     # --- data ---------------------------------------------------------------------------
     def _micro_batches(self, rows: list[dict], budget: int | None) -> list[list[int]]:
+        if any(r.get("multimodal_inputs") or r.get("multimodal_train_inputs") for r in rows):
+            raise NotImplementedError("samples with images train on the fsdp backend only (--train-backend fsdp)")
         max_rows = None if self.args.use_dynamic_batch_size else self.args.micro_batch_size
         return batching.split_by_token_budget([len(r["tokens"]) for r in rows],
                                               budget if self.args.use_dynamic_batch_size else None, max_rows)
