@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from train_stages import REPO, eval_sample_files, run_stage
+from train_stages import REPO, episodes, eval_sample_files, run_stage, summarize
 
 sys.path.insert(0, str(REPO / "slime"))
 
@@ -82,21 +81,6 @@ def scripted(instances, state_dir: str) -> tuple[float, float]:
     return sum(results) / len(results), (time.monotonic() - started) / len(results)
 
 
-def resolved_rate(samples_file: Path) -> tuple[float, int]:
-    """(resolve rate, episodes) from an evaluation's dumped samples: one sample per step, each step of an episode
-    carries the episode's outcome (`metadata.resolved`)."""
-    episodes: dict[tuple, bool] = {}
-    for line in samples_file.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            sample = json.loads(line)
-            meta = sample.get("metadata") or {}
-            episodes[(meta.get("instance_id"), sample.get("group_index"), sample.get("index"))] = bool(
-                meta.get("resolved", False))
-    if not episodes:
-        raise SystemExit(f"no evaluated episode in {samples_file}")
-    return sum(episodes.values()) / len(episodes), len(episodes)
-
-
 def model_stage(opts, instances, out: Path) -> dict:
     """Train `--rl-rollouts` rollouts with the CPU script, evaluating before and after on the first instances."""
     heldout = out / "eval_instances.jsonl"
@@ -112,8 +96,8 @@ def model_stage(opts, instances, out: Path) -> dict:
     files = eval_sample_files(run_dir)
     if len(files) != 2:
         raise SystemExit(f"expected an evaluation before and after training in {run_dir}, found {len(files)}")
-    (before, n), (after, _) = resolved_rate(files[0]), resolved_rate(files[1])
-    return {"before": before, "after": after, "episodes": n, "seconds": seconds}
+    before, after = (summarize(episodes(f, key_field="instance_id")) for f in files)
+    return {"before": before["success"], "after": after["success"], "episodes": before["episodes"], "seconds": seconds}
 
 
 def main() -> int:

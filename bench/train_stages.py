@@ -1,8 +1,8 @@
 """What the learning benchmarks share: run a setting's own CPU script as a user runs it (progress passed through,
 the whole output kept in a log), read the evaluations its trainer logged, find the weights it ended with.
 
-Used by `toolcall_learning.py`, `terminal_learning.py` and `gui_learning.py` (scripts in this folder import it as a
-sibling); the last two also share how an agentic evaluation's dumped samples become episodes and a summary.
+Used by `toolcall_learning.py`, `terminal_learning.py`, `gui_learning.py` and `swe_harness.py` (scripts in this
+folder import it as a sibling); the last three also share how an agentic evaluation's dumped samples become episodes and a summary.
 """
 
 from __future__ import annotations
@@ -59,17 +59,17 @@ def last_model(ckpt: Path) -> Path:
     return folders[-1] / "model"
 
 
-def episodes(samples_file: Path, task_of=lambda key: key) -> list[dict]:
+def episodes(samples_file: Path, task_of=lambda key: key, key_field: str = "task_key") -> list[dict]:
     """One row per evaluated episode from an agentic evaluation's dumped samples: with one sample per step, the steps
     of an episode share its task and index and all carry its outcome (`metadata.accuracy`, 1.0 when solved).
-    `task_of` maps the samples' `metadata.task_key` to the task's name."""
+    `task_of` maps the samples' `metadata[key_field]` (the setting's task key) to the task's name."""
     by_episode: dict[tuple, dict] = {}
     for line in samples_file.read_text(encoding="utf-8").splitlines():
         if not line.strip():
             continue
         sample = json.loads(line)
         meta = sample.get("metadata") or {}
-        task = task_of(str(meta.get("task_key") or "?"))
+        task = task_of(str(meta.get(key_field) or "?"))
         reward = sample.get("reward") if isinstance(sample.get("reward"), dict) else {}
         accuracy = float(meta.get("accuracy", reward.get("acc", 0.0)))
         by_episode[(task, sample.get("group_index"), sample.get("index"))] = {

@@ -31,7 +31,7 @@ pytestmark = requires_desktop()
 
 def test_episodes_through_the_loop(tmp_path):
     task = find_task("notes/append-line")
-    infeasible = next((t for t in load_tasks() if t.infeasible and "chromium" not in str(t.config)), None)
+    infeasible = next(t for t in load_tasks() if t.infeasible and "chromium" not in str(t.config))
 
     async def go(url):
         async with EnvClient(url) as env:
@@ -40,12 +40,10 @@ def test_episodes_through_the_loop(tmp_path):
                                        on_step=judging.on_step)
             waited = await run_episode(ScriptedGuiPolicy([{"action": "wait", "time": 0.1}] * 2), env, task.key,
                                        AgentSettings(max_steps=2))
-            said, ran_out = None, None
-            if infeasible is not None:
-                said = await run_episode(ScriptedGuiPolicy([{"action": "terminate", "status": "failure"}]), env,
-                                         infeasible.key, AgentSettings())
-                ran_out = await run_episode(ScriptedGuiPolicy([{"action": "wait", "time": 0.1}] * 2), env,
-                                            infeasible.key, AgentSettings(max_steps=2))
+            said = await run_episode(ScriptedGuiPolicy([{"action": "terminate", "status": "failure"}]), env,
+                                     infeasible.key, AgentSettings())
+            ran_out = await run_episode(ScriptedGuiPolicy([{"action": "wait", "time": 0.1}] * 2), env,
+                                        infeasible.key, AgentSettings(max_steps=2))
             return solved, await judging.scores(), waited, said, ran_out
 
     with PoolServerProcess(PoolSettings(provider="gui", state_dir=str(tmp_path / "pool"))) as pool:
@@ -58,6 +56,5 @@ def test_episodes_through_the_loop(tmp_path):
     rewards = asyncio.run(reward_func(None, samples))
     assert {r["score"] for r in rewards} == {1.0}
     assert (waited.status, waited.stop_reason, waited.reward) == ("truncated", "max_steps", -1.0)
-    if said is not None:
-        assert said.reward == 1.0 and said.stop_reason == "agent_failure"
-        assert ran_out.status == "truncated" and ran_out.reward == -1.0
+    assert said.reward == 1.0 and said.stop_reason == "agent_failure"
+    assert ran_out.status == "truncated" and ran_out.reward == -1.0

@@ -1,6 +1,6 @@
 """The shipped GUI tasks on real desktops (`python -m slime.agentic.gui.check`'s checks): each task's scripted
-solution, played through the `gui` provider on a fresh desktop, scores 1; doing nothing scores 0, twice from fresh
-resets (a reset restores the state). The default run checks one feasible task of each app and one infeasible task;
+solution, played through the `gui` provider on a fresh desktop, scores 1; then doing nothing on a fresh reset
+scores 0 (the reset restored the state the solution changed). The default run checks one feasible task of each app and one infeasible task;
 every task is checked by the `gui_full` tier (`pytest -m gui_full`, about 7 minutes on 2 cores)."""
 
 from __future__ import annotations

@@ -125,8 +125,9 @@ def test_image_and_positions_change_the_output(loaded):
 
 
 def test_left_padded_batch_prefills_and_decodes_like_single_rows(loaded):
-    """The engine recipe: rows of a batch carry their own images and rope_delta; a row's next position is
-    (its real token count + its rope_delta), whatever the padding."""
+    """The position rule the engine follows, on the model itself: rows of a left-padded batch carry their own images
+    and rope_delta, and a row's next position is (its real token count + its rope_delta), whatever the padding (the
+    engine's own batches: tests/integration/test_engine_images.py)."""
     from transformers import DynamicCache
 
     model, tok, spec = loaded
@@ -174,8 +175,10 @@ def test_gradients_reach_the_vision_tower(loaded):
 
 
 def test_chunked_prefill_split_between_images(loaded):
-    """A prompt prefilled in chunks (the engine's prefill_chunk): each chunk takes the slice of the whole prompt's
-    M-RoPE positions and the pixel rows of the images whose pads it holds (an image must not straddle a cut)."""
+    """The model itself under chunked prefill, the reference for the engine's: a chunk given the slice of the whole
+    prompt's M-RoPE positions (and here the pixel rows of the images whose pads it holds, cut between images) matches
+    a full forward. The engine passes embedding slices instead and may cut inside an image
+    (tests/integration/test_engine_images.py, 8-token chunks)."""
     from transformers import DynamicCache
 
     from slime.models.vision import image_token_counts

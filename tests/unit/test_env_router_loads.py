@@ -86,13 +86,16 @@ def test_a_status_taken_while_nothing_moved_corrects_a_lease_the_server_reaped()
         for key in "abcd":
             await allocate(router, key)  # 2 on each
         pools.leases["w0"].clear()  # the idle reaper closed both of w0's leases; the client never said
-        before = list(router.held)
+        before = [router.held_count(i) for i in range(2)]
         loads = await router.loads()
         closed = await router.forward("/close", {"lease_id": "w1:run-w1-0"})
-        unknown = await router.forward("/heartbeat", {"lease_id": "w1:run-gone"})
+        unknown = await router.forward("/heartbeat", {"lease_id": "w1:run-w1-1"})  # the fake: 404 UNKNOWN_LEASE
+        await router.forward("/heartbeat", {"lease_id": "w1:run-never-ours"})  # not held: ends nothing
+        again = await router.forward("/close", {"lease_id": "w1:run-w1-0"})  # a repeated close ends nothing more
         await router.aclose()
-        return before, loads, list(router.held), closed.status_code, unknown.status_code
+        return before, loads, [router.held_count(i) for i in range(2)], closed.status_code, unknown.status_code, again
 
-    before, loads, after, closed, unknown = asyncio.run(scenario())
+    before, loads, after, closed, unknown, again = asyncio.run(scenario())
     assert before == [2, 2] and loads == [(0, 0), (2, 1)]
     assert (closed, unknown) == (200, 404) and after == [0, 0]  # a close and an unknown lease both end one
+    assert again.status_code == 200  # counted once: the repeated close did not take another lease off w1

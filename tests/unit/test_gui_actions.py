@@ -10,7 +10,8 @@ import types
 import pytest
 
 from slime.agentic.gui.actions import ACTIONS, ActionError, key_name, parse_response, program, to_step
-from slime.agentic.gui.observation import smart_resize, text_view
+from slime.agentic.gui.observation import text_view
+from slime.models.vision import smart_resize
 from slime.agentic.gui.scripted import SolutionError, locate, resolve
 from slime.agentic.gui.tasks import (
     TASKS_DIR,
@@ -35,9 +36,9 @@ def test_a_response_is_one_action_line_and_exactly_one_tool_call():
     stringly = '<tool_call>{"name": "computer_use", "arguments": "{\\"action\\": \\"wait\\"}"}</tool_call>'
     assert parse_response(stringly)[1] == {"action": "wait"}
     for bad, why in [("Action: nothing", "no <tool_call>"), (call({"action": "wait"}) * 2, "2 tool calls"),
-                     ("<tool_call>{nope}</tool_call>", "not JSON"),
+                     ("<tool_call>{nope}</tool_call>", "not valid JSON"),
                      ('<tool_call>{"name": "bash", "arguments": {}}</tool_call>', "computer_use"),
-                     ('<tool_call>{"name": "computer_use", "arguments": [1]}</tool_call>', "must be an object")]:
+                     ('<tool_call>{"name": "computer_use", "arguments": [1]}</tool_call>', "must be a JSON object")]:
         with pytest.raises(ActionError, match=why):
             parse_response(bad)
 
@@ -96,11 +97,12 @@ def test_specials_and_bad_arguments():
     assert key_name("esc") == "escape" and key_name("F5") == "f5" and key_name(";") == ";"
 
 
-def test_smart_resize_is_qwens_rule():
-    assert smart_resize(1080, 1920) == (1088, 1920)
-    assert smart_resize(720, 1280) == (704, 1280)
-    assert smart_resize(1080, 1920, factor=28) == (1092, 1932)
-    h, w = smart_resize(4000, 6000, max_pixels=1_000_000)
+def test_smart_resize_is_qwens_rule_for_the_gui_screens():
+    qwen3 = dict(factor=32, min_pixels=4 * 32 * 32, max_pixels=16 * 16 * 4 * 12800)  # upstream's GUI settings
+    assert smart_resize(1080, 1920, **qwen3) == (1088, 1920)
+    assert smart_resize(720, 1280, **qwen3) == (704, 1280)
+    assert smart_resize(1080, 1920, factor=28, max_pixels=16 * 16 * 4 * 12800) == (1092, 1932)
+    h, w = smart_resize(4000, 6000, factor=32, max_pixels=1_000_000)
     assert h * w <= 1_000_000 and h % 32 == 0 and w % 32 == 0
     with pytest.raises(ValueError):
         smart_resize(0, 10)
@@ -129,7 +131,9 @@ def test_task_format_errors_name_the_field():
                       ({"id": "t", "instruction": "x", "evaluator": {"func": "exact_match", "result": {"type": "x"}}},
                        "result type"),
                       ({"id": "t", "instruction": "x", "config": [{"type": "download"}], "evaluator": {"func": "infeasible"}},
-                       "config\\[0\\]")]:
+                       "config\\[0\\]"),
+                      ({"id": "t", "instruction": "x", "evaluator": {"func": "infeasible", "postconfig": [{"type": "x"}]}},
+                       "postconfig\\[0\\]")]:
         with pytest.raises(TaskFormatError, match=why):
             task_from_dict(data)
 

@@ -6,15 +6,15 @@ import asyncio
 
 from slime.agentic.gui.agent import (
     AgentSettings,
+    GuiLLMJudge,
     GuiRuleJudge,
     GuiStep,
     ScriptedGuiPolicy,
-    action_response,
     build_messages,
     reward_func,
 )
 from slime.agentic.gui.actions import parse_response
-from slime.agentic.terminal.agent import Turn
+from slime.agentic.terminal.agent import Turn, tool_call_text
 from slime.utils.types import Sample
 
 
@@ -41,7 +41,7 @@ def test_the_scripted_policy_reads_targets_off_the_current_screen():
     messages = build_messages("x", [], {"text_view": "[100, 200] Save\n[300, 400] Cancel"}, AgentSettings())
     turn = asyncio.run(ScriptedGuiPolicy([{"action": "left_click", "target": "cancel"}]).generate_turn(messages))
     assert parse_response(turn.text)[1] == {"action": "left_click", "coordinate": [300, 400]}
-    assert parse_response(action_response({"action": "wait"}, "pause"))[0] == "pause"
+    assert parse_response(tool_call_text("computer_use", {"action": "wait"}, "Action: pause"))[0] == "pause"
 
 
 def test_the_rule_judge_and_the_rewards():
@@ -74,3 +74,23 @@ def test_the_provider_refuses_bad_options_and_attaches_an_osworld_vm_by_url():
     vm = GuiProvider(desktop="osworld", vm_url="http://10.0.0.5:5000").new_desktop(lease)
     assert isinstance(vm, OSWorldVM) and vm.url == "http://10.0.0.5:5000"
     assert isinstance(GuiProvider().new_desktop(lease), LocalDesktop)
+
+
+def test_the_llm_judge_speaks_the_step_judges_interface():
+    """`--step-judge llm` wraps slime.agentic.prm.StepJudge (its `score`): the step's response, the screen text before
+    as history and after as the observation; the judge's vote is the step's score (None: unjudged)."""
+    calls = []
+
+    class Votes:  # StepJudge.score's signature; the engine behind it is tested with the judge itself
+        async def score(self, problem, history, action, observation, *, step_index, seed=0):
+            calls.append((problem, history, action, observation, step_index, seed))
+            return None if step_index else 1.0
+
+    judge = GuiLLMJudge(Votes())
+    first = asyncio.run(judge.score_step(step("Action: x", "[1, 1] before", "[1, 1] after"), instruction="Do it",
+                                         step_index=0, seed=7))
+    failed = asyncio.run(judge.score_step(step("oops", "[1, 1] b", error="no <tool_call>"), step_index=1))
+    assert (first, failed) == (1.0, None)
+    assert calls[0] == ("Do it", "Screen text before the step:\n[1, 1] before", "Action: x",
+                        "Screen text after the step:\n[1, 1] after", 0, 7)
+    assert calls[1][3].endswith("no <tool_call>")

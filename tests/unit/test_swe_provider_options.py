@@ -11,6 +11,8 @@ import pytest
 from slime.agentic.env_service.providers import PROVIDERS, LeaseContext, ProviderError, make_provider
 from slime.agentic.swe.instances import load_instances
 from slime.agentic.swe.provider import DEFAULT_INSTANCES, SweEnv, SweProvider, timeout_message
+from slime.agentic.swe import repos
+from slime.agentic.swe.testrun import command_env
 
 
 class NoBox:
@@ -41,9 +43,10 @@ def test_instances_and_options_are_checked(provider, tmp_path):
     first = next(iter(provider.instances))
     assert provider.instance_for(lease, {"instance_id": first}).instance_id == first
     assert provider.instance_for(LeaseContext("l", first, str(tmp_path)), {}).instance_id == first  # the task key
-    env = provider.command_env(provider.instances[first])
+    env = command_env(repos.project_of(provider.instances[first]))  # what the provider's sandboxes get
     assert env["PYTHONDONTWRITEBYTECODE"] == "1" and env["HOME"] == "/tmp"
     assert all(p.startswith("/testbed") for p in env["PYTHONPATH"].split(":"))
+    assert "PYTHONPATH" not in command_env(None)  # another image's environment imports its own install
 
 
 def test_malformed_tool_calls_are_tool_errors(provider):

@@ -267,6 +267,16 @@ def attach_step_targets(meta: dict, outcome: float, coef: float) -> list[float |
     return prm
 
 
+def step_reward_fields(meta: dict, outcome: float, coef: float) -> dict:
+    """What every agentic `reward_func` adds for a sample judged by a step judge: the `step_wise` targets written
+    into `meta` (:func:`attach_step_targets`) and the logged `prm_step_score`, the composed score's part beyond the
+    outcome (:func:`trajectory_score`); nothing for an unjudged sample."""
+    prm = attach_step_targets(meta, outcome, coef)
+    if not prm:
+        return {}
+    return {"prm_step_score": trajectory_score(outcome, prm, coef) - outcome}
+
+
 # ------------------------------------------------------------------------------------------- step_wise
 
 

@@ -385,10 +385,7 @@ async def reward_func(args, item: Sample | list[Sample]):
         # the components besides the trained score are what evaluation reports per dataset (eval/<name>/<key>)
         reward = {"score": score, "acc": float(correct), "tool_call": float(int(meta.get("tool_calls", 0)) > 0),
                   "answered": float(answer is not None), "parse_error": float(int(meta.get("invalid_actions", 0)) > 0)}
-        coef = float(getattr(args, "prm_step_coef", 1.0))
-        prm = rewards.attach_step_targets(meta, score, coef)  # the step_wise targets: outcome + coef * prm
-        if prm:
-            reward["prm_step_score"] = rewards.trajectory_score(score, prm, coef) - score
+        reward.update(rewards.step_reward_fields(meta, score, float(getattr(args, "prm_step_coef", 1.0))))
         out.append(reward)
     return out if isinstance(item, list) else out[0]
 

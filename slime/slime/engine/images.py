@@ -24,7 +24,14 @@ import numpy as np
 import torch
 
 from slime.engine.protocol import APIError
-from slime.models.vision import ImageInputs, VisionSpec, expand_image_pads, image_token_counts, preprocess_images
+from slime.models.vision import (
+    ImageInputs,
+    expand_image_pads,
+    image_token_counts,
+    is_vision_config,
+    preprocess_images,
+    spec_for_model,
+)
 
 # An image's decoded bytes and its pixel count are bounded before any work on it (a decompression bomb
 # would otherwise exhaust memory); preprocessing then resizes to the model's max_pixels anyway.
@@ -34,8 +41,7 @@ MAX_IMAGE_PIXELS = 64 * 1024 * 1024
 
 def is_vision_model(model) -> bool:
     """A model with a vision tower and M-RoPE positions (Qwen2-VL / Qwen2.5-VL architecture)."""
-    config = model.config
-    return getattr(config, "vision_config", None) is not None and getattr(config, "image_token_id", None) is not None
+    return is_vision_config(model.config)
 
 
 @dataclass
@@ -55,14 +61,7 @@ class VisionSupport:
     """What the engine of a vision-language model needs to take images: the preprocessing constants and ids."""
 
     def __init__(self, model, model_path: str | Path):
-        folder = Path(model_path)
-        if (folder / "preprocessor_config.json").exists():
-            self.spec = VisionSpec.from_folder(folder)
-        else:
-            vision = model.config.vision_config
-            self.spec = VisionSpec(patch_size=getattr(vision, "patch_size", 14),
-                                   temporal_patch_size=getattr(vision, "temporal_patch_size", 2),
-                                   merge_size=getattr(vision, "spatial_merge_size", 2))
+        self.spec = spec_for_model(model_path, model.config)
         self.image_pad_id = int(model.config.image_token_id)
 
     def preprocess(self, images: list, param: str, wheres: list[str] | None = None) -> PromptImages:

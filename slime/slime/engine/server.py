@@ -47,6 +47,15 @@ def _sse(obj) -> bytes:
     return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n".encode()
 
 
+async def _build(engine, build, req):
+    """`build(engine, req)`: a vision model's requests may carry images to decode and preprocess (PIL resizing, patch
+    layout, hashing), work kept off the event loop so the streams in flight keep flowing; text requests only
+    tokenize, in place."""
+    if engine.vision is not None:
+        return await asyncio.to_thread(build, engine, req)
+    return build(engine, req)
+
+
 def _event_stream(objects) -> StreamingResponse:
     """Server-sent events: one `data:` line per object, `[DONE]` at the end, an error object on failure."""
 
@@ -113,7 +122,7 @@ def create_app(engine: Engine) -> FastAPI:
     @app.post("/generate")
     async def generate(request: Request):
         req = await _parse(request, GenerateRequest)
-        sequences, many = generate_api.build_sequences(engine, req)
+        sequences, many = await _build(engine, generate_api.build_sequences, req)
         if req.stream:
             updates = engine.stream(sequences)
 
@@ -135,7 +144,7 @@ def create_app(engine: Engine) -> FastAPI:
     async def chat_completions(request: Request):
         # the model runs OpenAI's validation first (OpenAI's messages), then adds what is specific to this engine
         req = await _parse(request, ChatCompletionRequest)
-        sequences = chat_api.build_sequences(engine, req)
+        sequences = await _build(engine, chat_api.build_sequences, req)
         responder = chat_api.ChatResponder(engine, req, sequences)
         if req.stream:
             return _event_stream(responder.chunks(engine.stream(sequences)))

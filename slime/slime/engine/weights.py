@@ -8,6 +8,8 @@ from pathlib import Path
 
 import torch
 
+from slime.models.vision import is_vision_config
+
 log = logging.getLogger(__name__)
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": "auto"}
@@ -21,7 +23,7 @@ def has_vision_config(path: str | Path) -> bool:
     """Whether a model folder is a vision-language model (its config has a vision tower)."""
     config = Path(path) / "config.json"
     try:
-        return config.exists() and "vision_config" in json.loads(config.read_text())
+        return config.exists() and is_vision_config(json.loads(config.read_text()))
     except (OSError, ValueError):
         return False
 

@@ -195,6 +195,13 @@ def expand_image_pads(token_ids: Sequence[int], image_grid_thw, image_pad_id: in
     return out
 
 
+def is_vision_config(config) -> bool:
+    """A model config with a vision tower and M-RoPE image tokens (Qwen2-VL / Qwen2.5-VL architecture): a transformers
+    config object or a config.json dict. The engine, its weight loader and the trainer all decide by this."""
+    get = config.get if isinstance(config, dict) else (lambda key: getattr(config, key, None))
+    return get("vision_config") is not None and get("image_token_id") is not None
+
+
 def spec_for_model(folder: str | Path | None, config) -> VisionSpec:
     """The preprocessing constants of a model: its folder's preprocessor_config.json, else its vision config."""
     if folder is not None and (Path(folder) / "preprocessor_config.json").exists():

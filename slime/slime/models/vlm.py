@@ -15,7 +15,9 @@ explicitly instead of letting the model infer them:
 
 So: prefill positions come from :func:`mrope_positions` (the model's own `get_rope_index`, stateless), and
 every later token of a request is at `cache_length + i + rope_delta` on all three rows
-(:func:`decode_positions`). An engine keeps one integer per request, `rope_delta`, next to its KV cache row.
+(:func:`decode_positions`). The embedded engine keeps this per row by folding `rope_delta` into its cache row's next
+position (`slime.engine.model_runner`); the trainer takes prefill positions from :func:`mrope_positions`. The
+forward, log-prob and generate functions here are the reference the tests check both against.
 """
 
 from __future__ import annotations

@@ -60,14 +60,17 @@ class Router:
                                         limits=httpx.Limits(max_connections=512, max_keepalive_connections=64))
         self.idempotency_window_s = idempotency_window_s
         self.sticky: dict[tuple[str, str], tuple[int, float]] = {}
-        # what this router knows each server holds: leases it allocated there and has not seen end (``held``), and
-        # allocations and closes on their way (``inflight``, ``closing``). A status can not say whether it already
-        # counts an allocation in flight, so adding the two double-counted and a burst could split 5/3; the larger of
-        # the two is exact when this router is the server's only client and never below what the server says.
-        self.held = [0] * len(self.workers)
+        # what this router knows each server holds: the leases it allocated there and has not seen end (``held``, by
+        # id: a repeated close, heartbeat or idempotent allocate of one lease counts once), and allocations and closes
+        # on their way (``inflight``, ``closing``). A status can not say whether it already counts an allocation in
+        # flight, so adding the two double-counted and a burst could split 5/3; the larger of the two is exact when
+        # this router is the server's only client and never below what the server says. ``stale``: held leases a
+        # status taken while nothing of ours moved says are gone (the idle reaper closed them), recomputed each time.
+        self.held: list[set[str]] = [set() for _ in self.workers]
+        self.stale = [0] * len(self.workers)
         self.inflight = [0] * len(self.workers)
         self.closing = [0] * len(self.workers)
-        self.moves = [0] * len(self.workers)  # changes of the three above: a status is exact only between none
+        self.moves = [0] * len(self.workers)  # changes of held, inflight, closing: a status is exact only between none
         self.counters = {"allocated": [0] * len(self.workers), "unreachable": 0, "rejected": 0}
 
     async def aclose(self) -> None:
@@ -90,13 +93,22 @@ class Router:
                 continue
             reported = int(status.get("total_active_runs", 0))
             if self.moves[i] == moves_before[i] and not self.inflight[i] and not self.closing[i]:
-                self.held[i] = min(self.held[i], reported)  # nothing of ours moved: the status is the truth
-            loads.append((max(reported, self.held[i] + self.inflight[i]), i))
+                self.stale[i] = max(0, len(self.held[i]) - reported)  # nothing of ours moved: the status is the truth
+            loads.append((max(reported, self.held_count(i) + self.inflight[i]), i))
         return sorted(loads)
+
+    def held_count(self, index: int) -> int:
+        return max(0, len(self.held[index]) - self.stale[index])
 
     def _move(self, index: int, counter: list[int], delta: int) -> None:
         counter[index] = max(0, counter[index] + delta)
         self.moves[index] += 1
+
+    def _hold(self, index: int, lease: str, live: bool) -> None:
+        before = len(self.held[index])
+        (self.held[index].add if live else self.held[index].discard)(lease)
+        if len(self.held[index]) != before:
+            self.moves[index] += 1
 
     async def allocate(self, body: dict) -> JSONResponse:
         task_key, request_id = body.get("task_key"), body.get("request_id")
@@ -138,9 +150,9 @@ class Router:
                 continue
             payload = _json(reply)
             if reply.status_code == 200 and payload.get("ok"):
+                self._hold(index, payload["lease_id"], True)
                 payload["lease_id"] = f"w{index}:{payload['lease_id']}"
                 self.counters["allocated"][index] += 1
-                self._move(index, self.held, +1)
             return JSONResponse(payload, status_code=reply.status_code)
         if last is not None:
             self.counters["rejected"] += 1
@@ -162,9 +174,7 @@ class Router:
                 self._move(index, self.closing, -1)
         payload = _json(reply)
         if (closing and reply.status_code == 200) or payload.get("code") == "UNKNOWN_LEASE":
-            # the lease has ended (closed now, or unknown: closed before or reaped); a lease the count already
-            # lost (a status corrected it) makes this an undercount, which the status bounds from below
-            self._move(index, self.held, -1)
+            self._hold(index, lease, False)  # the lease has ended (closed now, or unknown: closed before or reaped)
         return JSONResponse(payload, status_code=reply.status_code)
 
     async def status(self) -> dict:

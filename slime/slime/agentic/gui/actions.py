@@ -14,7 +14,6 @@ non-ASCII text is refused with a clear error (pyautogui cannot type it) instead 
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 
@@ -57,7 +56,6 @@ KEY_ALIASES = {"control": "ctrl", "cmd": "win", "super": "win", "meta": "win", "
                "arrowleft": "left", "arrowright": "right", "page_up": "pageup", "page_down": "pagedown"}
 DRAG_SECONDS = 0.5
 MAX_WAIT_S = 30.0
-_TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
 
 
 class ActionError(ValueError):
@@ -76,7 +74,9 @@ class Step:
 
 def parse_response(text: str) -> tuple[str, dict]:
     """(the ``Action:`` line's text, the one computer_use call's arguments); ActionError when the response does not
-    hold exactly one well-formed call."""
+    hold exactly one well-formed call (the blocks are read by the terminal agent's strict parser)."""
+    from slime.agentic.terminal.agent import parse_tool_calls
+
     if not isinstance(text, str):
         raise ActionError("the response is not text")
     action_line = ""
@@ -84,26 +84,16 @@ def parse_response(text: str) -> tuple[str, dict]:
         if line.strip().startswith("Action:"):
             action_line = line.strip()[len("Action:"):].strip()
             break
-    calls = _TOOL_CALL.findall(text)
-    if not calls:
+    parsed = parse_tool_calls(text)
+    if parsed.errors:
+        raise ActionError(parsed.errors[0])
+    if not parsed.calls:
         raise ActionError("no <tool_call>...</tool_call> in the response")
-    if len(calls) > 1:
-        raise ActionError(f"{len(calls)} tool calls in one response; exactly one is allowed")
-    try:
-        call = json.loads(calls[0])
-    except json.JSONDecodeError as e:
-        raise ActionError(f"the tool call is not JSON: {e.msg}") from None
-    if not isinstance(call, dict) or call.get("name") != "computer_use":
+    if len(parsed.calls) > 1:
+        raise ActionError(f"{len(parsed.calls)} tool calls in one response; exactly one is allowed")
+    if parsed.calls[0].name != "computer_use":
         raise ActionError('the tool call must be {"name": "computer_use", "arguments": {...}}')
-    arguments = call.get("arguments")
-    if isinstance(arguments, str):  # some models write the arguments as a JSON string
-        try:
-            arguments = json.loads(arguments)
-        except json.JSONDecodeError:
-            raise ActionError("the tool call's arguments are not a JSON object") from None
-    if not isinstance(arguments, dict):
-        raise ActionError("the tool call's arguments must be an object")
-    return action_line, arguments
+    return action_line, parsed.calls[0].arguments
 
 
 def _point(value, screen: tuple[int, int], coordinate_type: str, what: str = "coordinate") -> tuple[int, int]:

@@ -9,11 +9,12 @@ and log-probs (``--dynamic-history``; :func:`slime.agentic.terminal.agent.turn_s
 
 The episode ends when the agent terminates (``DONE`` / ``FAIL``), after ``max_steps`` (truncated: upstream then sent
 FAIL, which solved every infeasible task by running out of steps; here nothing is sent and the evaluator sees a cut
-off episode), or after ``max_parse_errors`` responses without a valid action (failed; each one is shown to the agent
-as an error in place of the screen's change). Reward: +1 when the evaluator's score is 1, else -1.
+off episode), or after ``max_parse_errors`` responses without a valid action (failed: unparsable, or a call the
+environment refuses, e.g. an unknown action; each one is shown to the agent as an error). Reward: +1 when the evaluator's score is 1, else -1.
 
 Step rewards (``--step-judge rules``, :class:`GuiRuleJudge`): +1 for an action that ran and changed what the screen
 shows (or a terminate/wait), -1 for a parse error, an action error or an action that changed nothing on screen.
+``--step-judge llm`` (:class:`GuiLLMJudge`): the PRM engine's votes on the step with the screen text before and after.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 
 from slime.agentic import rewards
 from slime.agentic.env_service.client import EnvServiceError
-from slime.agentic.terminal.agent import EngineTurnPolicy, Turn, failed_sample, turn_sample
+from slime.agentic.terminal.agent import EngineTurnPolicy, Turn, failed_sample, tool_call_text, turn_sample
 from slime.utils.types import Sample
 
 from .actions import COMPUTER_USE, ActionError, parse_response
@@ -146,6 +147,8 @@ async def run_episode(policy, env, task_key: str, settings: AgentSettings, *, re
                              "error": True}
                 if reply.get("error"):
                     step.error = str(reply.get("observation", ""))
+                    if step.error.startswith("[TOOL_ERROR]"):  # a call the environment cannot run: no valid action
+                        episode.parse_errors += 1
                 if reply.get("done"):
                     step.special = reply.get("status")
                 else:
@@ -181,7 +184,7 @@ class GuiRuleJudge:
     def __init__(self, args=None):
         self.stats = {"steps": 0}
 
-    async def score_step(self, step: GuiStep) -> float:
+    async def score_step(self, step: GuiStep, *, instruction: str = "", step_index: int = 0, seed: int = 0) -> float:
         self.stats["steps"] += 1
         if step.error or step.arguments is None:
             return -1.0
@@ -190,14 +193,31 @@ class GuiRuleJudge:
         return 1.0 if step.screen_after != step.screen_before else -1.0
 
 
+class GuiLLMJudge:
+    """The LLM step judge on text: the PRM engine's m votes (`slime.agentic.prm.StepJudge`) on the step's response
+    with the screen's text before it as history and after it as the observation. (Upstream's judge sees the two
+    screenshots; that needs the VLM path.) A failed call or a reply without a vote leaves the step unjudged."""
+
+    def __init__(self, step_judge):
+        self.step_judge = step_judge
+
+    async def score_step(self, step: GuiStep, *, instruction: str = "", step_index: int = 0,
+                         seed: int = 0) -> float | None:
+        after = step.error or step.screen_after
+        return await self.step_judge.score(instruction, f"Screen text before the step:\n{step.screen_before}",
+                                           step.turn.text, f"Screen text after the step:\n{after}",
+                                           step_index=step_index, seed=seed)
+
+
 class StepJudging:
     """Starts one judgement per step as the episode goes and collects them after (in step order)."""
 
-    def __init__(self, judge):
-        self.judge, self.tasks = judge, []
+    def __init__(self, judge, instruction: str = "", seed: int = 0):
+        self.judge, self.instruction, self.seed, self.tasks = judge, instruction, seed, []
 
     async def on_step(self, episode: GuiEpisode, step: GuiStep) -> None:
-        self.tasks.append(asyncio.create_task(self.judge.score_step(step)))
+        self.tasks.append(asyncio.create_task(self.judge.score_step(
+            step, instruction=self.instruction, step_index=len(self.tasks), seed=self.seed)))
 
     async def scores(self) -> list[float | None]:
         return list(await asyncio.gather(*self.tasks)) if self.tasks else []
@@ -243,7 +263,12 @@ def task_of(sample: Sample) -> str:
 
 
 def service_options(args) -> dict:
-    return {"tasks_dir": args.gui_tasks_dir} if getattr(args, "gui_tasks_dir", None) else {}
+    """The `gui` provider's options for the pool servers the trainer starts: text observations (this loop reads the
+    text view only: no screenshot is sent), --gui-tasks-dir."""
+    options = {"observation": "text"}
+    if getattr(args, "gui_tasks_dir", None):
+        options["tasks_dir"] = args.gui_tasks_dir
+    return options
 
 
 def _client(args):
@@ -257,7 +282,7 @@ def _client(args):
 def step_judge(args):
     from slime.agentic.prm import judge_from_args
 
-    return judge_from_args(args, rules=GuiRuleJudge)
+    return judge_from_args(args, rules=GuiRuleJudge, llm=GuiLLMJudge)
 
 
 def _failed_sample(sample: Sample, tokenizer, task_key: str, error: str) -> list[Sample]:
@@ -276,7 +301,8 @@ async def generate(args, sample: Sample, sampling_params: dict) -> list[Sample]:
     seed = getattr(args, "rollout_seed", None) or getattr(args, "seed", 0) or 0
     request_id = f"{task_key}:{seed}:{sample.group_index}:{sample.index}:{time.time_ns()}"
     judge = step_judge(args)
-    judging = StepJudging(judge) if judge is not None else None
+    instruction = str((sample.metadata or {}).get("instruction", ""))
+    judging = StepJudging(judge, instruction, seed * 100_003 + (sample.index or 0)) if judge is not None else None
     try:
         async with _client(args) as env:
             episode = await run_episode(policy, env, task_key, AgentSettings.from_args(args), request_id=request_id,
@@ -303,9 +329,7 @@ async def reward_func(args, item: Sample | list[Sample]):
         score = 1.0 if accuracy == 1.0 else -1.0
         reward = {"score": score, "acc": accuracy, "truncated": float(meta.get("status") == "truncated"),
                   "parse_error": float(int(meta.get("parse_error_count", 0)) > 0)}
-        prm = rewards.attach_step_targets(meta, score, float(getattr(args, "prm_step_coef", 1.0)))
-        if prm and prm[0] is not None:
-            reward["prm_step_score"] = prm[0]
+        reward.update(rewards.step_reward_fields(meta, score, float(getattr(args, "prm_step_coef", 1.0))))
         out.append(reward)
     return out if isinstance(item, list) else out[0]
 
@@ -323,7 +347,7 @@ class ScriptedGuiPolicy:
         current = messages[-1]["content"]
         view = current.split("Screen text:\n", 1)[-1].split("\n\nPlease generate", 1)[0]
         step = self.steps.pop(0) if self.steps else {"action": "terminate", "status": "success"}
-        text = action_response(resolve(step, view), describe(step))
+        text = tool_call_text("computer_use", resolve(step, view), f"Action: {describe(step)}")
         data = text.encode()
         return Turn(input_ids=list(current.encode()[-64:]), output_ids=list(data), logprobs=[0.0] * len(data),
                     text=text, finish_reason="stop")
@@ -345,13 +369,5 @@ def describe(step: dict) -> str:
     return f"{str(action).replace('_', ' ').capitalize()}."
 
 
-def action_response(arguments: dict, action_line: str = "") -> str:
-    """A response in the format the loop reads: the Action line and one computer_use call."""
-    import json
-
-    call = json.dumps({"name": "computer_use", "arguments": arguments})
-    return f"Action: {action_line or arguments.get('action')}\n<tool_call>\n{call}\n</tool_call>"
-
-
-__all__ = ["AgentSettings", "GuiEpisode", "GuiRuleJudge", "GuiStep", "ScriptedGuiPolicy", "StepJudging", "action_response",
+__all__ = ["AgentSettings", "GuiEpisode", "GuiLLMJudge", "GuiRuleJudge", "GuiStep", "ScriptedGuiPolicy", "StepJudging",
            "build_messages", "describe", "episode_samples", "generate", "reward_func", "run_episode", "task_of"]

@@ -11,7 +11,8 @@ desktop) on the pool server's lease contract.
 * tool `computer_use` (the policy's action, :mod:`.actions`): run as pyautogui code on the desktop with a step
   timeout (a hung command is killed with what it started), then ``sleep_after_s`` for the screen to settle, then
   the observation. ``wait`` sleeps, ``terminate`` records DONE or FAIL and ends the episode (later actions: 409).
-  An action that cannot run (a malformed call) is an error observation, not an episode end.
+  An action that cannot run (a malformed call) is an error observation (no new screen: nothing ran), not an
+  episode end.
 * tool `observe`: the observation again, no action.
 * observation: ``{screenshot_b64 (PNG, full size), screen: [w, h], text_view (the OCR text, 0-999 coordinates)}``;
   `observation=screenshot|text|both` (default both) chooses what is sent.
@@ -138,8 +139,8 @@ class GuiProvider:
             return {"observation": "[TOOL_ERROR] computer_use: arguments must be an object", "error": True}
         try:
             step = to_step(arguments, env.screen)
-        except ActionError as e:
-            return {"observation": f"[TOOL_ERROR] computer_use: {e}", "error": True, **await self.observe(env)}
+        except ActionError as e:  # nothing ran, the screen is as the last observation showed it
+            return {"observation": f"[TOOL_ERROR] computer_use: {e}", "error": True}
         env.steps += 1
         if step.special in ("DONE", "FAIL"):
             env.last_special = step.special

@@ -106,6 +106,7 @@ def task_from_dict(data: dict, *, domain: str = "", path: Path | None = None) ->
     evaluator = data.get("evaluator")
     if not isinstance(evaluator, dict):
         raise TaskFormatError(f"{where}: 'evaluator' must be an object")
+    _check_steps(evaluator.get("postconfig", []), f"{where}: evaluator.postconfig")
     funcs = _funcs(evaluator)
     unknown = [f for f in funcs if f not in METRICS]
     if unknown:
@@ -132,8 +133,6 @@ def load_task(path: str | os.PathLike) -> GuiTask:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as e:
         raise TaskFormatError(f"{path}: {e}") from None
-    _check_steps(data.get("evaluator", {}).get("postconfig", []) if isinstance(data.get("evaluator"), dict) else [],
-                 f"{path}: evaluator.postconfig")
     return task_from_dict(data, domain=path.parent.name, path=path)
 
 

@@ -632,9 +632,6 @@ async def reward_func(args, item: Sample | list[Sample]):
         reward = {"score": score, "acc": float(resolved), "submitted": float(meta.get("patch_source") == "submitted"),
                   "format_error": float(int(meta.get("format_errors", 0)) > 0),
                   "truncated": float(meta.get("status") == "truncated")}
-        coef = float(getattr(args, "prm_step_coef", 1.0))
-        prm = rewards.attach_step_targets(meta, score, coef)  # the step_wise targets: outcome + coef * prm
-        if prm:
-            reward["prm_step_score"] = rewards.trajectory_score(score, prm, coef) - score
+        reward.update(rewards.step_reward_fields(meta, score, float(getattr(args, "prm_step_coef", 1.0))))
         out.append(reward)
     return out if isinstance(item, list) else out[0]

@@ -33,11 +33,14 @@ tree) and no network.
 from __future__ import annotations
 
 import asyncio
+import collections
 import io
+import math
 import os
 import shlex
 import tarfile
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -47,11 +50,11 @@ from slime.agentic.sandbox import SandboxLimits
 from slime.agentic.terminal.junit import MAX_REPORT_BYTES, report_of_file
 
 from . import repos
-from .evaluate import OUTPUT_TAIL_CHARS, SweEvaluation, verdict
+from .evaluate import OUTPUT_TAIL_CHARS, SweEvaluation, normalized_patch, verdict
 from .instances import SweInstance
 from .patches import validate_patch
 from .projects import Project, get_project
-from .testrun import JUNIT_FILE, MISSING, TESTBED, junit_id, pytest_argv, pytest_env
+from .testrun import JUNIT_FILE, MISSING, TESTBED, command_env, junit_id, output_tail, pytest_argv, pytest_env
 
 SWEBENCH, SWE_GYM, AUTO = "swebench", "swe-gym", "auto"
 # SWE-bench's images keep the project's environment in conda's `testbed`; their eval scripts activate it first
@@ -102,6 +105,27 @@ def tree_tar(root: str | os.PathLike) -> bytes:
     return buf.getvalue()
 
 
+_TARS: collections.OrderedDict[str, bytes] = collections.OrderedDict()
+_TARS_KEPT = 8  # a few repositories' trees (a few MB each): every episode opens two containers of the same one
+_TARS_LOCK = threading.Lock()
+
+
+def repository_tar(instance: SweInstance) -> bytes:
+    """The tar of a fresh checkout of `instance` at its base commit, made once per base commit (the tree depends on
+    nothing else) and kept for the last few, so the agent's and the evaluation's containers do not check out again."""
+    with _TARS_LOCK:
+        if instance.base_commit in _TARS:
+            _TARS.move_to_end(instance.base_commit)
+            return _TARS[instance.base_commit]
+    with tempfile.TemporaryDirectory(prefix="slime-swe-docker-") as tmp:
+        data = tree_tar(repos.checkout(instance, Path(tmp) / "testbed"))
+    with _TARS_LOCK:
+        _TARS[instance.base_commit] = data
+        while len(_TARS) > _TARS_KEPT:
+            _TARS.popitem(last=False)
+    return data
+
+
 def diff_command(base_commit: str) -> str:
     """Upstream's ``git add -A && git diff --cached``, against the base commit (changes the agent committed count),
     without bytecode or caches, and with nothing of the repository's config run (hooks, fsmonitor, external diff)."""
@@ -124,24 +148,16 @@ class DockerSweBackend:
         if self.user:
             check_user(self.user)
 
-    def command_env(self, project: Project | None) -> dict[str, str]:
-        env = {"HOME": "/tmp", "PYTHONDONTWRITEBYTECODE": "1", "GIT_PAGER": "cat", "PAGER": "cat"}
-        if project is not None:  # the package imports from the tree, as the editable install of an image does
-            env["PYTHONPATH"] = ":".join(os.path.normpath(os.path.join(TESTBED, r)) for r in project.import_roots)
-        return env
-
     def open(self, instance: SweInstance, labels: dict[str, str] | None = None) -> DockerSandbox:
         """A started container of `instance`'s image with its repository at /testbed at the base commit (sync: call
         it in a thread). SandboxError when the image is missing or the repository is not what the instance says."""
         project = shipped_project(instance)
         user = self.user or (None if project is not None else "root")
-        box = DockerSandbox(instance_image(instance, self.image), limits=self.limits, env=self.command_env(project),
+        box = DockerSandbox(instance_image(instance, self.image), limits=self.limits, env=command_env(project),
                             workdir=TESTBED, user=user, labels=labels, docker_host=self.docker_host)
         try:
             if project is not None:
-                with tempfile.TemporaryDirectory(prefix="slime-swe-docker-") as tmp:
-                    tree = repos.checkout(instance, Path(tmp) / "testbed")
-                    box.put_archive(TESTBED, tree_tar(tree))
+                box.put_archive(TESTBED, repository_tar(instance))
                 # `docker cp` of a tar on stdin leaves its entries root's whatever their owner (docker 20.10)
                 box.root_exec('chown -R "$1" "$2"', "%d:%d" % box.owner, TESTBED)
             else:
@@ -197,9 +213,9 @@ class DockerSweBackend:
             return result(False, "the instance lists no test")
         box = await asyncio.to_thread(self.open, instance, labels)
         try:
-            files = {"slime-eval/patch.diff": _text(patch or ""), "slime-eval/test.patch": _text(instance.test_patch)}
+            files = {"slime-eval/patch.diff": normalized_patch(patch or ""), "slime-eval/test.patch": normalized_patch(instance.test_patch)}
             if eval_script is not None:
-                files["slime-eval/eval.sh"] = _text(eval_script)
+                files["slime-eval/eval.sh"] = normalized_patch(eval_script)
             await asyncio.to_thread(box.put_archive, "/", tar_bytes(
                 {k: v.encode("utf-8", "surrogateescape") for k, v in files.items()},
                 dirs=["slime-eval", "slime-eval/results"]))
@@ -215,13 +231,13 @@ class DockerSweBackend:
                         "the test patch does not apply after the patch"
                     problem = (applied.stderr or applied.stdout).strip()[-1000:]
                     return result(False, f"{what}: {problem}", {t: MISSING for t in tests})
-            limits = replace(box.limits, timeout_s=timeout, cpu_seconds=max(box.limits.cpu_seconds, int(timeout) + 1))
+            limits = replace(box.limits, timeout_s=timeout, cpu_seconds=max(box.limits.cpu_seconds, math.ceil(timeout) + 1))
             if eval_script is not None:  # upstream's: the script applies the tests, runs them, and its status decides
                 run = await box.run(["bash", "-c", CONDA_PREAMBLE + 'exec bash "$1"', "slime-eval",
                                      f"{EVAL_DIR}/eval.sh"], limits=limits)
                 reason = (f"the eval script timed out after {timeout:g} s" if run.timed_out else
                           "" if run.exit_code == 0 else f"the eval script exited with {run.exit_code}")
-                return result(not reason, reason, {}, run.timed_out, _tail(run))
+                return result(not reason, reason, {}, run.timed_out, output_tail(run, OUTPUT_TAIL_CHARS))
             if project is not None:
                 argv, env = pytest_argv(project, tests, box.python, results_dir=RESULTS_DIR), pytest_env()
             else:
@@ -237,19 +253,10 @@ class DockerSweBackend:
             got = report.outcomes()
             outcomes = {t: got.get(junit_id(t), MISSING) for t in tests}
             reason = verdict(tests, outcomes, timed_out=run.timed_out, report_problem=report.reason, timeout=timeout)
-            return result(not reason, reason, outcomes, run.timed_out, _tail(run))
+            return result(not reason, reason, outcomes, run.timed_out, output_tail(run, OUTPUT_TAIL_CHARS))
         finally:
             await asyncio.to_thread(box.close)
 
 
-def _text(text: str) -> str:
-    return text if not text or text.endswith("\n") else text + "\n"
-
-
-def _tail(run) -> str:
-    text = run.stdout + (f"\n[stderr]\n{run.stderr}" if run.stderr else "")
-    return text[-OUTPUT_TAIL_CHARS:]
-
-
-__all__ = ["AUTO", "CONDA_PREAMBLE", "SWEBENCH", "SWE_GYM", "DockerSweBackend", "diff_command", "instance_image",
+__all__ = ["AUTO", "repository_tar", "CONDA_PREAMBLE", "SWEBENCH", "SWE_GYM", "DockerSweBackend", "diff_command", "instance_image",
            "shipped_project", "tree_tar"]

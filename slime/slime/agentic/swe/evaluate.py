@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from slime.agentic.sandbox import SandboxLimits, UidPool, _run_coroutine
+from slime.agentic.sandbox import SandboxLimits, UidPool
 
 from . import repos
 from .instances import SweInstance
@@ -62,14 +62,15 @@ class SweEvaluation:
                 "outcomes": dict(self.outcomes), "duration_s": round(self.duration_s, 3), "timed_out": self.timed_out}
 
 
-def _normalized(patch: str) -> str:
+def normalized_patch(patch: str) -> str:
+    """`patch` ending with a newline (git apply needs one; a patch typed by an agent may lack it)."""
     return patch if patch.endswith("\n") else patch + "\n"
 
 
 def _apply(tree: Path, patch: str, *, check_only: bool = False) -> str | None:
     """git apply (or --check) in `tree`; None on success, else git's message."""
     args = ["apply", "--whitespace=nowarn"] + (["--check"] if check_only else []) + ["-"]
-    proc = repos.git(*args, cwd=tree, input=_normalized(patch), check=False)
+    proc = repos.git(*args, cwd=tree, input=normalized_patch(patch), check=False)
     if proc.returncode == 0:
         return None
     return proc.stderr.decode(errors="replace").strip()[-1000:] or f"git apply exited with {proc.returncode}"
@@ -135,14 +136,6 @@ async def evaluate_patch(instance: SweInstance, patch: str, **kwargs) -> SweEval
     return await run_instance(instance, patch, **kwargs)
 
 
-def evaluate_patch_sync(instance: SweInstance, patch: str, **kwargs) -> SweEvaluation:
-    return _run_coroutine(evaluate_patch(instance, patch, **kwargs))
-
-
-def run_instance_sync(instance: SweInstance, patch: str | None = None, **kwargs) -> SweEvaluation:
-    return _run_coroutine(run_instance(instance, patch, **kwargs))
-
-
 def working_tree_diff(tree: str | os.PathLike, instance: SweInstance) -> str:
     """The agent's changes in `tree` against the instance's base commit, as upstream's ``git add -A && git diff
     --cached`` gives them, but read through a fresh git directory of ours (the tree's own ``.git`` is never used:
@@ -164,5 +157,5 @@ def working_tree_diff(tree: str | os.PathLike, instance: SweInstance) -> str:
     return out.decode("utf-8", "surrogateescape")
 
 
-__all__ = ["SweEvaluation", "evaluate_patch", "evaluate_patch_sync", "run_instance", "run_instance_sync", "verdict",
+__all__ = ["SweEvaluation", "evaluate_patch", "normalized_patch", "run_instance", "verdict",
            "working_tree_diff"]

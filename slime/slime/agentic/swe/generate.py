@@ -9,8 +9,8 @@ For every pinned project (:mod:`.projects`), in the store's upstream tree (:mod:
    runs, are not among the project's ``unreliable`` (timing-sensitive) tests, and whose ids are stable (not
    parametrized over a set, ids that never changed between runs);
 2. every mutation site of the project's source (:mod:`.mutations`) is listed; the seed shuffles each operator's
-   sites and the operators are taken in turn, so the bugs spread over operators and over the code (at most one
-   bug per function);
+   sites and the operators are taken in turn, so the bugs spread over operators and over the code (one bug per
+   function first; a second one only once every function had its chance, ``MAX_PER_FUNCTION``);
 3. for each mutant the whole suite runs in the sandbox (:mod:`.testrun`). A mutant is kept when it breaks between
    1 and ``--max-broken`` (10) candidate tests, collects the same tests (no import or collection error), does not
    time out, and a second run breaks exactly the same tests; the broken tests are FAIL_TO_PASS;

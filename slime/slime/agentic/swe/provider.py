@@ -46,7 +46,7 @@ from . import repos
 from .docker_backend import AUTO, CONDA_PREAMBLE, DockerSweBackend
 from .evaluate import evaluate_patch, working_tree_diff
 from .instances import SHIPPED_INSTANCES, InstanceFormatError, SweInstance, load_instances
-from .testrun import TESTBED
+from .testrun import TESTBED, command_env
 
 DEFAULT_INSTANCES = SHIPPED_INSTANCES
 INSTANCES_ENV = "SWE_INSTANCES"
@@ -134,11 +134,6 @@ class SweProvider:
             raise ProviderError(404, f"no instance {instance_id!r} in {self.instances_path}", code="UNKNOWN_INSTANCE")
         return self.instances[instance_id]
 
-    def command_env(self, instance: SweInstance) -> dict[str, str]:
-        roots = repos.project_of(instance).import_roots
-        return {"HOME": "/tmp", "PYTHONDONTWRITEBYTECODE": "1", "GIT_PAGER": "cat", "PAGER": "cat",
-                "PYTHONPATH": ":".join(os.path.normpath(os.path.join(TESTBED, r)) for r in roots)}
-
     async def reset(self, lease: LeaseContext, request: dict) -> tuple[SweEnv, dict]:
         instance = self.instance_for(lease, request.get("task_meta") or {})
         if self.docker is not None:
@@ -155,7 +150,7 @@ class SweProvider:
                 raise ProviderError(422, f"{instance.instance_id}: {e}", code="SETUP_FAILED") from None
             # the sandbox chowns the tree to its uid (git in the sandbox then owns its repository) and back at close
             box = await asyncio.to_thread(sb.Sandbox, tree, limits=self.limits, mount_at=TESTBED,
-                                          env=self.command_env(instance))
+                                          env=command_env(repos.project_of(instance)))
             env = SweEnv(instance, tree, box, lease.lease_id)
         return env, {"instance_id": instance.instance_id, "repo": instance.repo,
                      "problem_statement": instance.problem_statement, "user_msg": instance.problem_statement,
@@ -242,7 +237,11 @@ class SweProvider:
         env.evaluated = True
         source = "submitted"
         if patch is None:
-            (patch, _), source = await self.tree_diff(env), "git_diff_fallback"
+            (patch, problem), source = await self.tree_diff(env), "git_diff_fallback"
+            if problem:  # no patch to evaluate: say why rather than "not resolved" alone
+                return {"score": -1.0, "resolved": False, "patch_source": source, "patch_chars": 0,
+                        "reason": f"the fallback diff failed: {problem}", "instance_id": env.instance.instance_id,
+                        "outcomes": {}, "output_tail": ""}
         timeouts = request.get("task_timeouts") or {}
         limit = timeouts.get("eval") if isinstance(timeouts, dict) else None
         timeout = float(limit) if isinstance(limit, (int, float)) and limit > 0 else self.eval_timeout_s

@@ -55,6 +55,24 @@ def pytest_env() -> dict[str, str]:
     }
 
 
+def command_env(project: Project | None) -> dict[str, str]:
+    """The environment of an agent's commands on a tree at /testbed: HOME=/tmp (nothing of a tool's lands in the
+    tree), no bytecode, no pager; for a pinned project, PYTHONPATH = its import roots under /testbed (the package
+    imports from the tree, as the editable install of a SWE-bench image does)."""
+    env = {"HOME": "/tmp", "PYTHONDONTWRITEBYTECODE": "1", "GIT_PAGER": "cat", "PAGER": "cat"}
+    if project is not None:
+        env["PYTHONPATH"] = ":".join(os.path.normpath(os.path.join(TESTBED, r)) for r in project.import_roots)
+    return env
+
+
+def output_tail(result: SandboxResult | None, limit: int = 4000) -> str:
+    """The end of a run's output: stdout, then stderr after a marker."""
+    if result is None:
+        return ""
+    text = result.stdout + (f"\n[stderr]\n{result.stderr}" if result.stderr else "")
+    return text[-limit:]
+
+
 def junit_id(nodeid: str) -> str:
     """pytest node id -> the JUnit report's ``classname::name`` (``a/b.py::C::t[x]`` -> ``a.b.C::t[x]``)."""
     head, bracket, params = nodeid.partition("[")
@@ -79,10 +97,7 @@ class PytestRun:
         return bool(self.result and self.result.timed_out)
 
     def output_tail(self, limit: int = 4000) -> str:
-        if self.result is None:
-            return ""
-        text = self.result.stdout + (f"\n[stderr]\n{self.result.stderr}" if self.result.stderr else "")
-        return text[-limit:]
+        return output_tail(self.result, limit)
 
 
 def pytest_argv(project: Project, args: Sequence[str], python: str, *, results_dir: str = RESULTS) -> list[str]:
@@ -138,15 +153,5 @@ class TreeRunner:
         self.close()
 
 
-async def run_tests(tree: str | os.PathLike, project: Project, tests: Sequence[str], *,
-                    timeout: float = DEFAULT_TIMEOUT_S, **kwargs) -> PytestRun:
-    """One shot: exactly `tests` (node ids) on `tree` in a fresh sandbox."""
-    runner = TreeRunner(tree, project, **kwargs)
-    try:
-        return await runner.run(list(tests), timeout=timeout, requested=tests)
-    finally:
-        runner.close()
-
-
-__all__ = ["MISSING", "TESTBED", "PytestRun", "TreeRunner", "junit_id", "pytest_argv",
-           "pytest_env", "run_tests"]
+__all__ = ["MISSING", "TESTBED", "PytestRun", "TreeRunner", "command_env", "junit_id", "output_tail",
+           "pytest_argv", "pytest_env"]

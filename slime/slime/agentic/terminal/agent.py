@@ -471,8 +471,6 @@ async def reward_func(args, item: Sample | list[Sample]):
                   "parse_error": float(int(meta.get("parse_error_count", 0)) > 0),
                   "truncated": float(meta.get("status") == "truncated")}
         # the step_wise estimator's target of this turn: outcome + coef * prm (unjudged: the outcome alone)
-        prm = rewards.attach_step_targets(meta, score, float(getattr(args, "prm_step_coef", 1.0)))
-        if prm and prm[0] is not None:
-            reward["prm_turn_score"] = prm[0]
+        reward.update(rewards.step_reward_fields(meta, score, float(getattr(args, "prm_step_coef", 1.0))))
         out.append(reward)
     return out if isinstance(item, list) else out[0]

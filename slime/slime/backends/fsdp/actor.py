@@ -73,8 +73,9 @@ class FSDPActor:
         from transformers import AutoConfig
 
         config = AutoConfig.from_pretrained(str(model_path))
-        self.is_vision = (getattr(config, "vision_config", None) is not None
-                          and getattr(config, "image_token_id", None) is not None)
+        from slime.models.vision import is_vision_config
+
+        self.is_vision = is_vision_config(config)
         self.vision_spec = self.image_token_id = None
         if self.is_vision:
             from slime.models.vision import spec_for_model
