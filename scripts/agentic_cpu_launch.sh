@@ -81,24 +81,40 @@ agentic_cpu_sft_eval() {
     fi
 }
 
-# _agentic_cpu_run MODE ENTRY LAYOUT SUMMARY "$@": the dry run (the layout line, the summary, the command) or exec
+# _agentic_cpu_run MODE ENTRY LAYOUT SUMMARY "$@": the dry run (the layout line, the summary, the command) or exec;
+# TRAINER_PROCS > 1 (a caller's choice, default 1) runs the trainer as that many torchrun ranks on a free loopback port
 _agentic_cpu_run() {
-    local mode=$1 entry=$2 layout=$3 summary=$4
+    local mode=$1 entry=$2 layout=$3 summary=$4 procs=${TRAINER_PROCS:-1} launcher
     shift 4
+    if ! [[ "$procs" =~ ^[1-9][0-9]*$ ]]; then
+        echo "error: TRAINER_PROCS must be a positive integer, got '$procs'" >&2; exit 2
+    fi
+    launcher="python $entry"
+    if [ "$procs" -gt 1 ]; then
+        launcher="torchrun --nproc_per_node=$procs --master_port PORT $entry"
+    fi
     if [ "$DRY_RUN" = 1 ]; then
         # the layout line travels as the first argument: the flags are sys.argv[2:]
         python - "$layout" "${ARGS[@]}" "$@" <<<"import shlex, sys
 from slime.utils.arguments import parse_args
-args = parse_args(sys.argv[2:], mode='$mode', world_size=1)
+args = parse_args(sys.argv[2:], mode='$mode', world_size=$procs)
 print(sys.argv[1])
 $summary
-print('python $entry ' + shlex.join(sys.argv[2:]))"
+print('$launcher ' + shlex.join(sys.argv[2:]))"
         exit 0
+    fi
+    if [ "$procs" -gt 1 ]; then
+        exec torchrun --nproc_per_node="$procs" --master_port "$(python -c 'import socket; s = socket.socket()
+s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')" "$entry" "${ARGS[@]}" "$@"
     fi
     exec python "$entry" "${ARGS[@]}" "$@"
 }
 
-_AGENTIC_CPU_LAYOUT="layout: CPU, 1 trainer process (rank 0, no torchrun), the embedded engine as its child process"
+if [ "${TRAINER_PROCS:-1}" = 1 ]; then
+    _AGENTIC_CPU_LAYOUT="layout: CPU, 1 trainer process (rank 0, no torchrun), the embedded engine as its child process"
+else
+    _AGENTIC_CPU_LAYOUT="layout: CPU, ${TRAINER_PROCS} trainer processes (torchrun ranks; rank 0 runs the rollout), the embedded engine as rank 0's child process"
+fi
 
 agentic_cpu_launch() {
     local layout=$1 summary

@@ -20,16 +20,19 @@ METHOD_FOLDERS = ("openclaw-rl", "openclaw-opd", "openclaw-combine", "terminal-r
 ENTRY_POINTS = {"run_binary_rl.sh", "run_opd_training.sh", "run_combine_training.sh",
                 "run_toolcall_agent.sh",  # the tool-call entry point: tests/unit/test_toolcall_scripts.py
                 "run_terminal_agent.sh",  # the terminal entry point: tests/unit/test_terminal_scripts.py
-                "run_swe_agent.sh"}  # the SWE entry point: tests/unit/test_swe_scripts.py
+                "run_swe_agent.sh",  # the SWE entry point: tests/unit/test_swe_scripts.py
+                "run_gui_agent.sh"}  # the GUI entry point: tests/unit/test_gui_scripts.py
 GPU_SCRIPTS = sorted(str(p.relative_to(REPO)) for folder in METHOD_FOLDERS for p in (REPO / folder).glob("run_*.sh")
                      if not p.name.startswith("run_cpu_") and p.name not in ENTRY_POINTS)
 # the agentic settings' GPU scripts (no conversation method): their own tests at the end of this file
 AGENTIC_GPU_SCRIPTS = ("toolcall-rl/run_qwen3_4b_retool.sh", "terminal-rl/run_qwen3_8b_terminal.sh",
-                       "swe-rl/run_qwen3_8b_swe.sh")  # their shared body: scripts/agentic_gpu_launch.sh
+                       "swe-rl/run_qwen3_8b_swe.sh",  # their shared body: scripts/agentic_gpu_launch.sh
+                       "gui-rl/run_qwen3vl_8b_gui.sh")  # its dry run: tests/unit/test_gui_scripts.py
 CONVERSATION_GPU_SCRIPTS = [s for s in GPU_SCRIPTS if s not in AGENTIC_GPU_SCRIPTS]
 LAYOUT_VARS = ("NUM_GPUS", "ACTOR_GPUS", "ROLLOUT_GPUS", "PRM_GPUS", "ROLLOUT_TP", "PRM_TP", "TRAIN_TP", "TP",
                "NNODES", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT", "DRY_RUN", "CUDA_VISIBLE_DEVICES", "PORT", "HOST",
-               "ENV_SERVER_URL", "INSTANCES", "PROMPT_DATA", "SWE_BACKEND", "SWE_IMAGE", "SWE_MAX_CONCURRENT")
+               "ENV_SERVER_URL", "INSTANCES", "PROMPT_DATA", "SWE_BACKEND", "SWE_IMAGE", "SWE_MAX_CONCURRENT",
+               "STEP_JUDGE", "PRM_CKPT", "MAX_PIXELS", "TRAINER_PROCS")
 
 # what each script must select: (conversation method, loss function or None, advantage estimator)
 METHODS = {
@@ -165,6 +168,9 @@ def test_two_nodes_of_eight():
     ("swe-rl/run_qwen3_8b_swe.sh", dict(SWE_MAX_CONCURRENT="x"), "SWE_MAX_CONCURRENT must be a non-negative integer"),
     ("swe-rl/run_qwen3_8b_swe.sh", dict(SWE_MAX_CONCURRENT="0"), "SWE_MAX_CONCURRENT must be at least 1"),
     ("swe-rl/run_qwen3_8b_swe.sh", dict(SWE_BACKEND="podman"), "--swe-backend: invalid choice: 'podman'"),
+    ("gui-rl/run_qwen3vl_8b_gui.sh", dict(ROLLOUT_GPUS="6"), "exceeds NUM_GPUS=8 x NNODES=1 = 8"),
+    ("gui-rl/run_qwen3vl_8b_gui.sh", dict(PRM_TP="x"), "PRM_TP must be a non-negative integer, got 'x'"),
+    ("gui-rl/run_qwen3vl_8b_gui.sh", dict(STEP_JUDGE="llm"), "STEP_JUDGE=llm needs PRM_CKPT"),
 ])
 def test_impossible_layouts_fail_up_front(script, env, message, tmp_path):
     done = _run(script, "--dry-run", RUN_DIR=str(tmp_path / "run"), **env)

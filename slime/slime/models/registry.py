@@ -11,12 +11,13 @@ _ALIASES = {
     "huggingfacetb/smollm2-135m-instruct": "smollm2",
     "tiny": "tiny",
     "tiny-digits": "tiny-digits",
+    "tiny-vlm": "tiny-vlm",
 }
 
 
 def resolve_model_path(model: str | Path = EMBEDDED_DEFAULT) -> Path:
     """`smollm2` (the embedded default), `tiny` (random-weight test model), `tiny-digits` (tiny, warm-started
-    for the digit task) or any HF model folder."""
+    for the digit task), `tiny-vlm` (a random-weight Qwen2.5-VL: tests of the vision path) or any HF model folder."""
     path = Path(model).expanduser()
     if path.is_dir():
         if not (path / "config.json").exists():
@@ -35,6 +36,10 @@ def resolve_model_path(model: str | Path = EMBEDDED_DEFAULT) -> Path:
         from slime.tasks.digits import build_digit_policy
 
         return build_digit_policy()
+    if kind == "tiny-vlm":
+        from slime.models.tiny_vlm import build_tiny_vlm
+
+        return build_tiny_vlm()
     raise FileNotFoundError(
         f"unknown model {model!r}: give a HF model folder (config.json + weights + tokenizer), "
         f"or one of the built-in names {sorted(set(_ALIASES))}. There is no model hub on this machine."

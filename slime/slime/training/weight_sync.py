@@ -91,6 +91,8 @@ def merge_lora_folder(adapter_folder: Path, base: str) -> Path:
     out = adapter_folder / "merged"
     merged.save_pretrained(str(out), safe_serialization=True)
     AutoTokenizer.from_pretrained(str(base_path)).save_pretrained(str(out))
+    if (Path(base_path) / "preprocessor_config.json").exists():  # a vision-language model's image preprocessing
+        shutil.copyfile(Path(base_path) / "preprocessor_config.json", out / "preprocessor_config.json")
     return out
 
 

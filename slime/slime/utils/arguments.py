@@ -320,6 +320,12 @@ def _add_algorithm_flags(g):
     g.add_argument("--swe-instances", default=None,
                    help="SWE agents: the instances (SWE-bench JSONL) the started pool servers serve (env SWE_INSTANCES; "
                         "default swe-rl/data/instances.jsonl)")
+    g.add_argument("--gui-observation", choices=["text", "screenshot"], default=None,
+                   help="GUI agent: what the policy sees of the screen: its OCR text view (a text model; default) or "
+                        "screenshots (a vision-language model, e.g. Qwen2.5-VL); env GUI_OBSERVATION")
+    g.add_argument("--gui-screenshot-max-pixels", type=int, default=None,
+                   help="GUI agent with screenshots: scale each screenshot down to at most this many pixels before the "
+                        "policy sees it (fewer image tokens; coordinates are relative); default: as the desktop sends")
     g.add_argument("--gui-tasks-dir", default=None,
                    help="GUI agents: the OSWorld-format task folders (<domain>/<id>.json) the started pool servers "
                         "serve (env GUI_TASKS_DIR; default gui-rl/tasks)")

@@ -1,11 +1,14 @@
-"""The GUI agent loop (upstream's `generate_with_gui` and its Qwen3-VL agent), for a text policy: the screen is given
-as its OCR text view (each text line with its position in the 0-999 coordinates the policy clicks with).
+"""The GUI agent loop (upstream's `generate_with_gui` and its Qwen3-VL agent). The screen is given as a screenshot
+(``observation="screenshot"``, a vision-language policy: :class:`slime.agentic.vision_policy.VisionTurnPolicy`) or
+as its OCR text view (``"text"``: each text line with its position in the 0-999 coordinates the policy clicks with).
 
 Per step the messages are rebuilt as upstream builds them: the system prompt (the `computer_use` tool and the
 response format: one ``Action:`` line, then exactly one ``<tool_call>``), the last ``history - 1`` steps as (user:
 that step's screen, assistant: that step's whole response), then the current screen with the instruction and every
-earlier step's ``Action:`` line. One sample per step with the exact prompt ids the engine saw and its sampled ids
-and log-probs (``--dynamic-history``; :func:`slime.agentic.terminal.agent.turn_sample`).
+earlier step's ``Action:`` line; so a screenshot policy sees the last ``history`` screenshots. One sample per step
+with the exact prompt ids the engine saw, its sampled ids and log-probs (``--dynamic-history``;
+:func:`slime.agentic.terminal.agent.turn_sample`) and, for a screenshot policy, the step's screenshots in the order
+of their image pads (``Sample.multimodal_inputs``: the trainer scores exactly what the engine saw).
 
 The episode ends when the agent terminates (``DONE`` / ``FAIL``), after ``max_steps`` (truncated: upstream then sent
 FAIL, which solved every infeasible task by running out of steps; here nothing is sent and the evaluator sees a cut
@@ -13,8 +16,11 @@ off episode), or after ``max_parse_errors`` responses without a valid action (fa
 environment refuses, e.g. an unknown action; each one is shown to the agent as an error). Reward: +1 when the evaluator's score is 1, else -1.
 
 Step rewards (``--step-judge rules``, :class:`GuiRuleJudge`): +1 for an action that ran and changed what the screen
-shows (or a terminate/wait), -1 for a parse error, an action error or an action that changed nothing on screen.
-``--step-judge llm`` (:class:`GuiLLMJudge`): the PRM engine's votes on the step with the screen text before and after.
+shows (or a terminate/wait), -1 for a parse error, an action error or an action that changed nothing on screen
+(the OCR text view: the pool servers send it to the judge also for a screenshot policy).
+``--step-judge llm``: the PRM engine's votes on the step with the screen before and after it: the two screenshots in
+the judge's request (:class:`GuiVLMJudge`, upstream's; a vision-language PRM) for a screenshot policy, the two text
+views (:class:`GuiLLMJudge`) for a text policy.
 """
 
 from __future__ import annotations
@@ -31,16 +37,27 @@ from slime.agentic.terminal.agent import EngineTurnPolicy, Turn, failed_sample, 
 from slime.utils.types import Sample
 
 from .actions import COMPUTER_USE, ActionError, parse_response
+from .observation import downscale_png
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_STEPS = 15  # upstream's GUI_MAX_STEPS
 DEFAULT_HISTORY = 3  # upstream's max_image_history_length: the current screen and 2 earlier steps
 DEFAULT_MAX_PARSE_ERRORS = 3
+OBSERVATIONS = ("text", "screenshot")
 SYSTEM_PROMPT = (
     "You are a computer-use agent. You operate a Linux desktop with a mouse and keyboard through the computer_use "
     "tool to complete the user's instruction. You see the screen as text: each line is `[x, y] text`, the centre of "
     "a line of text on the screen in coordinates from 0 to 999 (the screen is 1000x1000 in these units).\n\n"
+    "Answer with exactly one line `Action: <what you do, in a few words>` and then exactly one tool call:\n"
+    "<tool_call>\n{\"name\": \"computer_use\", \"arguments\": {\"action\": \"left_click\", \"coordinate\": [x, y]}}\n"
+    "</tool_call>\n"
+    "Nothing else. When the task is complete, call terminate with status success; when it cannot be done, call "
+    "terminate with status failure.")
+SCREENSHOT_SYSTEM_PROMPT = (
+    "You are a computer-use agent. You operate a Linux desktop with a mouse and keyboard through the computer_use "
+    "tool to complete the user's instruction. You see screenshots of the screen; coordinates go from 0 to 999 "
+    "across the screenshot's width and height, whatever its size in pixels.\n\n"
     "Answer with exactly one line `Action: <what you do, in a few words>` and then exactly one tool call:\n"
     "<tool_call>\n{\"name\": \"computer_use\", \"arguments\": {\"action\": \"left_click\", \"coordinate\": [x, y]}}\n"
     "</tool_call>\n"
@@ -55,14 +72,31 @@ def screen_message(observation: dict, note: str = "") -> str:
     return (f"{note}\n" if note else "") + f"Screen text:\n{view}"
 
 
+def screen_content(observation: dict, settings: "AgentSettings", note: str = "", text: str = "") -> str | list[dict]:
+    """A user message's content for one screen: its text view, or its screenshot (an image part); then `note` (an
+    error of the last response) and `text`."""
+    if settings.observation == "text":
+        return screen_message(observation, note) + (f"\n\n{text}" if text else "")
+    from slime.agentic.vision_policy import image_part
+
+    image = observation.get("screenshot_b64")
+    if not image:
+        raise ValueError("a screenshot policy needs screenshots: the gui provider's observation must be screenshot "
+                         "or both")
+    words = "\n".join(part for part in (note, text) if part)
+    return [image_part(image)] + ([{"type": "text", "text": words}] if words else [])
+
+
 @dataclass
 class GuiStep:
     turn: Turn
     action_line: str = ""
     arguments: dict | None = None
     error: str = ""  # a parse or action error, shown to the agent
-    screen_before: str = ""
+    screen_before: str = ""  # the text views
     screen_after: str = ""
+    image_before: str = ""  # the screenshots (base64 PNG) a screenshot policy and its judge see
+    image_after: str = ""
     special: str | None = None
 
 
@@ -86,25 +120,39 @@ class AgentSettings:
     max_steps: int = DEFAULT_MAX_STEPS
     history: int = DEFAULT_HISTORY
     max_parse_errors: int = DEFAULT_MAX_PARSE_ERRORS
-    system_prompt: str = SYSTEM_PROMPT
+    observation: str = "text"  # or "screenshot" (a vision-language policy)
+    screenshot_max_pixels: int | None = None  # screenshots are scaled down to this many pixels (None: as sent)
+    system_prompt: str = ""  # "": the observation's own (SYSTEM_PROMPT / SCREENSHOT_SYSTEM_PROMPT)
+
+    def __post_init__(self):
+        if self.observation not in OBSERVATIONS:
+            raise ValueError(f"observation must be one of {', '.join(OBSERVATIONS)}, got {self.observation!r}")
+
+    @property
+    def prompt(self) -> str:
+        return self.system_prompt or (SYSTEM_PROMPT if self.observation == "text" else SCREENSHOT_SYSTEM_PROMPT)
 
     @classmethod
     def from_args(cls, args) -> AgentSettings:
+        pixels = getattr(args, "gui_screenshot_max_pixels", None) or os.environ.get("GUI_SCREENSHOT_MAX_PIXELS")
         return cls(max_steps=int(getattr(args, "max_turns", None) or os.environ.get("GUI_MAX_STEPS")
                                  or DEFAULT_MAX_STEPS),
-                   max_parse_errors=int(getattr(args, "max_parse_errors", None) or DEFAULT_MAX_PARSE_ERRORS))
+                   max_parse_errors=int(getattr(args, "max_parse_errors", None) or DEFAULT_MAX_PARSE_ERRORS),
+                   observation=getattr(args, "gui_observation", None) or os.environ.get("GUI_OBSERVATION") or "text",
+                   screenshot_max_pixels=int(pixels) if pixels else None)
 
 
 def build_messages(instruction: str, steps: list[GuiStep], observation: dict, settings: AgentSettings) -> list[dict]:
-    """Upstream's per-step messages (module docstring), with screens as text."""
-    messages = [{"role": "system", "content": settings.system_prompt}]
+    """Upstream's per-step messages (module docstring), with screens as text or screenshots."""
+    messages = [{"role": "system", "content": settings.prompt}]
     for step in steps[len(steps) - (settings.history - 1):] if settings.history > 1 else []:
-        messages.append({"role": "user", "content": screen_message({"text_view": step.screen_before})})
+        seen = {"text_view": step.screen_before, "screenshot_b64": step.image_before}
+        messages.append({"role": "user", "content": screen_content(seen, settings)})
         messages.append({"role": "assistant", "content": step.turn.text})
     previous = "\n".join(f"Step {i + 1}: {s.action_line or '(no valid action)'}" for i, s in enumerate(steps))
     note = f"Your last response could not be run: {steps[-1].error}" if steps and steps[-1].error else ""
-    messages.append({"role": "user", "content": screen_message(observation, note) + "\n\n" + STEP_PROMPT.format(
-        instruction=instruction, previous=previous or "None")})
+    messages.append({"role": "user", "content": screen_content(observation, settings, note, STEP_PROMPT.format(
+        instruction=instruction, previous=previous or "None"))})
     return messages
 
 
@@ -115,7 +163,7 @@ async def run_episode(policy, env, task_key: str, settings: AgentSettings, *, re
     episode = GuiEpisode(task_key)
     lease = (await env.allocate(task_key, request_id))["lease_id"]
     try:
-        observation = await env.reset(lease, {"task": task_key})
+        observation = _scaled(await env.reset(lease, {"task": task_key}), settings)
         instruction = observation.get("instruction", "")
         while True:
             if len(episode.steps) >= settings.max_steps:
@@ -126,7 +174,8 @@ async def run_episode(policy, env, task_key: str, settings: AgentSettings, *, re
             if turn is None:
                 episode.status, episode.stop_reason = "truncated", "context_full"
                 break
-            step = GuiStep(turn, screen_before=observation.get("text_view", ""))
+            step = GuiStep(turn, screen_before=observation.get("text_view", ""),
+                           image_before=observation.get("screenshot_b64", ""))
             episode.steps.append(step)
             if turn.finish_reason == "abort":
                 episode.status, episode.stop_reason = "aborted", "engine_abort"
@@ -152,9 +201,11 @@ async def run_episode(policy, env, task_key: str, settings: AgentSettings, *, re
                 if reply.get("done"):
                     step.special = reply.get("status")
                 else:
-                    observation = {**observation, **{k: v for k, v in reply.items() if k in ("text_view", "screen",
-                                                                                           "screenshot_b64")}}
+                    observation = {**observation, **_scaled({k: v for k, v in reply.items()
+                                                             if k in ("text_view", "screen", "screenshot_b64")},
+                                                            settings)}
             step.screen_after = observation.get("text_view", "")
+            step.image_after = observation.get("screenshot_b64", "")
             if on_step is not None:
                 await on_step(episode, step)
             if step.special:
@@ -173,6 +224,16 @@ async def run_episode(policy, env, task_key: str, settings: AgentSettings, *, re
         except Exception as e:  # the result stands; the service's reaper frees the lease
             logger.warning("gui agent: closing lease %s failed: %r", lease, e)
     return episode
+
+
+def _scaled(observation: dict, settings: AgentSettings) -> dict:
+    """The observation with its screenshot scaled to the setting's size (only a screenshot policy keeps one)."""
+    if settings.observation != "screenshot":
+        return {k: v for k, v in observation.items() if k != "screenshot_b64"}
+    if observation.get("screenshot_b64"):
+        observation = {**observation,
+                       "screenshot_b64": downscale_png(observation["screenshot_b64"], settings.screenshot_max_pixels)}
+    return observation
 
 
 # ------------------------------------------------------------------------------------------------ step rewards
@@ -207,6 +268,46 @@ class GuiLLMJudge:
         return await self.step_judge.score(instruction, f"Screen text before the step:\n{step.screen_before}",
                                            step.turn.text, f"Screen text after the step:\n{after}",
                                            step_index=step_index, seed=seed)
+
+
+def data_url(image_b64: str) -> dict:
+    """An OpenAI chat `image_url` part of a base64 PNG (the judge's request carries the screenshots themselves)."""
+    return {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{image_b64}"}}
+
+
+def vlm_judge_messages(instruction: str, step: GuiStep, step_index: int) -> list[dict]:
+    """The PRM's chat messages for one step as upstream's GUI judge frames it: the instruction, the screenshot before
+    the action, the agent's response, the screenshot after it (the same screen when nothing ran, with the error)."""
+    from slime.agentic.prm import SYSTEM
+
+    after_words = (f"The action could not be run: {step.error[:500]}\nScreenshot after it (unchanged):"
+                   if step.error else "Screenshot after the action:")
+    content = [
+        {"type": "text", "text": f"Problem:\n{instruction[:3000]}\n\nStep index: {step_index}\n\n"
+                                 "Screenshot before the action:"},
+        data_url(step.image_before),
+        {"type": "text", "text": f"Current action:\n{step.turn.text[:3000]}\n\n{after_words}"},
+        data_url(step.image_after or step.image_before),
+        {"type": "text", "text": "Judge only the current action. Do NOT continue the trajectory. "
+                                 "Answer with \\boxed{1} or \\boxed{-1}."},
+    ]
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": content}]
+
+
+class GuiVLMJudge:
+    """Upstream's GUI step judge: the PRM engine (a vision-language model) votes m times on the step with the
+    screenshots before and after it, sent in the request (in memory: no files on disk). A failed call or a reply
+    without a vote leaves the step unjudged."""
+
+    def __init__(self, step_judge):
+        self.step_judge = step_judge
+
+    async def score_step(self, step: GuiStep, *, instruction: str = "", step_index: int = 0,
+                         seed: int = 0) -> float | None:
+        if not step.image_before:
+            raise ValueError("the VLM step judge needs the step's screenshots (a screenshot policy's episode)")
+        return await self.step_judge.score_messages(vlm_judge_messages(instruction, step, step_index),
+                                                    step_index=step_index, seed=seed)
 
 
 class StepJudging:
@@ -263,9 +364,14 @@ def task_of(sample: Sample) -> str:
 
 
 def service_options(args) -> dict:
-    """The `gui` provider's options for the pool servers the trainer starts: text observations (this loop reads the
-    text view only: no screenshot is sent), --gui-tasks-dir."""
-    options = {"observation": "text"}
+    """The `gui` provider's options for the pool servers the trainer starts: what the loop reads (a text policy: the
+    text view only; a screenshot policy: the screenshot, plus the text view when a step judge other than the LLM one
+    may read it), --gui-tasks-dir."""
+    if AgentSettings.from_args(args).observation == "text":
+        observation = "text"
+    else:
+        observation = "screenshot" if getattr(args, "step_judge", None) in (None, "llm") else "both"
+    options = {"observation": observation}
     if getattr(args, "gui_tasks_dir", None):
         options["tasks_dir"] = args.gui_tasks_dir
     return options
@@ -282,7 +388,8 @@ def _client(args):
 def step_judge(args):
     from slime.agentic.prm import judge_from_args
 
-    return judge_from_args(args, rules=GuiRuleJudge, llm=GuiLLMJudge)
+    screenshots = AgentSettings.from_args(args).observation == "screenshot"
+    return judge_from_args(args, rules=GuiRuleJudge, llm=GuiVLMJudge if screenshots else GuiLLMJudge)
 
 
 def _failed_sample(sample: Sample, tokenizer, task_key: str, error: str) -> list[Sample]:
@@ -296,8 +403,16 @@ async def generate(args, sample: Sample, sampling_params: dict) -> list[Sample]:
 
     tokenizer = load_tokenizer(args.hf_checkpoint)
     task_key = task_of(sample)
-    policy = EngineTurnPolicy(get_engine_client(args), tokenizer, sampling_params,
-                              getattr(args, "rollout_max_context_len", None) or 32768)
+    settings = AgentSettings.from_args(args)
+    context = getattr(args, "rollout_max_context_len", None) or 32768
+    if settings.observation == "screenshot":
+        from slime.agentic.vision_policy import VisionTurnPolicy
+        from slime.models import resolve_model_path
+
+        policy = VisionTurnPolicy(get_engine_client(args), tokenizer, sampling_params, context,
+                                  resolve_model_path(args.hf_checkpoint))
+    else:
+        policy = EngineTurnPolicy(get_engine_client(args), tokenizer, sampling_params, context)
     seed = getattr(args, "rollout_seed", None) or getattr(args, "seed", 0) or 0
     request_id = f"{task_key}:{seed}:{sample.group_index}:{sample.index}:{time.time_ns()}"
     judge = step_judge(args)
@@ -305,7 +420,7 @@ async def generate(args, sample: Sample, sampling_params: dict) -> list[Sample]:
     judging = StepJudging(judge, instruction, seed * 100_003 + (sample.index or 0)) if judge is not None else None
     try:
         async with _client(args) as env:
-            episode = await run_episode(policy, env, task_key, AgentSettings.from_args(args), request_id=request_id,
+            episode = await run_episode(policy, env, task_key, settings, request_id=request_id,
                                         on_step=judging.on_step if judging else None)
         prm_scores = await judging.scores() if judging else None
     except Exception as e:  # the environment failed: one FAILED sample that trains nothing, the batch goes on
@@ -369,5 +484,6 @@ def describe(step: dict) -> str:
     return f"{str(action).replace('_', ' ').capitalize()}."
 
 
-__all__ = ["AgentSettings", "GuiEpisode", "GuiLLMJudge", "GuiRuleJudge", "GuiStep", "ScriptedGuiPolicy", "StepJudging",
-           "build_messages", "describe", "episode_samples", "generate", "reward_func", "run_episode", "task_of"]
+__all__ = ["AgentSettings", "GuiEpisode", "GuiLLMJudge", "GuiRuleJudge", "GuiStep", "GuiVLMJudge", "ScriptedGuiPolicy",
+           "StepJudging", "build_messages", "describe", "episode_samples", "generate", "reward_func", "run_episode",
+           "task_of", "vlm_judge_messages"]

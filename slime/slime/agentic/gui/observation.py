@@ -6,12 +6,33 @@ coordinates)."""
 from __future__ import annotations
 
 import base64
+import io
+import math
 import re
 import xml.etree.ElementTree as ET
 
 
 def b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
+
+
+def downscale_png(image_b64: str, max_pixels: int | None) -> str:
+    """The screenshot (base64 PNG) scaled down, aspect kept, to at most `max_pixels` pixels; as is when it fits or
+    `max_pixels` is None. The policy's coordinates are relative (0-999), so a smaller screenshot clicks the same
+    places; what it saves is image tokens (a 1280x720 screen is 1196 Qwen2.5-VL tokens, 640x360 is 299)."""
+    if not max_pixels:
+        return image_b64
+    from PIL import Image
+
+    with Image.open(io.BytesIO(base64.b64decode(image_b64))) as img:
+        if img.width * img.height <= max_pixels:
+            return image_b64
+        scale = math.sqrt(max_pixels / (img.width * img.height))
+        size = (max(1, int(img.width * scale)), max(1, int(img.height * scale)))
+        small = img.convert("RGB").resize(size, Image.Resampling.LANCZOS)
+    out = io.BytesIO()
+    small.save(out, format="PNG")
+    return b64(out.getvalue())
 
 
 def text_view(accessibility_xml: str, screen: tuple[int, int], max_lines: int = 200) -> str:
@@ -40,4 +61,4 @@ def text_view(accessibility_xml: str, screen: tuple[int, int], max_lines: int = 
     return "\n".join(f"[{cx}, {cy}] {text}" for cy, cx, text in lines[:max_lines])
 
 
-__all__ = ["b64", "text_view"]
+__all__ = ["b64", "downscale_png", "text_view"]

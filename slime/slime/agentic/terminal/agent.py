@@ -156,19 +156,23 @@ class Turn:
     finish_reason: str
     omitted_messages: int = 0
     latency_ms: float = 0.0
+    images: list[str] | None = None  # the prompt's images (base64), in the order of its image pads
+
 
 
 def turn_sample(sample: Sample, turn: Turn, k: int, meta: dict, status, trainable: bool,
                 prm_scores: list[float | None] | None) -> Sample:
     """The training sample of one model turn (one sample per turn, `--dynamic-history`): the exact ids the engine
     got + the ids it sampled with their log-probs, loss mask 1; `meta` gets the turn's `step_wise` record (step k,
-    its span, its PRM score). Shared by the terminal and SWE agents."""
+    its span, its PRM score); a turn with images carries them (`multimodal_inputs`, as the engine got them). Shared by
+    the terminal, SWE and GUI agents."""
     meta = {**meta, "step_wise": {"step_indices": [k], "step_token_spans": [[0, len(turn.output_ids)]],
                                   "prm_scores": [prm_scores[k]] if prm_scores else None}}
     return Sample(group_index=sample.group_index, index=sample.index, prompt=sample.prompt, label=sample.label,
                   tokens=list(turn.input_ids) + list(turn.output_ids), response_length=len(turn.output_ids),
                   response=turn.text, loss_mask=[1] * len(turn.output_ids), rollout_log_probs=list(turn.logprobs),
-                  status=status, metadata=meta, remove_sample=not trainable)
+                  status=status, metadata=meta, remove_sample=not trainable,
+                  multimodal_inputs={"images": list(turn.images)} if turn.images else None)
 
 
 def failed_sample(sample: Sample, tokenizer, error: str, **metadata) -> list[Sample]:
@@ -189,7 +193,9 @@ class TurnPolicy(Protocol):
 
 
 class EngineTurnPolicy:
-    """A policy served by an engine speaking our protocol (`/generate` with exact ids and log-probs)."""
+    """A policy served by an engine speaking our protocol (`/generate` with exact ids and log-probs). Messages with
+    image parts need a vision-language model and :class:`slime.agentic.vision_policy.VisionTurnPolicy`, which
+    widens each image's pad in the rendered ids; the images go to the engine as `image_data`."""
 
     def __init__(self, client, tokenizer, sampling_params: dict, max_context_tokens: int):
         self.client, self.tokenizer = client, tokenizer
@@ -217,15 +223,23 @@ class EngineTurnPolicy:
             return None
         shown, omitted = fitted
         input_ids = rendered[id(shown)]
+        images = self.images_of(shown)
         start = time.monotonic()
         output = await self.client.generate(input_ids=input_ids, sampling_params=self.sampling_params,
-                                            return_logprob=True)
+                                            return_logprob=True, **({"image_data": images} if images else {}))
         meta = output.get("meta_info") or {}
+        if images and meta.get("input_ids") is not None and list(meta["input_ids"]) != input_ids:
+            # the trainer scores `input_ids` with these images: they must be the prompt the engine ran
+            raise RuntimeError("the engine ran other prompt ids than the policy sent with its images")
         entries = meta.get("output_token_logprobs") or []
         return Turn(input_ids=input_ids, output_ids=[int(e[1]) for e in entries],
                     logprobs=[float(e[0]) for e in entries], text=output.get("text", ""),
                     finish_reason=(meta.get("finish_reason") or {}).get("type", "stop"), omitted_messages=omitted,
-                    latency_ms=(time.monotonic() - start) * 1000)
+                    latency_ms=(time.monotonic() - start) * 1000, images=images or None)
+
+    def images_of(self, messages: list[dict]) -> list[str]:
+        """The images a prompt carries, in order (a text policy: none; see VisionTurnPolicy)."""
+        return []
 
 
 class ScriptedTurnPolicy:

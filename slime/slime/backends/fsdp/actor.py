@@ -16,6 +16,8 @@ dp ranks only. Ranks of one tp group train on the same rows; batches are split o
 
 from __future__ import annotations
 
+import json
+
 import logging
 import time
 from pathlib import Path
@@ -420,6 +422,9 @@ class FSDPActor:
             self.hf_model.save_pretrained(str(out_dir), state_dict=sd, safe_serialization=True)
             if not self.args.use_lora:
                 self.tokenizer.save_pretrained(str(out_dir))
+                if self.is_vision:  # the image preprocessing travels with the weights (an engine reads it there)
+                    (out_dir / "preprocessor_config.json").write_text(
+                        json.dumps(self.vision_spec.to_preprocessor_config(), indent=2))
         return out_dir
 
     # --- checkpoints --------------------------------------------------------------------
