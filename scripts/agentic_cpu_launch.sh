@@ -1,6 +1,6 @@
 # Sourced (no arguments) by the agentic settings' CPU launch scripts from the repository root: the RL ones
 # (terminal-rl/run_cpu_smollm2_terminal.sh, swe-rl/run_cpu_smollm2_swe.sh, gui-rl/run_cpu_smollm2_gui_text.sh,
-# toolcall-rl/run_cpu_smollm2_toolcall.sh) and the SFT warm starts (terminal-rl/run_cpu_smollm2_terminal_sft.sh,
+# gui-rl/run_cpu_tiny_vlm_gui.sh, toolcall-rl/run_cpu_smollm2_toolcall.sh) and the SFT warm starts (terminal-rl/run_cpu_smollm2_terminal_sft.sh,
 # gui-rl/run_cpu_smollm2_gui_text_sft.sh, toolcall-rl/run_cpu_smollm2_toolcall_sft.sh). It first sources
 # scripts/cpu_launch_env.sh (--dry-run out of the caller's arguments wherever it lands: DRY_RUN=1, also from the
 # environment; .venv when no environment is active; one intra-op thread per process; offline Hugging Face stack).
@@ -23,13 +23,14 @@
 #       the trainer's parser (mode async; an invalid flag ends the script with its error) and prints the CPU layout
 #       (the trainer process and the embedded engine, then LAYOUT: what else runs, e.g. ", the environment service
 #       as child processes"), the Python SUMMARY and the command, then exits 0; otherwise execs
-#       `python slime/train_async.py` with ARGS and the extra flags. SUMMARY, the setting's line, has `args` parsed
+#       `python slime/train_async.py` with ARGS and the extra flags (`torchrun` with TRAINER_PROCS ranks on a free
+#       loopback port when the caller sets TRAINER_PROCS above 1). SUMMARY, the setting's line, has `args` parsed
 #       and environments(WHERE): "environments: " ENV_SERVER_URL or the pool servers the trainer starts (provider,
 #       WHERE), and the step judge with the advantage estimator when there is one
 #   agentic_cpu_sft_launch UNIT "$@"  SFT: the same with mode sync and `python slime/train.py`; the summary says
 #       NUM_ROLLOUT steps of the batch size in UNIT (what a row is) from the data, the learning rate and the
 #       evaluation sets
-# One trainer process, started directly (a group of one), so Ctrl-C reaches the trainer's clean-stop handler.
+# The trainer (or torchrun) is exec'd directly (a group of one), so Ctrl-C reaches the trainer's clean-stop handler.
 # shellcheck source=scripts/cpu_launch_env.sh
 source "$(dirname "${BASH_SOURCE[0]}")/cpu_launch_env.sh"
 
