@@ -89,6 +89,28 @@ class StepJudge:
         return score
 
 
+class PendingJudgements:
+    """The step judgements of one episode: each is started as its step ends (judging overlaps the rest of the
+    episode) and collected by step index afterwards. The settings' collectors (terminal `TurnJudging`, SWE and GUI
+    `StepJudging`) add how they frame a step for their judge."""
+
+    def __init__(self):
+        self.tasks: dict[int, asyncio.Task] = {}
+
+    def start(self, index: int, judgement) -> None:
+        self.tasks[index] = asyncio.create_task(judgement)
+
+    async def scores(self, n_steps: int | None = None) -> list[float | None]:
+        """One entry per step 0..n_steps-1 (default: up to the last started), None where no judgement started."""
+        done = dict(zip(self.tasks, await asyncio.gather(*self.tasks.values()))) if self.tasks else {}
+        n = n_steps if n_steps is not None else (max(self.tasks) + 1 if self.tasks else 0)
+        return [done.get(k) for k in range(n)]
+
+    def cancel(self) -> None:
+        for task in self.tasks.values():
+            task.cancel()
+
+
 _JUDGES: dict = {}
 
 

@@ -25,7 +25,6 @@ views (:class:`GuiLLMJudge`) for a text policy.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import time
@@ -33,6 +32,7 @@ from dataclasses import dataclass, field
 
 from slime.agentic import rewards
 from slime.agentic.env_service.client import EnvServiceError
+from slime.agentic.prm import PendingJudgements
 from slime.agentic.terminal.agent import EngineTurnPolicy, Turn, failed_sample, tool_call_text, turn_sample
 from slime.utils.types import Sample
 
@@ -310,22 +310,16 @@ class GuiVLMJudge:
                                                     step_index=step_index, seed=seed)
 
 
-class StepJudging:
+class StepJudging(PendingJudgements):
     """Starts one judgement per step as the episode goes and collects them after (in step order)."""
 
     def __init__(self, judge, instruction: str = "", seed: int = 0):
-        self.judge, self.instruction, self.seed, self.tasks = judge, instruction, seed, []
+        super().__init__()
+        self.judge, self.instruction, self.seed = judge, instruction, seed
 
     async def on_step(self, episode: GuiEpisode, step: GuiStep) -> None:
-        self.tasks.append(asyncio.create_task(self.judge.score_step(
-            step, instruction=self.instruction, step_index=len(self.tasks), seed=self.seed)))
-
-    async def scores(self) -> list[float | None]:
-        return list(await asyncio.gather(*self.tasks)) if self.tasks else []
-
-    def cancel(self) -> None:
-        for task in self.tasks:
-            task.cancel()
+        index = len(self.tasks)
+        self.start(index, self.judge.score_step(step, instruction=self.instruction, step_index=index, seed=self.seed))
 
 
 # ------------------------------------------------------------------------------------------------ samples

@@ -27,10 +27,9 @@ otherwise -1. It asks the loop for the diff after every command (`needs_diff`).
 
 from __future__ import annotations
 
-import asyncio
 import re
 
-from slime.agentic.prm import StepJudge
+from slime.agentic.prm import PendingJudgements, StepJudge
 
 ISSUE_CHARS = 8000
 HISTORY_STEPS = 8
@@ -173,24 +172,14 @@ class SweRuleJudge:
         return 1.0 if good else -1.0
 
 
-class StepJudging:
+class StepJudging(PendingJudgements):
     """Starts one judgement per step as the episode goes (`on_step` of `run_episode`) and collects them by step
-    index afterwards."""
+    index afterwards (`scores(n_steps)`: one entry per assistant turn, None for a turn no judgement was started for)."""
 
     def __init__(self, judge, seed: int = 0):
+        super().__init__()
         self.judge, self.seed = judge, seed
-        self.tasks: dict[int, asyncio.Task] = {}
 
     async def on_step(self, episode, step) -> None:
         records = [r for r in episode.steps if r.index <= step.index]
-        self.tasks[step.index] = asyncio.create_task(
-            self.judge.score_step(episode.problem_statement, records, seed=self.seed))
-
-    async def scores(self, n_steps: int) -> list[float | None]:
-        """One entry per assistant turn 0..n_steps-1 (None for a turn no judgement was started for)."""
-        done = dict(zip(self.tasks, await asyncio.gather(*self.tasks.values()))) if self.tasks else {}
-        return [done.get(k) for k in range(n_steps)]
-
-    def cancel(self) -> None:
-        for task in self.tasks.values():
-            task.cancel()
+        self.start(step.index, self.judge.score_step(episode.problem_statement, records, seed=self.seed))

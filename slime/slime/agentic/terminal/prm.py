@@ -22,11 +22,10 @@ tool-call setting; `--advantage-estimator step_wise` normalises them per (task g
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 
-from slime.agentic.prm import StepJudge
+from slime.agentic.prm import PendingJudgements, StepJudge
 
 ASSISTANT_TEXT_CHARS = 2000
 RESULT_CHARS = 2000
@@ -117,22 +116,15 @@ class TerminalRuleJudge:
         return -1.0 if any(self.failed(str(r["result"])) for r in current["tool_results"]) else 1.0
 
 
-class TurnJudging:
+class TurnJudging(PendingJudgements):
     """Starts one judgement per turn as the episode goes (`on_turn` of `run_episode`) and collects them after."""
 
     def __init__(self, judge, task_instruction: str, seed: int = 0):
+        super().__init__()
         self.judge, self.task_instruction, self.seed = judge, task_instruction, seed
         self.records: list[dict] = []
-        self.tasks: list[asyncio.Task] = []
 
     async def on_turn(self, episode, turn, parsed, results) -> None:
         self.records.append(turn_record(len(self.records), turn.text, parsed.calls, results, len(parsed.errors)))
-        self.tasks.append(asyncio.create_task(
-            self.judge.score_turn(self.task_instruction, list(self.records), seed=self.seed)))
-
-    async def scores(self) -> list[float | None]:
-        return list(await asyncio.gather(*self.tasks)) if self.tasks else []
-
-    def cancel(self) -> None:
-        for task in self.tasks:
-            task.cancel()
+        self.start(len(self.records) - 1,
+                   self.judge.score_turn(self.task_instruction, list(self.records), seed=self.seed))
