@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import base64
 import io
+import json
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -179,25 +181,42 @@ def test_a_batch_of_different_images_and_text_matches_single_requests(http, refe
     assert_matches_forward(reference, batched[1], [IMG_C])
 
 
+def _streamed(http, body: dict, started: threading.Event) -> tuple[dict, float]:
+    """A streamed /generate: sets `started` once its first tokens arrive; returns its last event and when it came."""
+    last = None
+    with http.stream("POST", "/generate", json={**body, "stream": True}) as stream:
+        assert stream.status_code == 200
+        for line in stream.iter_lines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                last = json.loads(line[len("data: "):])
+                if last.get("output_ids"):
+                    started.set()
+    return last, time.monotonic()
+
+
 def test_image_and_text_requests_joining_a_running_batch(http, reference):
-    """An image row joins while a text row decodes, and a text row joins while an image row decodes."""
-    long_sp = {"max_new_tokens": 48, "temperature": 0.0, "ignore_eos": True}
+    """An image row joins while a text row decodes, and a text row joins while an image row decodes: the second
+    request is sent once the first has streamed tokens, and ends before it (it joined the batch mid-decode)."""
+    long_sp = {"max_new_tokens": 256, "temperature": 0.0, "ignore_eos": True}
     text_body = {"text": "Tell me a long story about buttons.", "return_logprob": True, "sampling_params": long_sp}
-    image_long = image_request(IMG_C, max_new_tokens=48, text=f"{IMAGE_PLACEHOLDER} Describe it.")
+    image_long = image_request(IMG_C, max_new_tokens=256, text=f"{IMAGE_PLACEHOLDER} Describe it.")
     alone = {"text": generate(http, **text_body), "image": generate(http, **image_long),
              "short_image": generate(http, **image_request(IMG_A)),
              "short_text": generate(http, text="Short one.", return_logprob=True,
                                     sampling_params={"max_new_tokens": 8, "temperature": 0.0, "ignore_eos": True})}
-    with ThreadPoolExecutor(2) as pool:
+    with ThreadPoolExecutor(1) as pool:
         for first, second in (("text", "short_image"), ("image", "short_text")):
             body_first = text_body if first == "text" else image_long
             body_second = image_request(IMG_A) if second == "short_image" else \
                 {"text": "Short one.", "return_logprob": True,
                  "sampling_params": {"max_new_tokens": 8, "temperature": 0.0, "ignore_eos": True}}
-            running = pool.submit(generate, http, **body_first)
-            time.sleep(0.3)  # let the first one start decoding
+            started = threading.Event()
+            running = pool.submit(_streamed, http, body_first, started)
+            assert started.wait(120), "the first request streamed no token"
             joined = generate(http, **body_second)
-            done = running.result()
+            joined_at = time.monotonic()
+            done, done_at = running.result()
+            assert joined_at < done_at, "the second request did not run beside the first"
             for name, out in ((first, done), (second, joined)):
                 assert out["output_ids"] == alone[name]["output_ids"], name
                 np.testing.assert_allclose(engine_log_probs(out), engine_log_probs(alone[name]), atol=ATOL, rtol=0)
