@@ -45,11 +45,9 @@ def is_vision_model(model) -> bool:
 
 
 @dataclass
-class PromptImages:
-    """The images of one prompt, preprocessed, with what the prefix cache keys them by."""
+class PromptImages(ImageInputs):
+    """The images of one prompt, preprocessed (the model's inputs), with what the prefix cache keys them by."""
 
-    pixel_values: np.ndarray  # float32 (num_patches, C * T * P * P)
-    image_grid_thw: np.ndarray  # int64 (num_images, 3)
     digests: list[bytes] = field(default_factory=list)  # one content hash per image
 
     @property
