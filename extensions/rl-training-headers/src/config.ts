@@ -1,0 +1,74 @@
+// The plugin's configuration (`plugins.entries["rl-training-headers"].config` in openclaw.json), in the usage
+// guide's shape: rollout_endpoint, training_mode, session_tracking.
+
+export const PLUGIN_ID = "rl-training-headers";
+export const PROVIDER_ID = "rl-training";
+
+export interface PluginConfig {
+  rolloutEndpoint?: string; // the server's OpenAI-compatible base URL, ending in /v1
+  trainingMode: "async" | "off"; // off: no headers at all (the server infers everything)
+  sessionTracking: boolean; // false: no X-Session-Id (turn headers still go out)
+  sessionPrefix: string;
+  apiKey?: string;
+  models: ModelConfig[];
+  debugLog?: string; // a file that gets one JSON line per decision (tests, troubleshooting)
+}
+
+export interface ModelConfig {
+  id: string;
+  name?: string;
+  contextWindow?: number;
+  maxTokens?: number;
+}
+
+export const CONFIG_SCHEMA = {
+  type: "object",
+  additionalProperties: false,
+  properties: {
+    rollout_endpoint: { type: "string", description: "OpenAI-compatible base URL of the OpenClaw-RL server, e.g. http://127.0.0.1:30000/v1" },
+    training_mode: { type: "string", enum: ["async", "off"], default: "async" },
+    session_tracking: { type: "boolean", default: true },
+    session_prefix: { type: "string", default: "openclaw:" },
+    api_key: { type: "string" },
+    models: {
+      type: "array",
+      items: {
+        type: "object",
+        additionalProperties: false,
+        required: ["id"],
+        properties: {
+          id: { type: "string" },
+          name: { type: "string" },
+          contextWindow: { type: "number" },
+          maxTokens: { type: "number" },
+        },
+      },
+    },
+    debug_log: { type: "string" },
+  },
+} as const;
+
+/** The base URL with exactly one trailing /v1 (the guide writes the server root or the /v1 URL). */
+export function normalizeEndpoint(url: string): string {
+  const trimmed = url.trim().replace(/\/+$/, "");
+  return trimmed.endsWith("/v1") ? trimmed : `${trimmed}/v1`;
+}
+
+export function parseConfig(raw: unknown, env: Record<string, string | undefined> = {}): PluginConfig {
+  const cfg = (raw && typeof raw === "object" ? raw : {}) as Record<string, unknown>;
+  const str = (key: string) => (typeof cfg[key] === "string" && (cfg[key] as string).trim() ? (cfg[key] as string).trim() : undefined);
+  const endpoint = str("rollout_endpoint");
+  const mode = str("training_mode") === "off" ? "off" : "async";
+  const models = Array.isArray(cfg.models)
+    ? (cfg.models as unknown[]).filter((m): m is ModelConfig => !!m && typeof (m as ModelConfig).id === "string")
+    : [];
+  return {
+    rolloutEndpoint: endpoint ? normalizeEndpoint(endpoint) : undefined,
+    trainingMode: mode,
+    sessionTracking: cfg.session_tracking !== false,
+    sessionPrefix: typeof cfg.session_prefix === "string" ? cfg.session_prefix : "openclaw:",
+    apiKey: str("api_key") ?? env.OPENCLAW_PROXY_API_KEY,
+    models,
+    debugLog: str("debug_log") ?? env.RL_TRAINING_HEADERS_DEBUG_LOG,
+  };
+}
