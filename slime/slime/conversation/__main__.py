@@ -85,6 +85,15 @@ def format_stats(stats: dict) -> str:
         for key, value in proxy.items():
             if not isinstance(value, (dict, list)):
                 row(key, value, indent=2)
+        check = proxy.get("header_check")  # requests the client tagged (the OpenClaw plugin): inference vs tags
+        if isinstance(check, dict) and check.get("requests"):
+            tt, ss = check.get("turn_type", {}), check.get("session", {})
+            row("tags vs inference", f"{check['requests']} tagged request(s)", indent=2)
+            row("turn type", f"{tt.get('agree', 0)} agree, {tt.get('disagree', 0)} disagree", indent=4)
+            for pair, n in (tt.get("disagreements") or {}).items():
+                row(pair, n, indent=6)
+            row("session", f"{ss.get('agree', 0)} agree, {ss.get('disagree', 0)} disagree "
+                           f"({ss.get('split_sessions', 0)} split, {ss.get('merged_sessions', 0)} merged)", indent=4)
     return "\n".join(lines)
 
 
