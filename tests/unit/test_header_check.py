@@ -39,10 +39,13 @@ def test_tagged_request_keeps_inference_beside_the_tags():
             meta.inferred.turn_reason) == (untagged.session_id, "prefix", "side", "openclaw-compaction")
 
 
-def test_traceparent_wins_over_turn_id_for_the_trace_id():
+def test_turn_id_wins_over_traceparent_for_the_trace_id():
+    # OpenClaw sends a traceparent too, whose trace-id is not the plugin's run: the explicit turn id wins
     trace = "a51f775a9c6bfa6911813829977e47f9"
-    meta = resolve_meta({"traceparent": f"00-{trace}-de6fc1b1d830351d-01", "X-Turn-Id": "run-7"}, {"messages": []})
-    assert (meta.trace_id, meta.turn_id) == (trace, "run-7")
+    traceparent = f"00-{trace}-de6fc1b1d830351d-01"
+    meta = resolve_meta({"traceparent": traceparent, "X-Turn-Id": "run-7"}, {"messages": []})
+    assert (meta.trace_id, meta.turn_id) == ("run-7", "run-7")
+    assert resolve_meta({"traceparent": traceparent}, {"messages": []}).trace_id == trace
 
 
 def test_a_plugin_conversation_main_turns_compaction_and_heartbeat():

@@ -12,6 +12,9 @@ export interface PluginConfig {
   apiKey?: string;
   models: ModelConfig[];
   debugLog?: string; // a file that gets one JSON line per decision (tests, troubleshooting)
+  // fault injection for the fail-open tests: "hooks" makes every hook handler throw, "headers" the header
+  // computation; the request must still go out
+  testFaults: string[];
 }
 
 export interface ModelConfig {
@@ -45,6 +48,7 @@ export const CONFIG_SCHEMA = {
       },
     },
     debug_log: { type: "string" },
+    test_faults: { type: "array", items: { type: "string", enum: ["hooks", "headers"] } },
   },
 } as const;
 
@@ -70,5 +74,6 @@ export function parseConfig(raw: unknown, env: Record<string, string | undefined
     apiKey: str("api_key") ?? env.OPENCLAW_PROXY_API_KEY,
     models,
     debugLog: str("debug_log") ?? env.RL_TRAINING_HEADERS_DEBUG_LOG,
+    testFaults: Array.isArray(cfg.test_faults) ? (cfg.test_faults as unknown[]).map(String) : [],
   };
 }

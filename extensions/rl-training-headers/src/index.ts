@@ -60,6 +60,7 @@ export function registerPlugin(api: PluginApi, env: Record<string, string | unde
   };
   const guarded = (name: string, fn: (event: any, ctx: any) => void) => (event: any, ctx: any) => {
     try {
+      if (config.testFaults.includes("hooks")) throw new Error(`test fault in ${name}`);
       fn(event ?? {}, ctx ?? {});
     } catch (err) {
       log({ event: "error", where: name, error: String(err) });
@@ -108,8 +109,11 @@ export function registerPlugin(api: PluginApi, env: Record<string, string | unde
     }
   }
 
+  const headerSource = config.testFaults.includes("headers")
+    ? ({ headersFor: () => { throw new Error("test fault in headersFor"); } } as unknown as TurnTracker)
+    : tracker;
   const wrap = (direct: boolean) => {
-    const factory = createWrapper(tracker, direct, log);
+    const factory = createWrapper(headerSource, direct, log);
     return (ctx: { streamFn?: StreamFn }) => {
       if (config.trainingMode === "off") return undefined;
       try {

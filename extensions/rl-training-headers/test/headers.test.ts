@@ -174,3 +174,21 @@ test("training_mode off adds nothing; config follows the guide's keys", () => {
   assert.equal(cfg.apiKey, "k");
   assert.equal(normalizeEndpoint("http://h/v1"), "http://h/v1");
 });
+
+test("test_faults: throwing hooks and a throwing header computation still send the request", () => {
+  for (const faults of [["hooks"], ["headers"], ["hooks", "headers"]]) {
+    const handlers = new Map<string, (event: any, ctx: any) => unknown>();
+    let provider: Record<string, any> = {};
+    registerPlugin({
+      pluginConfig: { test_faults: faults },
+      on: (hook, handler) => { handlers.set(hook, handler); },
+      registerProvider: (p) => { provider = p; },
+    }, {});
+    assert.equal(handlers.get("before_prompt_build")!({}, { sessionId: "s", runId: "r", trigger: "user" }), undefined);
+    let got: Record<string, unknown> | undefined;
+    const options = { sessionId: "s" };
+    provider.wrapStreamFn({ streamFn: (_m: unknown, _c: unknown, o?: Record<string, unknown>) => { got = o; } })({}, {}, options);
+    // hooks failed: the session id from the options is all we know; headers failed: nothing is added
+    assert.deepEqual(got, faults.includes("headers") ? options : { sessionId: "s", headers: { "X-Session-Id": "openclaw:s" } });
+  }
+});

@@ -224,8 +224,8 @@ class RequestMeta:
     turn_reason: str
     explicit_turn_type: bool  # the client said so (header or body) rather than us inferring it
     session_done: bool
-    # shared by every model call of one agent run (tool loops): the W3C trace-id of a `traceparent` header,
-    # else the client's `X-Turn-Id` (the rl-training-headers OpenClaw plugin sends its run id there)
+    # shared by every model call of one agent run (tool loops): the client's `X-Turn-Id` (the rl-training-headers
+    # OpenClaw plugin sends its run id there), else the W3C trace-id of a `traceparent` header
     trace_id: str | None
     turn_id: str | None = None  # X-Turn-Id as sent
     client_reason: str | None = None  # X-Turn-Reason as sent (heartbeat, compaction, user, ...): logs and stats
@@ -448,7 +448,7 @@ def resolve_meta(headers: Mapping[str, str], body: dict) -> RequestMeta:
         turn_reason=turn_reason,
         explicit_turn_type=explicit_turn_type,
         session_done=_session_done(lowered, body),
-        trace_id=_trace_id(lowered) or turn_id,
+        trace_id=turn_id or _trace_id(lowered),
         turn_id=turn_id,
         client_reason=_header(lowered, "x-turn-reason", 64),
         inferred=inferred,
