@@ -5,23 +5,16 @@ export const PLUGIN_ID = "rl-training-headers";
 export const PROVIDER_ID = "rl-training";
 
 export interface PluginConfig {
-  rolloutEndpoint?: string; // the server's OpenAI-compatible base URL, ending in /v1
+  // the server's OpenAI-compatible base URL, ending in /v1: the guide's key, kept for the log (the requests go
+  // to models.providers["rl-training"].baseUrl, which openclaw-config --plugin writes with the same URL)
+  rolloutEndpoint?: string;
   trainingMode: "async" | "off"; // off: no headers at all (the server infers everything)
   sessionTracking: boolean; // false: no X-Session-Id (turn headers still go out)
   sessionPrefix: string;
-  apiKey?: string;
-  models: ModelConfig[];
   debugLog?: string; // a file that gets one JSON line per decision (tests, troubleshooting)
   // fault injection for the fail-open tests: "hooks" makes every hook handler throw, "headers" the header
   // computation; the request must still go out
   testFaults: string[];
-}
-
-export interface ModelConfig {
-  id: string;
-  name?: string;
-  contextWindow?: number;
-  maxTokens?: number;
 }
 
 export const CONFIG_SCHEMA = {
@@ -32,21 +25,6 @@ export const CONFIG_SCHEMA = {
     training_mode: { type: "string", enum: ["async", "off"], default: "async" },
     session_tracking: { type: "boolean", default: true },
     session_prefix: { type: "string", default: "openclaw:" },
-    api_key: { type: "string" },
-    models: {
-      type: "array",
-      items: {
-        type: "object",
-        additionalProperties: false,
-        required: ["id"],
-        properties: {
-          id: { type: "string" },
-          name: { type: "string" },
-          contextWindow: { type: "number" },
-          maxTokens: { type: "number" },
-        },
-      },
-    },
     debug_log: { type: "string" },
     test_faults: { type: "array", items: { type: "string", enum: ["hooks", "headers"] } },
   },
@@ -63,16 +41,11 @@ export function parseConfig(raw: unknown, env: Record<string, string | undefined
   const str = (key: string) => (typeof cfg[key] === "string" && (cfg[key] as string).trim() ? (cfg[key] as string).trim() : undefined);
   const endpoint = str("rollout_endpoint");
   const mode = str("training_mode") === "off" ? "off" : "async";
-  const models = Array.isArray(cfg.models)
-    ? (cfg.models as unknown[]).filter((m): m is ModelConfig => !!m && typeof (m as ModelConfig).id === "string")
-    : [];
   return {
     rolloutEndpoint: endpoint ? normalizeEndpoint(endpoint) : undefined,
     trainingMode: mode,
     sessionTracking: cfg.session_tracking !== false,
     sessionPrefix: typeof cfg.session_prefix === "string" ? cfg.session_prefix : "openclaw:",
-    apiKey: str("api_key") ?? env.OPENCLAW_PROXY_API_KEY,
-    models,
     debugLog: str("debug_log") ?? env.RL_TRAINING_HEADERS_DEBUG_LOG,
     testFaults: Array.isArray(cfg.test_faults) ? (cfg.test_faults as unknown[]).map(String) : [],
   };

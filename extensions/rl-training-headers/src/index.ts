@@ -10,7 +10,7 @@
 
 import { appendFileSync } from "node:fs";
 
-import { CONFIG_SCHEMA, PLUGIN_ID, PROVIDER_ID, parseConfig, type PluginConfig } from "./config.js";
+import { CONFIG_SCHEMA, PLUGIN_ID, PROVIDER_ID, normalizeEndpoint, parseConfig, type PluginConfig } from "./config.js";
 import { TurnTracker, mergeHeaders, type RequestContext } from "./tracker.js";
 
 // The slice of OpenClaw's plugin API this plugin uses (openclaw/plugin-sdk's OpenClawPluginApi and
@@ -112,11 +112,19 @@ export function registerPlugin(api: PluginApi, env: Record<string, string | unde
   const headerSource = config.testFaults.includes("headers")
     ? ({ headersFor: () => { throw new Error("test fault in headersFor"); } } as unknown as TurnTracker)
     : tracker;
+  let warnedEndpoint = false;
   const wrap = (direct: boolean) => {
     const factory = createWrapper(headerSource, direct, log);
-    return (ctx: { streamFn?: StreamFn }) => {
+    return (ctx: { streamFn?: StreamFn; model?: { baseUrl?: string } }) => {
       if (config.trainingMode === "off") return undefined;
       try {
+        // the requests go where models.providers says; a different rollout_endpoint is a config slip worth a word
+        const baseUrl = ctx?.model?.baseUrl;
+        if (!warnedEndpoint && config.rolloutEndpoint && baseUrl && normalizeEndpoint(baseUrl) !== config.rolloutEndpoint) {
+          warnedEndpoint = true;
+          api.logger?.warn?.(`${PLUGIN_ID}: rollout_endpoint ${config.rolloutEndpoint} is not the provider's baseUrl ${baseUrl}`);
+          log({ event: "warning", rolloutEndpoint: config.rolloutEndpoint, baseUrl });
+        }
         return factory(ctx);
       } catch (err) {
         log({ event: "error", where: "wrapStreamFn", error: String(err) });
@@ -129,33 +137,13 @@ export function registerPlugin(api: PluginApi, env: Record<string, string | unde
     id: PROVIDER_ID,
     label: "OpenClaw-RL server",
     docsPath: "/providers/rl-training",
+    // no catalog: the provider's URL and models are `models.providers["rl-training"]` in openclaw.json (what
+    // `python -m slime.conversation openclaw-config --plugin` writes); this registration owns its runtime hooks
     auth: [],
-    catalog: {
-      order: "simple",
-      run: async () => {
-        if (!config.rolloutEndpoint || config.models.length === 0) return null; // models.providers has it
-        return {
-          provider: {
-            baseUrl: config.rolloutEndpoint,
-            apiKey: config.apiKey ?? "sk-no-key",
-            api: "openai-completions",
-            models: config.models.map((m) => ({
-              id: m.id,
-              name: m.name ?? m.id,
-              reasoning: false,
-              input: ["text"],
-              cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 },
-              contextWindow: m.contextWindow ?? 32768,
-              maxTokens: m.maxTokens ?? 4096,
-            })),
-          },
-        };
-      },
-    },
     wrapStreamFn: wrap(false),
     wrapSimpleCompletionStreamFn: wrap(true),
   });
-  log({ event: "registered", config: { ...config, apiKey: config.apiKey ? "***" : undefined } });
+  log({ event: "registered", config });
   return tracker;
 }
 

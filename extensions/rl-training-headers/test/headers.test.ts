@@ -167,11 +167,10 @@ test("training_mode off adds nothing; config follows the guide's keys", () => {
     registerProvider: (p) => { assert.equal((p as any).wrapStreamFn({ streamFn: () => {} }), undefined); },
   };
   registerPlugin(api, {});
-  const cfg = parseConfig({ rollout_endpoint: "http://h:30000", session_tracking: false }, { OPENCLAW_PROXY_API_KEY: "k" });
+  const cfg = parseConfig({ rollout_endpoint: "http://h:30000", session_tracking: false }, {});
   assert.equal(cfg.rolloutEndpoint, "http://h:30000/v1");
   assert.equal(cfg.trainingMode, "async");
   assert.equal(cfg.sessionTracking, false);
-  assert.equal(cfg.apiKey, "k");
   assert.equal(normalizeEndpoint("http://h/v1"), "http://h/v1");
 });
 
