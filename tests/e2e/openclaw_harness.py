@@ -317,6 +317,12 @@ class OpenClawClient:
             raise AssertionError(f"sessions compact failed (rc={rc}):\n{out[-2000:]}\n{err[-2000:]}")
         return parse_json_output(out) or {}
 
+    def delete_session(self, session_key: str, timeout: float | None = None) -> None:
+        """`openclaw sessions delete KEY --yes`: OpenClaw ends the session (its `session_end` hook fires)."""
+        rc, out, err, _, timed_out = self.run_cli("sessions", "delete", session_key, "--yes", "--json", timeout=timeout)
+        if rc != 0 or timed_out:
+            raise AssertionError(f"sessions delete failed (rc={rc}):\n{out[-2000:]}\n{err[-2000:]}")
+
     def wake_heartbeat(self, session_key: str, text: str = "e2e probe event", timeout: float | None = None) -> None:
         """`openclaw system event --mode now`: a heartbeat turn in that session, run by the gateway."""
         rc, out, err, _, timed_out = self.run_cli("system", "event", "--text", text, "--mode", "now",

@@ -4,7 +4,8 @@ same conversation without it.
 Chain: tiny random-weight engine -> conversation proxy (judge "rules") -> OpenClaw gateway (`openclaw gateway run`:
 compaction and heartbeats need one) with the plugin installed by `openclaw plugins install`, as a user installs it.
 One session: two turns (the second is praise, so the first is judged +1), then `openclaw sessions compact` (one
-summarization request) and `openclaw system event --mode now` (one heartbeat turn in that session).
+summarization request), `openclaw system event --mode now` (one heartbeat turn in that session) and `openclaw
+sessions delete` (OpenClaw ends the session: the plugin tells the server, which finalizes it).
 
 With the plugin the server must see its headers on every request and put the compaction and the heartbeat on the
 conversation's own session as side turns, with the plugin's turn ids; the first main turn becomes a +1 sample.
@@ -96,9 +97,16 @@ def _conversation(client: OpenClawClient, store_path, session: str) -> dict:
         # the gateway runs the heartbeat in the background: wait for its request to be stored
         steps["heartbeat"] = _wait(lambda: [r for r in _rows(store_path) if r["id"] not in before], 120,
                                    "the heartbeat request's row")
+        client.delete_session(key)  # OpenClaw ends the session (session_end)
     finally:
         client.stop_gateway()
     return steps
+
+
+def _finalize_reason(store_path, session_id: str):
+    with sqlite3.connect(f"file:{store_path}?mode=ro", uri=True, timeout=30) as db:
+        row = db.execute("SELECT finalize_reason FROM sessions WHERE id = ?", (session_id,)).fetchone()
+    return row[0] if row else None
 
 
 def test_plugin_tags_main_side_and_session_and_matches_inference(engine, tmp_path, record_property):
@@ -146,6 +154,11 @@ def test_plugin_tags_main_side_and_session_and_matches_inference(engine, tmp_pat
         sample = _wait(lambda: _sample(store_path, first["id"]), 120, "turn 1's sample")
         assert sample == ("pending", 1.0), sample
 
+        # `openclaw sessions delete`: the plugin's session_end hook told the server, which ended the session
+        assert _wait(lambda: _finalize_reason(store_path, tagged), 30, "the session's end") == "session_done"
+        done = [d for d in with_plugin.plugin_decisions() if d.get("event") == "session_done"]
+        assert [d["status"] for d in done] == [200], done
+
         stats = httpx.get(proxy.url + "/v1/stats", headers={"Authorization": f"Bearer {API_KEY}"}, timeout=30).json()
         check = stats["proxy"]["header_check"]
         print("server's header_check:", check)
@@ -174,6 +187,8 @@ def test_plugin_tags_main_side_and_session_and_matches_inference(engine, tmp_pat
                     differences.append(f"{name}: session {row['session_id']} (inferred, {row['turn_reason']}) "
                                        f"instead of {inferred_session}")
         print("without the plugin, inference differs on:", differences or "nothing")
+        # and the deleted session stays open until --session-idle-ttl: nobody told the server
+        assert _finalize_reason(store_path, inferred_session) is None
         record_property("inference_differences", differences)
         # the one known difference: the compaction summary lands on a prefix: session of its own
         assert len(differences) == 1 and differences[0].startswith("compaction: session prefix:"), differences

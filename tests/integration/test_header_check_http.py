@@ -76,3 +76,18 @@ def test_untagged_requests_are_not_counted(proxy):
     _chat(proxy, agent_body(), {})
     after = httpx.get(proxy.url + "/v1/stats", timeout=30).json()["proxy"]["header_check"]["requests"]
     assert after == before
+
+
+def test_session_done_endpoint_ends_the_session(proxy):
+    """POST /v1/sessions/done (the plugin's session_end): the session is finalized, its waiting turn excluded."""
+    session = "openclaw:sessDone"
+    _chat(proxy, agent_body(), {"X-Session-Id": session, "X-Turn-Type": "main", "X-Turn-Id": "run-d"})
+    resp = httpx.post(proxy.url + "/v1/sessions/done", json={"session_id": session}, timeout=30)
+    assert resp.status_code == 200 and resp.json() == {"session_id": session, "finalized": True}, resp.text
+    with sqlite3.connect(f"file:{proxy.store_path}?mode=ro", uri=True) as db:
+        assert db.execute("SELECT finalize_reason FROM sessions WHERE id = ?", (session,)).fetchone() == ("session_done",)
+        assert db.execute("SELECT status, exclusion_reason FROM turns WHERE session_id = ?", (session,)).fetchall() == \
+            [("excluded", "no_next_state")]
+    for bad in ({}, {"session_id": ""}, {"session_id": 5}, []):
+        resp = httpx.post(proxy.url + "/v1/sessions/done", json=bad, timeout=30)
+        assert resp.status_code == 400 and resp.json()["error"]["param"] == "session_id", resp.text

@@ -21,6 +21,7 @@ type StreamFn = (model: unknown, context: unknown, options?: StreamOptions) => u
 type HookCtx = { runId?: string; sessionId?: string; trigger?: string; inputProvenance?: { kind?: string } };
 type Logger = { info?: (msg: string) => void; warn?: (msg: string) => void; debug?: (msg: string) => void };
 export interface PluginApi {
+  config?: unknown;
   pluginConfig?: Record<string, unknown>;
   logger?: Logger;
   on: (hook: string, handler: (event: any, ctx: any) => unknown) => void;
@@ -45,6 +46,21 @@ export function createWrapper(tracker: TurnTracker, direct: boolean, log: (event
       return inner(model, context, { ...options, headers: mergeHeaders(options?.headers, headers) });
     };
   };
+}
+
+type ProviderEntry = { baseUrl?: unknown; apiKey?: unknown };
+function providerEntry(config: unknown): ProviderEntry | undefined {
+  const providers = (config as { models?: { providers?: Record<string, ProviderEntry> } } | undefined)?.models?.providers;
+  return providers?.[PROVIDER_ID];
+}
+function providerBaseUrl(config: unknown): string | undefined {
+  const url = providerEntry(config)?.baseUrl;
+  return typeof url === "string" ? url : undefined;
+}
+// the provider's key, when it is a plain string (a secret reference is OpenClaw's to resolve, not ours)
+function providerApiKey(config: unknown): string | undefined {
+  const key = providerEntry(config)?.apiKey;
+  return typeof key === "string" && key ? key : undefined;
 }
 
 export function registerPlugin(api: PluginApi, env: Record<string, string | undefined> = process.env): TurnTracker {
@@ -102,10 +118,17 @@ export function registerPlugin(api: PluginApi, env: Record<string, string | unde
       log({ event: "hook", hook: "after_compaction", sessionId: ctx.sessionId ?? event.sessionId });
     }));
     for (const hook of ["session_end", "before_reset"]) {
-      api.on(hook, guarded(hook, (event, ctx: HookCtx) => {
-        tracker.sessionEnded(event.sessionId ?? ctx.sessionId);
-        log({ event: "hook", hook, sessionId: event.sessionId ?? ctx.sessionId });
-      }));
+      api.on(hook, (event: any, ctx: any) => {
+        let sessionId: string | undefined;
+        guarded(hook, (e, c: HookCtx) => {
+          sessionId = e.sessionId ?? c.sessionId;
+          tracker.sessionEnded(sessionId);
+          log({ event: "hook", hook, sessionId, reason: e.reason });
+        })(event, ctx);
+        // OpenClaw knows a session ended only after its last request: tell the server directly. Returned so a
+        // one-shot CLI can wait for it; never rejects.
+        return sessionId && config.sessionTracking ? notifySessionDone(sessionId) : undefined;
+      });
     }
   }
 
@@ -113,6 +136,23 @@ export function registerPlugin(api: PluginApi, env: Record<string, string | unde
     ? ({ headersFor: () => { throw new Error("test fault in headersFor"); } } as unknown as TurnTracker)
     : tracker;
   let warnedEndpoint = false;
+  const notifySessionDone = async (sessionId: string): Promise<void> => {
+    const endpoint = config.rolloutEndpoint ?? providerBaseUrl(api.config);
+    if (!endpoint) return;
+    const url = `${normalizeEndpoint(endpoint)}/sessions/done`;
+    const apiKey = providerApiKey(api.config);
+    try {
+      const resp = await fetch(url, {
+        method: "POST",
+        headers: { "content-type": "application/json", ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}) },
+        body: JSON.stringify({ session_id: tracker.sessionPrefix + sessionId }),
+        signal: AbortSignal.timeout(5000),
+      });
+      log({ event: "session_done", sessionId, url, status: resp.status });
+    } catch (err) {
+      log({ event: "error", where: "session_done", error: String(err) });
+    }
+  };
   const wrap = (direct: boolean) => {
     const factory = createWrapper(headerSource, direct, log);
     return (ctx: { streamFn?: StreamFn; model?: { baseUrl?: string } }) => {

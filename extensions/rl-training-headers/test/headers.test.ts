@@ -191,3 +191,33 @@ test("test_faults: throwing hooks and a throwing header computation still send t
     assert.deepEqual(got, faults.includes("headers") ? options : { sessionId: "s", headers: { "X-Session-Id": "openclaw:s" } });
   }
 });
+
+test("session_end tells the server directly, with the provider's key, and never rejects", async () => {
+  const http = await import("node:http");
+  const received: { url?: string; auth?: string; body: string }[] = [];
+  const server = http.createServer((req, res) => {
+    let body = "";
+    req.on("data", (c) => { body += c; });
+    req.on("end", () => { received.push({ url: req.url, auth: req.headers.authorization, body }); res.end("{}"); });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const port = (server.address() as { port: number }).port;
+  try {
+    const handlers = new Map<string, (event: any, ctx: any) => unknown>();
+    registerPlugin({
+      config: { models: { providers: { "rl-training": { baseUrl: `http://127.0.0.1:${port}/v1`, apiKey: "sk-1" } } } },
+      pluginConfig: {},
+      on: (hook, handler) => { handlers.set(hook, handler); },
+      registerProvider: () => {},
+    }, {});
+    await handlers.get("session_end")!({ sessionId: "sessA", reason: "deleted" }, {});
+    assert.deepEqual(received, [{ url: "/v1/sessions/done", auth: "Bearer sk-1", body: JSON.stringify({ session_id: "openclaw:sessA" }) }]);
+  } finally {
+    server.close();
+  }
+  // a server that is not there: the hook still resolves
+  const handlers = new Map<string, (event: any, ctx: any) => unknown>();
+  registerPlugin({ pluginConfig: { rollout_endpoint: `http://127.0.0.1:${port}` }, on: (h, f) => { handlers.set(h, f); },
+    registerProvider: () => {} }, {});
+  assert.equal(await handlers.get("before_reset")!({ sessionId: "s" }, {}), undefined);
+});
