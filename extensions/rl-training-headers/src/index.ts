@@ -137,11 +137,11 @@ export function registerPlugin(api: PluginApi, env: Record<string, string | unde
     : tracker;
   let warnedEndpoint = false;
   const notifySessionDone = async (sessionId: string): Promise<void> => {
-    const endpoint = config.rolloutEndpoint ?? providerBaseUrl(api.config);
-    if (!endpoint) return;
-    const url = `${normalizeEndpoint(endpoint)}/sessions/done`;
-    const apiKey = providerApiKey(api.config);
     try {
+      const endpoint = config.rolloutEndpoint ?? providerBaseUrl(api.config);
+      if (!endpoint) return;
+      const url = `${normalizeEndpoint(endpoint)}/sessions/done`;
+      const apiKey = providerApiKey(api.config);
       const resp = await fetch(url, {
         method: "POST",
         headers: { "content-type": "application/json", ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}) },
