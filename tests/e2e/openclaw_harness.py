@@ -17,10 +17,12 @@ user message.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -32,6 +34,7 @@ NODE_VERSION = "24.21.0"
 PROVIDER_ID = "slime"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SETUP_SCRIPT = REPO_ROOT / "scripts" / "setup_openclaw.sh"
+PLUGIN_SRC = REPO_ROOT / "extensions" / "rl-training-headers"
 
 
 def openclaw_home_dir() -> Path:
@@ -69,6 +72,41 @@ def openclaw_skip_reason() -> str:
     return (f"the OpenClaw client is not installed (looked for $OPENCLAW_BIN/$OPENCLAW_NODE_BIN, then a "
             f"finished install in {openclaw_home_dir()}); run `bash scripts/setup_openclaw.sh` "
             f"(Node {NODE_VERSION} + openclaw@{OPENCLAW_VERSION} from the npm registry, ~40 s, ~840 MB)")
+
+
+def plugin_source_hash() -> str:
+    """What scripts/setup_openclaw.sh writes to the built plugin's .source-hash (same files, same order)."""
+    names = ["package.json", "package-lock.json", "tsconfig.json", "openclaw.plugin.json",
+             *sorted((p.relative_to(PLUGIN_SRC).as_posix() for p in (PLUGIN_SRC / "src").glob("*.ts")),
+                     key=lambda n: n.encode())]
+    digest = hashlib.sha256(b"".join((PLUGIN_SRC / name).read_bytes() for name in names))
+    return digest.hexdigest()[:16]
+
+
+def find_plugin() -> Path | None:
+    """The rl-training-headers plugin as scripts/setup_openclaw.sh built it, if built from the current sources."""
+    folder = Path(os.environ.get("OPENCLAW_RL_PLUGIN_DIR") or openclaw_home_dir() / "plugins" / "rl-training-headers")
+    try:
+        built = (folder / ".source-hash").read_text().strip()
+    except OSError:
+        return None
+    if not (folder / "dist" / "src" / "index.js").is_file() or built != plugin_source_hash():
+        return None
+    return folder
+
+
+def plugin_skip_reason() -> str:
+    if not openclaw_available():
+        return openclaw_skip_reason()
+    return (f"the rl-training-headers plugin is not built from the current sources of {PLUGIN_SRC} (looked for "
+            f"$OPENCLAW_RL_PLUGIN_DIR, then {openclaw_home_dir() / 'plugins' / 'rl-training-headers'} with a "
+            f"matching .source-hash); run `bash scripts/setup_openclaw.sh` (npm install + npm run build, ~15 s)")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def _die_with_parent():
@@ -166,6 +204,10 @@ class OpenClawClient:
     cli: Path | None = None
     node_bin: Path | None = None
     turns: list[TurnResult] = field(default_factory=list)
+    # the rl-training-headers plugin: installed into this HOME with `openclaw plugins install` (as a user would)
+    plugin_dir: Path | None = None
+    heartbeat_every: str = "0m"  # "0m": no heartbeats; a long period allows `system event --mode now` wakes
+    plugin_config: dict = field(default_factory=dict)  # merged into the plugin's config (e.g. test_faults)
 
     def __post_init__(self):
         self.workdir = Path(self.workdir)
@@ -178,6 +220,10 @@ class OpenClawClient:
         self.workspace = self.workdir / "workspace"
         self.tmpdir = self.workdir / "tmp"
         self.log_file = self.workdir / "openclaw.log"
+        self.plugin_log = self.workdir / "plugin-decisions.jsonl"  # the plugin's debug_log: one line per decision
+        self.gateway: subprocess.Popen | None = None
+        self.gateway_port: int | None = None
+        self.gateway_token = "e2e-gateway-token"
         for d in (self.home, self.workspace, self.tmpdir):
             d.mkdir(parents=True, exist_ok=True)
         self.config_path = self.home / ".openclaw" / "openclaw.json"
@@ -189,8 +235,14 @@ class OpenClawClient:
         return url if url.endswith("/v1") else url + "/v1"
 
     @property
+    def provider_id(self) -> str:
+        from slime.conversation.openclaw_config import PLUGIN_PROVIDER_ID
+
+        return PLUGIN_PROVIDER_ID if self.plugin_dir is not None else PROVIDER_ID
+
+    @property
     def model_ref(self) -> str:
-        return f"{PROVIDER_ID}/{self.model_id}"
+        return f"{self.provider_id}/{self.model_id}"
 
     def config(self) -> dict:
         """The users' openclaw.json (`slime.conversation.openclaw_config`) plus this harness's isolation."""
@@ -198,10 +250,85 @@ class OpenClawClient:
 
         config = openclaw_config(self.provider_base_url, self.model_id, api_key=self.api_key or "sk-no-key",
                                  context_window=self.context_window, max_tokens=self.max_tokens, lean=self.lean,
-                                 workspace=str(self.workspace), provider_id=PROVIDER_ID)
-        config["agents"]["defaults"]["heartbeat"] = {"every": "0m"}  # no unprompted heartbeat turns
+                                 workspace=str(self.workspace), provider_id=self.provider_id,
+                                 plugin=self.plugin_dir is not None, debug_log=str(self.plugin_log))
+        # "0m": no unprompted heartbeat turns; a long period: none in a test's minutes, but wakes work
+        config["agents"]["defaults"]["heartbeat"] = {"every": self.heartbeat_every}
         config["logging"] = {"file": str(self.log_file)}
+        if self.plugin_dir is not None and self.plugin_config:
+            from slime.conversation.openclaw_config import PLUGIN_ID
+
+            config["plugins"]["entries"][PLUGIN_ID]["config"].update(self.plugin_config)
         return config
+
+    def install_plugin(self) -> None:
+        """`openclaw plugins install` of the built plugin into this HOME: the user's install step."""
+        rc, out, err, _, timed_out = self.run_cli("plugins", "install", "--force", "--accept-capabilities",
+                                                  str(self.plugin_dir), timeout=120)
+        if rc != 0 or timed_out:
+            raise AssertionError(f"openclaw plugins install failed (rc={rc}):\n{out[-2000:]}\n{err[-2000:]}")
+
+    def plugin_decisions(self) -> list[dict]:
+        """What the plugin decided per request and hook (its debug_log)."""
+        if not self.plugin_log.is_file():
+            return []
+        return [json.loads(line) for line in self.plugin_log.read_text().splitlines() if line.strip()]
+
+    # --- gateway mode: compaction (`sessions compact`) and heartbeats (`system event`) need a running gateway
+    def start_gateway(self, ready_timeout: float = 180.0) -> None:
+        self.gateway_port = _free_port()
+        log = open(self.workdir / "gateway.log", "w")
+        self.gateway = subprocess.Popen(
+            [str(self.cli), "gateway", "run", "--port", str(self.gateway_port), "--bind", "loopback", "--auth",
+             "token", "--token", self.gateway_token, "--allow-unconfigured"],
+            cwd=self.workspace, env=self.env(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True, preexec_fn=_die_with_parent)
+        log.close()
+        deadline = time.monotonic() + ready_timeout
+        while "[gateway] ready" not in (self.workdir / "gateway.log").read_text(errors="replace"):
+            if self.gateway.poll() is not None or time.monotonic() > deadline:
+                text = (self.workdir / "gateway.log").read_text(errors="replace")[-3000:]
+                self.stop_gateway()
+                raise AssertionError(f"the OpenClaw gateway did not get ready:\n{text}")
+            time.sleep(0.5)
+        # CLI calls from here on go through it
+        self.extra_env.update({"OPENCLAW_GATEWAY_URL": f"ws://127.0.0.1:{self.gateway_port}",
+                               "OPENCLAW_GATEWAY_TOKEN": self.gateway_token})
+
+    def stop_gateway(self) -> None:
+        if self.gateway is not None:
+            self._stop(self.gateway)
+            self.gateway = None
+        for key in ("OPENCLAW_GATEWAY_URL", "OPENCLAW_GATEWAY_TOKEN"):
+            self.extra_env.pop(key, None)
+
+    def gateway_turn(self, session_id: str, message: str, timeout: float | None = None) -> TurnResult:
+        """One agent turn through the gateway (`openclaw agent` without --local)."""
+        rc, out, err, wall, timed_out = self.run_cli(
+            "agent", "--session-id", session_id, "--message", message, "--json", timeout=timeout)
+        turn = TurnResult(session_id, message, rc, out, err, wall, parse_json_output(out), timed_out)
+        self.turns.append(turn)
+        return turn
+
+    def compact(self, session_key: str, timeout: float | None = None) -> dict:
+        """`openclaw sessions compact KEY`: one LLM summarization request for that session."""
+        rc, out, err, _, timed_out = self.run_cli("sessions", "compact", session_key, "--json", timeout=timeout)
+        if rc != 0 or timed_out:
+            raise AssertionError(f"sessions compact failed (rc={rc}):\n{out[-2000:]}\n{err[-2000:]}")
+        return parse_json_output(out) or {}
+
+    def delete_session(self, session_key: str, timeout: float | None = None) -> None:
+        """`openclaw sessions delete KEY --yes`: OpenClaw ends the session (its `session_end` hook fires)."""
+        rc, out, err, _, timed_out = self.run_cli("sessions", "delete", session_key, "--yes", "--json", timeout=timeout)
+        if rc != 0 or timed_out:
+            raise AssertionError(f"sessions delete failed (rc={rc}):\n{out[-2000:]}\n{err[-2000:]}")
+
+    def wake_heartbeat(self, session_key: str, text: str = "e2e probe event", timeout: float | None = None) -> None:
+        """`openclaw system event --mode now`: a heartbeat turn in that session, run by the gateway."""
+        rc, out, err, _, timed_out = self.run_cli("system", "event", "--text", text, "--mode", "now",
+                                                  "--session-key", session_key, "--json", timeout=timeout)
+        if rc != 0 or timed_out:
+            raise AssertionError(f"system event failed (rc={rc}):\n{out[-2000:]}\n{err[-2000:]}")
 
     def write_config(self) -> Path:
         self.config_path.parent.mkdir(parents=True, exist_ok=True)
@@ -264,4 +391,5 @@ class OpenClawClient:
         return turn
 
     def cleanup(self):
+        self.stop_gateway()
         shutil.rmtree(self.workdir, ignore_errors=True)

@@ -85,6 +85,15 @@ def format_stats(stats: dict) -> str:
         for key, value in proxy.items():
             if not isinstance(value, (dict, list)):
                 row(key, value, indent=2)
+        check = proxy.get("header_check")  # requests the client tagged (the OpenClaw plugin): inference vs tags
+        if isinstance(check, dict) and check.get("requests"):
+            tt, ss = check.get("turn_type", {}), check.get("session", {})
+            row("tags vs inference", f"{check['requests']} tagged request(s)", indent=2)
+            row("turn type", f"{tt.get('agree', 0)} agree, {tt.get('disagree', 0)} disagree", indent=4)
+            for pair, n in (tt.get("disagreements") or {}).items():
+                row(pair, n, indent=6)
+            row("session", f"{ss.get('agree', 0)} agree, {ss.get('disagree', 0)} disagree "
+                           f"({ss.get('split_sessions', 0)} split, {ss.get('merged_sessions', 0)} merged)", indent=4)
     return "\n".join(lines)
 
 
@@ -130,7 +139,7 @@ def _cmd_openclaw_config(args) -> int:
     context = args.context_window or served_context or 8192
     lean = {"lean": True, "full": False, "auto": None}[args.profile]
     config = openclaw_config(args.url, model_id, api_key=api_key, context_window=context,
-                             max_tokens=args.max_tokens, lean=lean)
+                             max_tokens=args.max_tokens, lean=lean, plugin=args.plugin)
     text = json.dumps(config, indent=2) + "\n"
     if args.write:
         path = os.path.expanduser(args.write)
@@ -139,7 +148,8 @@ def _cmd_openclaw_config(args) -> int:
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         with open(path, "w", encoding="utf-8") as fh:
             fh.write(text)
-        print(f"wrote {path} (model slime/{model_id}, context {context}, "
+        provider = next(iter(config["models"]["providers"]))
+        print(f"wrote {path} (model {provider}/{model_id}, context {context}, "
               f"{'lean' if config.get('tools') else 'full'} profile)", file=sys.stderr)
     else:
         print(text, end="")
@@ -426,6 +436,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="lean: OpenClaw's small-model settings (short prompt); auto: lean below a 16k context")
     oc.add_argument("--context-window", type=int, help="default: the server's context length")
     oc.add_argument("--max-tokens", type=int, default=512, help="max_completion_tokens of every request")
+    oc.add_argument("--plugin", action="store_true",
+                    help="use the rl-training-headers plugin (extensions/rl-training-headers; install it first)")
     oc.add_argument("--write", metavar="PATH", help="write the file (e.g. ~/.openclaw/openclaw.json)")
     oc.add_argument("--force", action="store_true", help="replace an existing file")
     oc.set_defaults(func=_cmd_openclaw_config)

@@ -23,6 +23,9 @@ from __future__ import annotations
 import copy
 
 PROVIDER_ID = "slime"
+# the OpenClaw plugin extensions/rl-training-headers: its provider id, plugin id and the hooks it needs
+PLUGIN_PROVIDER_ID = "rl-training"
+PLUGIN_ID = "rl-training-headers"
 # below this many tokens of context the full OpenClaw prompt does not fit with room for history and a reply
 LEAN_BELOW_CONTEXT = 16384
 
@@ -37,11 +40,19 @@ LEAN_TOOLS = {"profile": "minimal", "toolSearch": False}
 
 def openclaw_config(base_url: str, model_id: str, *, api_key: str | None = None, context_window: int = 8192,
                     max_tokens: int = 512, lean: bool | None = None, workspace: str | None = None,
-                    provider_id: str = PROVIDER_ID) -> dict:
+                    provider_id: str | None = None, plugin: bool = False, plugin_path: str | None = None,
+                    session_tracking: bool = True, debug_log: str | None = None) -> dict:
     """An openclaw.json (as a dict) whose default model is `provider_id/model_id` on our server.
 
     base_url: the server root or its /v1 URL. lean: None picks by context_window (see LEAN_BELOW_CONTEXT).
-    max_tokens becomes the `max_completion_tokens` of every request."""
+    max_tokens becomes the `max_completion_tokens` of every request.
+
+    plugin: also enable the rl-training-headers plugin (installed with `openclaw plugins install`, or loaded from
+    `plugin_path`): the provider becomes its `rl-training`, and every request carries the session, turn and
+    main/side headers. It needs `hooks.allowConversationAccess` (OpenClaw gates the hooks that see a run's
+    trigger behind it); without that the plugin still sends the session id and the heartbeat/compaction kinds."""
+    if provider_id is None:
+        provider_id = PLUGIN_PROVIDER_ID if plugin else PROVIDER_ID
     url = base_url.rstrip("/")
     url = url if url.endswith("/v1") else url + "/v1"
     if lean is None:
@@ -75,6 +86,17 @@ def openclaw_config(base_url: str, model_id: str, *, api_key: str | None = None,
     if lean:
         defaults.update(copy.deepcopy(LEAN_AGENT_DEFAULTS))
         config["tools"] = dict(LEAN_TOOLS)
+    if plugin:
+        plugin_config: dict = {"rollout_endpoint": url, "training_mode": "async", "session_tracking": session_tracking}
+        if debug_log:
+            plugin_config["debug_log"] = debug_log
+        config["plugins"] = {
+            "allow": [PLUGIN_ID],
+            "entries": {PLUGIN_ID: {"enabled": True, "hooks": {"allowConversationAccess": True},
+                                    "config": plugin_config}},
+        }
+        if plugin_path:
+            config["plugins"]["load"] = {"paths": [plugin_path]}
     return config
 
 

@@ -4,7 +4,7 @@
 
 Routes: `POST /v1/chat/completions` (streamed token by token, or whole), `GET /v1/models`, `GET /healthz`
 (200 only while the engine answers), `POST /v1/feedback` (a rating and/or comment on a turn),
-`GET /v1/stats`, `GET /v1/sessions?limit=&offset=&active=1` (a page of per-session counts, most recent first)
+`GET /v1/stats`, `POST /v1/sessions/done` (`{"session_id"}`: the client ended it), `GET /v1/sessions?limit=&offset=&active=1` (a page of per-session counts, most recent first)
 and `GET /v1/sessions/{id}` (one session with a row per turn). A bearer key (`--api-key`,
 `$OPENCLAW_PROXY_API_KEY`) is required whenever the proxy binds beyond loopback; it is the proxy's own key,
 never the engine's. `OPENCLAW_DEBUG=1` or `ROLLOUT_LOG_LEVEL=DEBUG|INFO|...` override `--log-level`: at DEBUG the
@@ -367,6 +367,19 @@ def create_app(config: ConversationSettings, method) -> FastAPI:
         active = params.get("active", "").strip().lower() in ("1", "true", "yes", "on")
         await state["service"].settle_writes()
         return await asyncio.to_thread(state["store"].session_summaries, limit, offset, active)
+
+    @app.post("/v1/sessions/done")
+    async def session_done(request: Request):
+        """The client ended a session ({"session_id": ...}): what `X-Session-Done` says on a request, for clients
+        that learn it after the session's last request (the OpenClaw plugin's `session_end` hook)."""
+        body = await read_json(request)
+        session_id = body.get("session_id") if isinstance(body, dict) else None
+        if not isinstance(session_id, str) or not session_id.strip():
+            raise APIError(400, "session_id: a non-empty string is required", param="session_id")
+        service: ConversationService = state["service"]
+        await service.settle_writes()  # the session's last turn may still be on its way to the store
+        await service.finalize_session(session_id.strip(), "session_done")
+        return {"session_id": session_id.strip(), "finalized": True}
 
     @app.get("/v1/sessions/{session_id:path}")
     async def session_detail(session_id: str):

@@ -16,6 +16,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from slime.conversation import sessions
+from slime.conversation.header_check import HeaderCheck
 from slime.conversation.judges.base import Judgement, TurnForJudge, Vote
 from slime.conversation.methods import BinaryRL, Decision, Outcome, TurnEvaluator
 from slime.conversation.samples import sample_from_turn
@@ -88,6 +89,7 @@ class ConversationService:
         self.judge_workers = 2 * judge_concurrency  # store reads/writes of one overlap another's evaluation
         self.writes: set[asyncio.Task] = set()  # store writes: always finished before shutdown
         self.stats = ServiceStats()
+        self.header_check = HeaderCheck()  # tagged requests: does inference agree with the client's tags?
         self._sweeper: asyncio.Task | None = None
 
     # --- lifecycle ---------------------------------------------------------------------------
@@ -151,6 +153,11 @@ class ConversationService:
 
     # --- before forwarding: attach the next state of an earlier turn ----------------------------
     async def before_forward(self, meta: sessions.RequestMeta, messages: list[dict]) -> None:
+        disagreement = self.header_check.observe(meta)
+        if disagreement is not None and log.isEnabledFor(logging.DEBUG):
+            log.debug("session %s: the client's tags and inference disagree on %s: header %s, inferred %s",
+                      meta.session_id, " and ".join(disagreement["disagree"]), disagreement["header"],
+                      disagreement["inferred"])
         if meta.turn_reason == "unclassified" and meta.session_id not in self.unclassified_logged:
             self.unclassified_logged[meta.session_id] = None
             if len(self.unclassified_logged) > self.max_cached_sessions:
@@ -486,7 +493,7 @@ class ConversationService:
         return {"judged": s.judged, "judge_failures": s.judge_failures, "judge_timeouts": s.judge_timeouts,
                 "judging_now": s.judging, "samples_emitted": s.samples, "demonstrations": s.demonstrations, "excluded": s.excluded,
                 "unclassified_sessions": s.unclassified_sessions, "traces_ingested": s.traces, "cached_sessions": len(self.open),
-                "background_tasks": len(self.tasks), "judge_queue": self.judge_queue.qsize(), "method": self.method.name,
+                "header_check": self.header_check.snapshot(), "background_tasks": len(self.tasks), "judge_queue": self.judge_queue.qsize(), "method": self.method.name,
                 "judge": getattr(getattr(self.method, "judge", None), "name", None),
                 "judge_stats": dict(getattr(getattr(self.method, "judge", None), "stats", {}) or {}),
                 "hint_judge_stats": dict(getattr(getattr(self.method, "hint_judge", None), "stats", {}) or {}),

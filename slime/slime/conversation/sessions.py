@@ -8,6 +8,10 @@ Two questions the proxy asks of every `POST /v1/chat/completions`:
    names the session, its compaction and heartbeat requests have recognisable prompts. Anything we cannot
    place still gets its own session (a hash of the conversation's stable opening), so unrelated anonymous
    conversations never share one, and is trained as main, so untagged traffic is not silently dropped.
+   `X-Turn-Id` (the client's id of the agent run a request belongs to) is recorded as the turn's trace id, and
+   `X-Turn-Reason` (why main or side) goes into the log. A tagged request is also classified by inference, and
+   `header_check` counts where the two disagree: the OpenClaw plugin `extensions/rl-training-headers` sends
+   these headers, so its users check the inference on their own traffic.
 
 2. *Is this request the next state of an earlier turn?* Only if its history is that turn's prompt plus that
    turn's response, followed by at least one new message, and the next state is ALL of those new messages.
@@ -38,6 +42,7 @@ from slime.conversation.openclaw_conventions import (
 )
 
 __all__ = [
+    "InferredMeta",
     "RequestMeta",
     "history_fingerprints",
     "is_retry",
@@ -219,7 +224,22 @@ class RequestMeta:
     turn_reason: str
     explicit_turn_type: bool  # the client said so (header or body) rather than us inferring it
     session_done: bool
-    trace_id: str | None  # W3C trace-id: shared by every model call of one agent run (tool loops)
+    # shared by every model call of one agent run (tool loops): the client's `X-Turn-Id` (the rl-training-headers
+    # OpenClaw plugin sends its run id there), else the W3C trace-id of a `traceparent` header
+    trace_id: str | None
+    turn_id: str | None = None  # X-Turn-Id as sent
+    client_reason: str | None = None  # X-Turn-Reason as sent (heartbeat, compaction, user, ...): logs and stats
+    # What inference from the body says, computed only when the client tagged the request (header or body),
+    # so the proxy can count how often the two agree (`header_check.HeaderCheck`). None for untagged requests.
+    inferred: "InferredMeta | None" = None
+
+
+@dataclass(frozen=True)
+class InferredMeta:
+    session_id: str
+    session_source: str  # "runtime" | "prefix"
+    turn_type: str
+    turn_reason: str
 
 
 def _lower_keys(headers: Any) -> dict[str, str]:
@@ -321,6 +341,10 @@ def _resolve_session(headers: dict[str, str], body: dict, history: list) -> tupl
     explicit = _explicit_value(headers, "x-session-id", body, "session_id")
     if explicit is not None:
         return explicit
+    return _infer_session(history)
+
+
+def _infer_session(history: list) -> tuple[str, str]:
     session_id = _runtime_session_id(history)
     if session_id is not None:
         return f"openclaw:{session_id}", "runtime"
@@ -393,14 +417,30 @@ def _resolve_turn_type(headers: dict[str, str], body: dict, messages: list, hist
     return turn_type, reason, False
 
 
+def _header(headers: dict[str, str], name: str, limit: int = 200) -> str | None:
+    value = (headers.get(name) or "").strip()
+    return value[:limit] if value else None
+
+
 def resolve_meta(headers: Mapping[str, str], body: dict) -> RequestMeta:
-    """Session, main/side and end-of-session for one request: header wins, then body key, then inference."""
+    """Session, main/side and end-of-session for one request: header wins, then body key, then inference.
+
+    When the client tagged the request, inference runs too and is kept in `meta.inferred`, so the proxy can
+    check one against the other on real traffic."""
     lowered = _lower_keys(headers)
     body = body if isinstance(body, dict) else {}
     messages = _as_message_list(body.get("messages"))
     history = strip_internal_context(messages)
     session_id, session_source = _resolve_session(lowered, body, history)
     turn_type, turn_reason, explicit_turn_type = _resolve_turn_type(lowered, body, messages, history)
+    inferred = None
+    if explicit_turn_type or session_source in ("header", "body"):
+        inferred_session, inferred_source = (session_id, session_source) if session_source not in ("header", "body") \
+            else _infer_session(history)
+        inferred_type, inferred_reason = (turn_type, turn_reason) if not explicit_turn_type \
+            else _infer_turn_type(body, messages, history)
+        inferred = InferredMeta(inferred_session, inferred_source, inferred_type, inferred_reason)
+    turn_id = _header(lowered, "x-turn-id")
     meta = RequestMeta(
         session_id=session_id,
         session_source=session_source,
@@ -408,12 +448,18 @@ def resolve_meta(headers: Mapping[str, str], body: dict) -> RequestMeta:
         turn_reason=turn_reason,
         explicit_turn_type=explicit_turn_type,
         session_done=_session_done(lowered, body),
-        trace_id=_trace_id(lowered),
+        trace_id=turn_id or _trace_id(lowered),
+        turn_id=turn_id,
+        client_reason=_header(lowered, "x-turn-reason", 64),
+        inferred=inferred,
     )
     if log.isEnabledFor(logging.DEBUG):
-        log.debug("classified request: session %s from %s; %s turn: %s (%d message(s)%s%s)", meta.session_id,
+        log.debug("classified request: session %s from %s; %s turn: %s (%d message(s)%s%s%s%s)", meta.session_id,
                   SESSION_SOURCE_WORDS.get(meta.session_source, meta.session_source), meta.turn_type,
                   TURN_REASON_WORDS.get(meta.turn_reason, meta.turn_reason), len(messages),
                   ", session done" if meta.session_done else "",
-                  f", trace {meta.trace_id}" if meta.trace_id else "")
+                  f", trace {meta.trace_id}" if meta.trace_id else "",
+                  f", client reason {meta.client_reason}" if meta.client_reason else "",
+                  f"; inference says session {inferred.session_id}, {inferred.turn_type} ({inferred.turn_reason})"
+                  if inferred is not None else "")
     return meta
