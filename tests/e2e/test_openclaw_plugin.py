@@ -5,10 +5,12 @@ Chain: tiny random-weight engine -> conversation proxy (judge "rules") -> OpenCl
 compaction and heartbeats need one) with the plugin installed by `openclaw plugins install`, as a user installs it.
 One session: two turns (the second is praise, so the first is judged +1), then `openclaw sessions compact` (one
 summarization request), `openclaw system event --mode now` (one heartbeat turn in that session) and `openclaw
-sessions delete` (OpenClaw ends the session: the plugin tells the server, which finalizes it).
+sessions delete` (OpenClaw ends the session: the plugin tells the server, which finalizes it). A trainer attached to
+the proxy's store then trains the first turn's sample.
 
 With the plugin the server must see its headers on every request and put the compaction and the heartbeat on the
-conversation's own session as side turns, with the plugin's turn ids; the first main turn becomes a +1 sample.
+conversation's own session as side turns, with the plugin's turn ids; the first main turn becomes a +1 sample that
+a trainer attached to the store trains (one step; the store marks it trained).
 Without the plugin the same steps are classified by inference: the main/side kinds must be the same; the session
 of the compaction request differs (it carries no Runtime line, so inference gives it a `prefix:` session of its
 own): that difference is asserted, printed and recorded, as is the server's own count of it (/v1/stats
@@ -149,10 +151,13 @@ def test_plugin_tags_main_side_and_session_and_matches_inference(engine, tmp_pat
         # one run id per agent turn: turn 1's model calls share it, turn 2's differ from turn 1's
         assert {r["trace_id"] for r in rows["turn1"]}.isdisjoint({r["trace_id"] for r in rows["turn2"]})
 
-        # the first main turn is judged from the praise (+1) and becomes a trainable sample
+        # the first main turn is judged from the praise (+1) and becomes a trainable sample, and a trainer attached
+        # to the proxy's store trains it (a batch of one) and publishes the new weights to the engine
         first = rows["turn1"][-1]
         sample = _wait(lambda: _sample(store_path, first["id"]), 120, "turn 1's sample")
         assert sample == ("pending", 1.0), sample
+        _train_pending(proxy.url, store_path, engine.url, tmp_path / "train", first["id"])
+        assert _sample(store_path, first["id"]) == ("trained", 1.0)
 
         # `openclaw sessions delete`: the plugin's session_end hook told the server, which ended the session
         assert _wait(lambda: _finalize_reason(store_path, tagged), 30, "the session's end") == "session_done"
@@ -242,6 +247,52 @@ def test_plugin_fails_open(engine, tmp_path):
                           timeout=30).json()["proxy"]["header_check"]
         # turn 1 was tagged with its session only (agreeing with inference); turn 2 was not tagged at all
         assert check["requests"] == 1 and check["session"]["agree"] == 1 and check["turn_type"]["agree"] == 0, check
+
+
+def _train_pending(proxy_url: str, store_path, engine_url: str, run_dir, turn_id: int) -> None:
+    """`slime/train_async.py` attached to the running proxy, its store and its engine (the usage guide's separate
+    serve / train), batches of one: it trains what is pending (until `turn_id`'s sample is trained), then is stopped
+    (SIGINT: a clean stop)."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    run_dir.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "slime/train_async.py", "--hf-checkpoint", "tiny", "--disable-rollout-global-dataset",
+           "--data-source-path", "slime.conversation.rollout.ConversationDataSource",
+           "--rollout-function-path", "slime.conversation.rollout.generate_rollout",
+           "--num-rollout", "1000", "--rollout-batch-size", "1", "--n-samples-per-prompt", "1",
+           "--rollout-max-response-len", "48", "--rollout-temperature", "0.6", "--reward-key", "score",
+           "--lr", "1e-5", "--prm-type", "rules", "--conversation-method", "rl", "--run-dir", str(run_dir),
+           "--proxy-url", proxy_url, "--conversation-store", str(store_path),
+           "--rollout-external-engine-addrs", engine_url]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
+           "OPENCLAW_PROXY_API_KEY": API_KEY}
+    with open(run_dir / "trainer.log", "ab") as log:
+        trainer = subprocess.Popen(cmd, cwd=repo, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+    try:
+        def trained() -> bool:
+            if trainer.poll() is not None:
+                raise AssertionError(f"the trainer exited ({trainer.returncode}): "
+                                     + (run_dir / "trainer.log").read_text()[-3000:])
+            return _sample(store_path, turn_id)[0] == "trained"
+
+        _wait(trained, 300, "the sample trained")
+        metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+        assert any("train/loss" in m for m in metrics), metrics
+    finally:
+        if trainer.poll() is None:
+            os.killpg(trainer.pid, signal.SIGINT)
+            try:
+                trainer.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                os.killpg(trainer.pid, signal.SIGKILL)
+                trainer.wait()
 
 
 def _sample(store_path, turn_id: int):
