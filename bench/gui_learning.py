@@ -2,7 +2,7 @@
 training, in one run; and how fast the environment steps.
 
     OMP_NUM_THREADS=1 python bench/gui_learning.py [--sft-steps 32] [--rl-rollouts 16] [--lr 1e-5]
-        [--eval-samples 2] [--max-steps 8] [--model smollm2]
+        [--eval-samples 2] [--max-steps 8] [--model smollm2] [--reuse-sft]
 
 As in `terminal_learning.py`, two stages, each the setting's own CPU script as a user runs it (real `slime/train*.py`
 processes, the embedded engine, the environment service's pool server, one desktop per episode: Xvfb, the task's
@@ -71,6 +71,26 @@ def environment_speed() -> dict:
             "episode_s": sum(s for _, s in results) / max(1, len(results))}
 
 
+def reused_sft_stage(sft_dir: Path, opts) -> None:
+    """A finished SFT stage of an earlier run (`--reuse-sft`), checked against this run's settings from its own
+    files: --sft-steps training steps, two evaluations of --eval-samples episodes per held-out task, a checkpoint.
+    Its wall time is not known again (the summary says "reused")."""
+    import json
+
+    rows = [json.loads(line) for line in (sft_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    steps = sum(1 for r in rows if "train/loss" in r)
+    if steps != opts.sft_steps:
+        raise SystemExit(f"--reuse-sft: {sft_dir} trained {steps} steps, not --sft-steps {opts.sft_steps}")
+    files = eval_sample_files(sft_dir)
+    heldout = len((DATA / "heldout.jsonl").read_text().splitlines())
+    for path in files:
+        if len(episodes(path)) != heldout * opts.eval_samples:
+            raise SystemExit(f"--reuse-sft: {path} holds {len(episodes(path))} episodes, not "
+                             f"{heldout} tasks x --eval-samples {opts.eval_samples}")
+    last_model(sft_dir / "ckpt")
+    print(f"[sft] reused {sft_dir}: {steps} steps, {len(files)} evaluations", flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sft-steps", type=int, default=32)
@@ -81,6 +101,9 @@ def main() -> int:
     parser.add_argument("--eval-samples", type=int, default=2, help="episodes per held-out task")
     parser.add_argument("--max-steps", type=int, default=8, help="steps per episode")
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "bench" / "gui_learning")
+    parser.add_argument("--reuse-sft", action="store_true",
+                        help="reuse the finished SFT stage in --out (its two evaluations and its checkpoint, checked to "
+                             "hold --sft-steps steps and --eval-samples episodes per task) and run only RL")
     opts = parser.parse_args()
 
     speed = environment_speed()
@@ -88,16 +111,20 @@ def main() -> int:
           f"{speed['steps']} steps at {speed['steps_per_s']:.2f} steps/s (action + screenshot + OCR), "
           f"{speed['episode_s']:.1f} s per episode with reset and evaluation", flush=True)
 
-    shutil.rmtree(opts.out, ignore_errors=True)
-    opts.out.mkdir(parents=True)
     eval_flags = ["--eval-prompt-data", "heldout", str(DATA / "heldout.jsonl"), "--eval-temperature", "1.0",
                   "--n-samples-per-eval-prompt", str(opts.eval_samples), "--eval-max-response-len", "128",
                   "--max-turns", str(opts.max_steps)]
     sft_dir = opts.out / "sft"
-    sft_seconds = run_stage("sft", "gui-rl/run_cpu_smollm2_gui_text_sft.sh",
-                            {"RUN_DIR": str(sft_dir), "NUM_ROLLOUT": str(opts.sft_steps), "EVAL": "1",
-                             "OMP_NUM_THREADS": "2", "HF_CKPT": opts.model, "LR": str(opts.sft_lr)},
-                            eval_flags, opts.out / "sft.log")
+    if opts.reuse_sft:
+        sft_seconds = reused_sft_stage(sft_dir, opts)
+        shutil.rmtree(opts.out / "rl", ignore_errors=True)
+    else:
+        shutil.rmtree(opts.out, ignore_errors=True)
+        opts.out.mkdir(parents=True)
+        sft_seconds = run_stage("sft", "gui-rl/run_cpu_smollm2_gui_text_sft.sh",
+                                {"RUN_DIR": str(sft_dir), "NUM_ROLLOUT": str(opts.sft_steps), "EVAL": "1",
+                                 "OMP_NUM_THREADS": "2", "HF_CKPT": opts.model, "LR": str(opts.sft_lr)},
+                                eval_flags, opts.out / "sft.log")
     sft_files = eval_sample_files(sft_dir)
     if len(eval_records(sft_dir)) != 2 or len(sft_files) != 2:
         raise SystemExit(f"expected 2 evaluations (before and after SFT) in {sft_dir}")
@@ -120,7 +147,7 @@ def main() -> int:
               + ", ".join(f"{t} {s}" for t, s in row["per_task"].items()))
     gain = trained["success"] - base["success"]
     print(f"held-out: {len(base['per_task'])} tasks x {opts.eval_samples} episodes; base {base['success']:.3f} -> "
-          f"SFT ({opts.sft_steps} steps, {sft_seconds:.0f} s) {warm['success']:.3f} -> RL ({opts.rl_rollouts} "
+          f"SFT ({opts.sft_steps} steps, {'reused' if sft_seconds is None else f'{sft_seconds:.0f} s'}) {warm['success']:.3f} -> RL ({opts.rl_rollouts} "
           f"rollouts, {rl_seconds:.0f} s) {trained['success']:.3f}")
     print(f"environment: {speed['steps_per_s']:.2f} steps/s")
     print(f"RESULT gui_learning value={gain:.3f} target=>={TARGET} {'PASS' if gain >= TARGET else 'FAIL'}")
