@@ -18,6 +18,7 @@ from slime.agentic.gui.agent import (
     GuiStep,
     build_messages,
     service_options,
+    step_sampling_params,
     vlm_judge_messages,
 )
 from slime.agentic.gui.observation import downscale_png
@@ -180,3 +181,10 @@ def test_the_pool_servers_send_what_the_loop_and_its_judge_read():
     assert options(gui_observation="screenshot") == "screenshot"
     assert options(gui_observation="screenshot", step_judge="llm") == "screenshot"
     assert options(gui_observation="screenshot", step_judge="rules") == "both"  # the rule judge diffs the OCR
+
+
+def test_a_step_stops_at_its_closed_tool_call():
+    params = step_sampling_params({"temperature": 1.0, "max_new_tokens": 128, "stop": ["\n\n\n"]})
+    assert params["stop"] == ["\n\n\n", "</tool_call>"] and params["no_stop_trim"] is True
+    assert params["temperature"] == 1.0 and params["max_new_tokens"] == 128
+    assert step_sampling_params(params)["stop"] == params["stop"]  # applied twice: no duplicate

@@ -386,6 +386,17 @@ def step_judge(args):
     return judge_from_args(args, rules=GuiRuleJudge, llm=GuiVLMJudge if screenshots else GuiLLMJudge)
 
 
+STOP_STRINGS = ("</tool_call>",)
+
+
+def step_sampling_params(sampling_params: dict) -> dict:
+    """A step's sampling: generation ends at the step's `</tool_call>` (kept in the text, `no_stop_trim`, so the
+    parser sees the closed call; the ids are what was sampled). Without it a small model that skips its end-of-turn
+    token writes on ("user\nAction: ...", a second call) and the step fails as two tool calls."""
+    stop = list(dict.fromkeys([*(sampling_params.get("stop") or []), *STOP_STRINGS]))
+    return {**sampling_params, "stop": stop, "no_stop_trim": True}
+
+
 def _failed_sample(sample: Sample, tokenizer, task_key: str, error: str) -> list[Sample]:
     return failed_sample(sample, tokenizer, error, task_key=task_key, stop_reason="environment_error")
 
@@ -399,14 +410,15 @@ async def generate(args, sample: Sample, sampling_params: dict) -> list[Sample]:
     task_key = task_of(sample)
     settings = AgentSettings.from_args(args)
     context = getattr(args, "rollout_max_context_len", None) or 32768
+    params = step_sampling_params(sampling_params)
     if settings.observation == "screenshot":
         from slime.agentic.vision_policy import VisionTurnPolicy
         from slime.models import resolve_model_path
 
-        policy = VisionTurnPolicy(get_engine_client(args), tokenizer, sampling_params, context,
+        policy = VisionTurnPolicy(get_engine_client(args), tokenizer, params, context,
                                   resolve_model_path(args.hf_checkpoint))
     else:
-        policy = EngineTurnPolicy(get_engine_client(args), tokenizer, sampling_params, context)
+        policy = EngineTurnPolicy(get_engine_client(args), tokenizer, params, context)
     seed = getattr(args, "rollout_seed", None) or getattr(args, "seed", 0) or 0
     request_id = f"{task_key}:{seed}:{sample.group_index}:{sample.index}:{time.time_ns()}"
     judge = step_judge(args)
@@ -480,4 +492,4 @@ def describe(step: dict) -> str:
 
 __all__ = ["AgentSettings", "GuiEpisode", "GuiLLMJudge", "GuiRuleJudge", "GuiStep", "GuiVLMJudge", "ScriptedGuiPolicy",
            "StepJudging", "build_messages", "describe", "episode_samples", "generate", "reward_func", "run_episode",
-           "task_of", "vlm_judge_messages"]
+           "step_sampling_params", "task_of", "vlm_judge_messages"]
