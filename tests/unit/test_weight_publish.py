@@ -41,6 +41,31 @@ def test_merged_lora_folder_serves_the_adapted_model(tiny_model_path, tmp_path):
     torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
 
 
+def test_merged_lora_folder_of_a_vision_language_model_keeps_its_vision_tower(tmp_path):
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForImageTextToText
+
+    from slime.models.tiny_vlm import build_tiny_vlm
+    from slime.models.vision import VisionSpec
+
+    base_path = build_tiny_vlm()
+    torch.manual_seed(0)
+    model = AutoModelForImageTextToText.from_pretrained(str(base_path), dtype=torch.float32)
+    peft = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
+    for name, param in peft.named_parameters():
+        if "lora_B" in name:
+            torch.nn.init.normal_(param, std=0.5)
+    peft.save_pretrained(str(tmp_path / "v000001"))
+    merged_dir = merge_lora_folder(tmp_path / "v000001", str(base_path))
+    merged = AutoModelForImageTextToText.from_pretrained(str(merged_dir), dtype=torch.float32).eval()
+    ids = torch.tensor([[1, 5, 9, 13, 2]])
+    with torch.no_grad():
+        torch.testing.assert_close(merged(input_ids=ids).logits, peft.eval()(input_ids=ids).logits,
+                                   atol=1e-4, rtol=1e-4)
+    assert any(name.startswith("model.visual.") for name, _ in merged.named_parameters())
+    assert VisionSpec.from_folder(merged_dir) == VisionSpec.from_folder(base_path)  # the image preprocessing too
+
+
 class AdapterActor:
     def __init__(self, base):
         self.base = base

@@ -79,14 +79,17 @@ def merge_lora_folder(adapter_folder: Path, base: str) -> Path:
     import json
 
     from peft import PeftModel
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, AutoTokenizer
 
     from slime.models import resolve_model_path
+    from slime.models.vision import is_vision_config
 
     base_path = resolve_model_path(base)
     config = json.loads((Path(base_path) / "config.json").read_text())
+    # AutoModelForCausalLM refuses a vision-language config (Qwen2.5-VL); the image-text class keeps the vision tower
+    auto = AutoModelForImageTextToText if is_vision_config(config) else AutoModelForCausalLM
     # keep the checkpoint's dtype: the engines serve it as they loaded the base model
-    model = AutoModelForCausalLM.from_pretrained(str(base_path), dtype=config.get("torch_dtype") or "auto")
+    model = auto.from_pretrained(str(base_path), dtype=config.get("torch_dtype") or "auto")
     merged = PeftModel.from_pretrained(model, str(adapter_folder)).merge_and_unload()
     out = adapter_folder / "merged"
     merged.save_pretrained(str(out), safe_serialization=True)
