@@ -1,6 +1,7 @@
 """The screenshot policy's pieces: the loop's messages with images, image collection in template order, the pad
 widths computed from an image's size (the engine's rule), the policy's request and its check of the engine's ids,
-screenshot downscaling, the VLM step judge's messages, the provider options per observation, samples with images."""
+screenshot downscaling, the VLM step judge's messages, the provider options per observation, samples with images and
+the engine's weight version."""
 
 from __future__ import annotations
 
@@ -99,7 +100,7 @@ class _RecordingEngine:
     async def generate(self, **request):
         self.calls.append(request)
         ids = list(request["input_ids"]) if self.echo_ids else [0]
-        return {"text": "Action: x", "meta_info": {"input_ids": ids, "finish_reason": {"type": "stop"},
+        return {"text": "Action: x", "meta_info": {"input_ids": ids, "finish_reason": {"type": "stop"}, "weight_version": "3",
                                                   "output_token_logprobs": [[-0.5, 7], [-0.25, 8]]}}
 
 
@@ -132,6 +133,7 @@ def test_the_policy_sends_widened_ids_with_its_images_and_checks_the_engines_ids
     assert (turn.output_ids, turn.logprobs) == ([7, 8], [-0.5, -0.25])
     sample = turn_sample(Sample(prompt="t", index=0, group_index=0), turn, 0, {}, Sample.Status.COMPLETED, True, None)
     assert sample.multimodal_inputs == {"images": [first, second]}
+    assert turn.weight_version == sample.weight_version == "3" and sample.weight_versions == ["3"]  # staleness
     assert sample.tokens == sent["input_ids"] + [7, 8]
     with pytest.raises(RuntimeError, match="other prompt ids"):
         asyncio.run(VisionTurnPolicy(_RecordingEngine(echo_ids=False), tokenizer, {"max_new_tokens": 8}, 4096,

@@ -45,7 +45,7 @@ from dataclasses import asdict, dataclass, field
 
 from slime.agentic import rewards
 from slime.agentic.env_service.client import EnvServiceError
-from slime.agentic.terminal.agent import Turn, failed_sample, turn_sample
+from slime.agentic.terminal.agent import Turn, engine_weight_version, failed_sample, turn_sample
 from slime.utils.types import Sample
 
 from . import templates
@@ -284,7 +284,8 @@ class SweEnginePolicy:
         self.pieces.append(Piece("step", ids, lps, exact=not managed))
         return StepTurn(input_ids=list(input_ids), output_ids=ids, logprobs=lps, text=output.get("text", ""),
                         finish_reason=self._last_finish, omitted_messages=omitted,
-                        latency_ms=(time.monotonic() - start) * 1000, managed=managed)
+                        latency_ms=(time.monotonic() - start) * 1000, managed=managed,
+                        weight_version=engine_weight_version(meta))
 
 
 class ScriptedSwePolicy:

@@ -157,7 +157,14 @@ class Turn:
     omitted_messages: int = 0
     latency_ms: float = 0.0
     images: list[str] | None = None  # the prompt's images (base64), in the order of its image pads
+    weight_version: str | None = None  # the engine's weights that sampled it (the trainer's staleness metric)
 
+
+
+def engine_weight_version(meta_info: dict) -> str | None:
+    """The weights an engine reply came from (its `meta_info`); None when the engine does not say."""
+    version = meta_info.get("weight_version")
+    return None if version is None or str(version) == "" else str(version)
 
 
 def turn_sample(sample: Sample, turn: Turn, k: int, meta: dict, status, trainable: bool,
@@ -172,7 +179,9 @@ def turn_sample(sample: Sample, turn: Turn, k: int, meta: dict, status, trainabl
                   tokens=list(turn.input_ids) + list(turn.output_ids), response_length=len(turn.output_ids),
                   response=turn.text, loss_mask=[1] * len(turn.output_ids), rollout_log_probs=list(turn.logprobs),
                   status=status, metadata=meta, remove_sample=not trainable,
-                  multimodal_inputs={"images": list(turn.images)} if turn.images else None)
+                  multimodal_inputs={"images": list(turn.images)} if turn.images else None,
+                  weight_version=turn.weight_version,
+                  weight_versions=[turn.weight_version] if turn.weight_version else [])
 
 
 def failed_sample(sample: Sample, tokenizer, error: str, **metadata) -> list[Sample]:
@@ -235,7 +244,8 @@ class EngineTurnPolicy:
         return Turn(input_ids=input_ids, output_ids=[int(e[1]) for e in entries],
                     logprobs=[float(e[0]) for e in entries], text=output.get("text", ""),
                     finish_reason=(meta.get("finish_reason") or {}).get("type", "stop"), omitted_messages=omitted,
-                    latency_ms=(time.monotonic() - start) * 1000, images=images or None)
+                    latency_ms=(time.monotonic() - start) * 1000, images=images or None,
+                    weight_version=engine_weight_version(meta))
 
     def images_of(self, messages: list[dict]) -> list[str]:
         """The images a prompt carries, in order (a text policy: none; see VisionTurnPolicy)."""
