@@ -25,25 +25,9 @@ TRAINER_PROCS=${TRAINER_PROCS:-2}
 source scripts/agentic_cpu_launch.sh
 HF_CKPT=${HF_CKPT:-tiny-vlm}
 RUN_DIR=${RUN_DIR:-runs/gui-vlm-cpu}
-TASKS_DIR=${TASKS_DIR:-$HERE/tasks}
-PROMPT_DATA=${PROMPT_DATA:-}
-if [ -z "$PROMPT_DATA" ]; then  # the tasks' training rows (also on --dry-run: the flags are checked against them)
-    PROMPT_DATA="$RUN_DIR/train.jsonl"
-    python -m slime.agentic.gui.tasks --tasks-dir "$TASKS_DIR" --split train --out "$PROMPT_DATA"
-fi
-ROLLOUT_ARGS=(
-    --prompt-data "$PROMPT_DATA" --input-key prompt --metadata-key metadata --rollout-shuffle
-    --custom-generate-function-path slime.agentic.gui.agent.generate
-    --custom-rm-path slime.agentic.gui.agent.reward_func --reward-key score
-    --gui-tasks-dir "$TASKS_DIR" --gui-observation screenshot --gui-screenshot-max-pixels "${MAX_PIXELS:-230400}"
-    --env-workers "${ENV_WORKERS:-1}" --env-provider gui
-    --max-turns "${MAX_STEPS:-4}" --dynamic-history
-    --num-rollout "${NUM_ROLLOUT:-4}" --rollout-batch-size "${ROLLOUT_BATCH_SIZE:-2}"
-    --n-samples-per-prompt "${N_SAMPLES:-2}" --num-steps-per-rollout 1
-    --rollout-max-response-len 64 --rollout-max-context-len 4096 --rollout-temperature 1.0
-)
-agentic_cpu_rl_args "${ROLLOUT_ARGS[@]}"
-agentic_cpu_env_args  # ENV_SERVER_URL, STEP_JUDGE (a per-step PRM: the outcome plus its score)
+# shellcheck source=gui-rl/gui_cpu_rl.sh
+source "$HERE/gui_cpu_rl.sh"
+gui_cpu_rl_args 4 4 2 64 --gui-observation screenshot --gui-screenshot-max-pixels "${MAX_PIXELS:-230400}"
 
 SUMMARY=$(cat <<'PY'
 print(f"GUI RL (screenshots, {args.hf_checkpoint}): {args.rollout_batch_size} tasks x {args.n_samples_per_prompt} "
