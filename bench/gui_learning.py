@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import shutil
 import sys
 import tempfile
@@ -75,8 +76,6 @@ def reused_sft_stage(sft_dir: Path, opts) -> None:
     """A finished SFT stage of an earlier run (`--reuse-sft`), checked against this run's settings from its own
     files: --sft-steps training steps, two evaluations of --eval-samples episodes per held-out task, a checkpoint.
     Its wall time is not known again (the summary says "reused")."""
-    import json
-
     rows = [json.loads(line) for line in (sft_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
     steps = sum(1 for r in rows if "train/loss" in r)
     if steps != opts.sft_steps:
