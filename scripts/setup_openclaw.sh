@@ -41,15 +41,29 @@ report() {
     fi
 }
 
-# What the built plugin was built from: tests/e2e/openclaw_harness.py computes the same hash to tell a stale build.
-plugin_source_hash() {
-    (cd "$PLUGIN_SRC" && cat package.json package-lock.json tsconfig.json openclaw.plugin.json \
-        $(ls src/*.ts | LC_ALL=C sort)) | sha256sum | cut -c1-16
-}
+# What the built plugin was built from (tests/e2e/openclaw_harness.py runs the same script to tell a stale build).
+plugin_source_hash() { bash "$REPO_ROOT/scripts/plugin_source_hash.sh" "$PLUGIN_SRC"; }
 
+# A build that failed for these sources is not retried on every setup run (each try costs npm ci + an OpenClaw
+# install check); deleting the marker retries it.
+PLUGIN_FAILED="$DIR/plugins/rl-training-headers.build-failed"
+
+# true when nothing is left to do: built from the current sources, or failed for exactly these sources before
 plugin_current() {
     [[ -d "$PLUGIN_SRC" ]] || return 0  # a checkout without the plugin: nothing to build
-    [[ -f "$PLUGIN_DIR/dist/src/index.js" ]] && [[ "$(cat "$PLUGIN_DIR/.source-hash" 2>/dev/null)" == "$(plugin_source_hash)" ]]
+    local hash
+    hash=$(plugin_source_hash)
+    [[ -f "$PLUGIN_DIR/dist/src/index.js" ]] && [[ "$(cat "$PLUGIN_DIR/.source-hash" 2>/dev/null)" == "$hash" ]] && return 0
+    if [[ "$(cat "$PLUGIN_FAILED" 2>/dev/null)" == "$hash" ]]; then
+        log "the plugin failed to build from these sources before; not retried (rm $PLUGIN_FAILED to retry)"
+        return 0
+    fi
+    return 1
+}
+
+plugin_build_failed() {  # $1: the sources' hash, $2: what failed
+    log "WARNING: $2"
+    mkdir -p "$(dirname "$PLUGIN_FAILED")" && echo "$1" >"$PLUGIN_FAILED"
 }
 
 # Build the plugin and check that this OpenClaw installs and loads it. A failure here only costs the plugin
@@ -60,11 +74,12 @@ build_plugin() {
     hash=$(plugin_source_hash)
     start=$(date +%s)
     log "building the rl-training-headers plugin ($PLUGIN_SRC) into $PLUGIN_DIR"
+    rm -f "$PLUGIN_FAILED"
     (cd "$PLUGIN_SRC" && npm ci "${NPM_FLAGS[@]}" >&2 && npm run build --silent >&2) || {
-        log "WARNING: the plugin did not build (npm ci / npm run build in $PLUGIN_SRC failed)"; return 0; }
+        plugin_build_failed "$hash" "the plugin did not build (npm ci / npm run build in $PLUGIN_SRC failed)"; return 0; }
     rm -rf "$PLUGIN_DIR"
     { mkdir -p "$PLUGIN_DIR/dist" && cp "$PLUGIN_SRC/package.json" "$PLUGIN_SRC/openclaw.plugin.json" "$PLUGIN_DIR/" \
-        && cp -r "$PLUGIN_SRC/dist/src" "$PLUGIN_DIR/dist/"; } || { log "WARNING: could not copy the plugin"; return 0; }
+        && cp -r "$PLUGIN_SRC/dist/src" "$PLUGIN_DIR/dist/"; } || { plugin_build_failed "$hash" "could not copy the plugin"; return 0; }
     check_home=$(mktemp -d "$DIR/.plugin-check.XXXXXX")
     if HOME="$check_home" DO_NOT_TRACK=1 CI=1 "$OPENCLAW_BIN" plugins install --force --accept-capabilities "$PLUGIN_DIR" >"$check_home.log" 2>&1 \
         && HOME="$check_home" DO_NOT_TRACK=1 CI=1 "$OPENCLAW_BIN" plugins inspect rl-training-headers --json 2>/dev/null \
@@ -72,7 +87,7 @@ build_plugin() {
         echo "$hash" >"$PLUGIN_DIR/.source-hash"
         log "plugin built and loaded by openclaw $OPENCLAW_VERSION in $(($(date +%s) - start)) s"
     else
-        log "WARNING: openclaw did not install/load the built plugin: $(tail -n 5 "$check_home.log" 2>/dev/null)"
+        plugin_build_failed "$hash" "openclaw did not install/load the built plugin: $(tail -n 5 "$check_home.log" 2>/dev/null)"
     fi
     rm -rf "$check_home" "$check_home.log"
 }

@@ -17,7 +17,6 @@ user message.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -75,12 +74,10 @@ def openclaw_skip_reason() -> str:
 
 
 def plugin_source_hash() -> str:
-    """What scripts/setup_openclaw.sh writes to the built plugin's .source-hash (same files, same order)."""
-    names = ["package.json", "package-lock.json", "tsconfig.json", "openclaw.plugin.json",
-             *sorted((p.relative_to(PLUGIN_SRC).as_posix() for p in (PLUGIN_SRC / "src").glob("*.ts")),
-                     key=lambda n: n.encode())]
-    digest = hashlib.sha256(b"".join((PLUGIN_SRC / name).read_bytes() for name in names))
-    return digest.hexdigest()[:16]
+    """What scripts/setup_openclaw.sh writes to the built plugin's .source-hash (the same script computes it)."""
+    script = REPO_ROOT / "scripts" / "plugin_source_hash.sh"
+    return subprocess.run(["bash", str(script), str(PLUGIN_SRC)], check=True, capture_output=True,
+                          text=True).stdout.strip()
 
 
 def find_plugin() -> Path | None:

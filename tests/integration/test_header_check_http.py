@@ -88,6 +88,11 @@ def test_session_done_endpoint_ends_the_session(proxy):
         assert db.execute("SELECT finalize_reason FROM sessions WHERE id = ?", (session,)).fetchone() == ("session_done",)
         assert db.execute("SELECT status, exclusion_reason FROM turns WHERE session_id = ?", (session,)).fetchall() == \
             [("excluded", "no_next_state")]
+    # a session the server never saw: a clear 404, and nothing is created for it
+    resp = httpx.post(proxy.url + "/v1/sessions/done", json={"session_id": "openclaw:never-seen"}, timeout=30)
+    assert resp.status_code == 404 and resp.json()["error"]["param"] == "session_id", resp.text
+    with sqlite3.connect(f"file:{proxy.store_path}?mode=ro", uri=True) as db:
+        assert db.execute("SELECT COUNT(*) FROM sessions WHERE id = 'openclaw:never-seen'").fetchone() == (0,)
     for bad in ({}, {"session_id": ""}, {"session_id": 5}, []):
         resp = httpx.post(proxy.url + "/v1/sessions/done", json=bad, timeout=30)
         assert resp.status_code == 400 and resp.json()["error"]["param"] == "session_id", resp.text

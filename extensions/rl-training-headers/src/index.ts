@@ -1,5 +1,6 @@
 // OpenClaw plugin entry: the `rl-training` provider (an OpenClaw-RL server, OpenAI-compatible) whose every
-// model request carries X-Session-Id / X-Turn-Id / X-Turn-Type / X-Session-Done (see tracker.ts).
+// model request carries X-Session-Id / X-Turn-Id / X-Turn-Type (see tracker.ts); a session OpenClaw ends is
+// reported to the server's POST /v1/sessions/done.
 //
 // Two OpenClaw seams (docs/plugins/sdk-provider-plugins/runtime-hooks.md, docs/plugins/hooks/prompt-and-session.md):
 // agent hooks (before_prompt_build, llm_input, heartbeat_prompt_contribution, before/after_compaction,

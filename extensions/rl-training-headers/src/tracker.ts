@@ -13,7 +13,11 @@
 //                  system-originated runs, compaction summaries and direct (title, summary) completions are
 //                  side
 //   X-Turn-Reason  why (user, heartbeat, compaction, ...): for the server's log and stats, never needed
-//   X-Session-Done true on the first request after OpenClaw ended or reset the session (see sessionDone)
+//
+// X-Session-Done is not sent: the server ends a session after the request that carries it, and OpenClaw learns a
+// session ended (session_end, before_reset) only after its last request. A header on the next request would end
+// whatever conversation comes next under the same id after its first turn; index.ts calls the server's
+// `POST /v1/sessions/done` instead (and the server's idle TTL ends a session whose notice was lost).
 //
 // Fail open: a value we do not know is a header we do not send. The server then infers that part from the
 // request body, as it does for a client without this plugin.
@@ -40,8 +44,7 @@ interface SessionState {
   reason?: string;
   compacting: number; // compactions in progress (before_compaction .. after_compaction)
   compactionTurnId?: string;
-  endedRequested: boolean; // OpenClaw ended the session: tell the server on its next request
-  lastSeen: number;
+  compactionRunId?: string; // the run in flight when the compaction started
 }
 
 export interface TrackerOptions {
@@ -49,7 +52,6 @@ export interface TrackerOptions {
   sessionTracking?: boolean; // false: send no session id (the server infers it)
   maxSessions?: number;
   newId?: () => string;
-  now?: () => number;
 }
 
 export interface RequestContext {
@@ -62,7 +64,6 @@ export class TurnTracker {
   readonly sessionTracking: boolean;
   private readonly maxSessions: number;
   private readonly newId: () => string;
-  private readonly now: () => number;
   private readonly sessions = new Map<string, SessionState>();
   // the session of the most recent run: used for a call whose options carry no sessionId only while it is
   // the one session with a run in flight (a guess across sessions would be worse than no header)
@@ -73,13 +74,12 @@ export class TurnTracker {
     this.sessionTracking = options.sessionTracking ?? true;
     this.maxSessions = options.maxSessions ?? 1024;
     this.newId = options.newId ?? (() => Math.random().toString(16).slice(2, 14));
-    this.now = options.now ?? Date.now;
   }
 
   private state(sessionId: string): SessionState {
     let state = this.sessions.get(sessionId);
     if (state === undefined) {
-      state = { compacting: 0, endedRequested: false, lastSeen: this.now() };
+      state = { compacting: 0 };
       this.sessions.set(sessionId, state);
       while (this.sessions.size > this.maxSessions) {
         // Map iterates in insertion order; refreshed sessions are re-inserted below, so this is the LRU
@@ -90,7 +90,6 @@ export class TurnTracker {
       this.sessions.delete(sessionId);
       this.sessions.set(sessionId, state);
     }
-    state.lastSeen = this.now();
     return state;
   }
 
@@ -105,6 +104,11 @@ export class TurnTracker {
       state.reason = undefined;
     }
     const [turnType, reason] = classifyRun(run);
+    if (state.compacting && turnType === "main" && run.runId && run.runId !== state.compactionRunId) {
+      // a person's next run: a compaction still open here failed without after_compaction (which is the only
+      // other thing that closes it); left open it would tag every later turn of the session as side
+      this.clearCompaction(state);
+    }
     // a later hook of the same run may know more (the heartbeat contribution hook), never less
     if (turnType !== undefined && (state.turnType === undefined || turnType === "side")) {
       state.turnType = turnType;
@@ -123,6 +127,7 @@ export class TurnTracker {
     this.lastSession = sessionId;
     state.compacting += 1;
     state.compactionTurnId ??= `compaction-${this.newId()}`;
+    state.compactionRunId ??= state.runId;
   }
 
   compactionEnded(sessionId: string | undefined, previousSessionId?: string): void {
@@ -131,14 +136,21 @@ export class TurnTracker {
       const state = this.sessions.get(id);
       if (state === undefined) continue;
       state.compacting = Math.max(0, state.compacting - 1);
-      if (state.compacting === 0) state.compactionTurnId = undefined;
+      if (state.compacting === 0) this.clearCompaction(state);
     }
   }
 
-  /** session_end / before_reset: OpenClaw is done with this session. */
+  private clearCompaction(state: SessionState): void {
+    state.compacting = 0;
+    state.compactionTurnId = undefined;
+    state.compactionRunId = undefined;
+  }
+
+  /** session_end / before_reset: OpenClaw is done with this session; what we knew of its runs is stale. */
   sessionEnded(sessionId: string | undefined): void {
     if (!sessionId) return;
-    this.state(sessionId).endedRequested = true;
+    this.sessions.delete(sessionId);
+    if (this.lastSession === sessionId) this.lastSession = undefined;
   }
 
   /** The headers for one model request. Never throws: a missing value is a missing header. */
@@ -163,10 +175,6 @@ export class TurnTracker {
         if (state.reason) headers["X-Turn-Reason"] = state.reason;
       }
       if (state.runId) headers["X-Turn-Id"] = state.runId;
-    }
-    if (state?.endedRequested) {
-      headers["X-Session-Done"] = "true";
-      state.endedRequested = false;
     }
     return headers;
   }

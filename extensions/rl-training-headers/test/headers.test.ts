@@ -102,12 +102,38 @@ test("what the hooks did not say is a header not sent", () => {
   assert.equal(off.headersFor({ sessionId: "s" })["X-Session-Id"], undefined);
 });
 
-test("session end is sent once, on the session's next request", () => {
+test("a session's end never rides on a later request; what was known of it is forgotten", () => {
   const t = tracker();
   userRun(t, "sessA", "run-1");
+  t.compactionStarted("sessA");
   t.sessionEnded("sessA");
-  assert.equal(t.headersFor({ sessionId: "sessA" })["X-Session-Done"], "true");
-  assert.equal(t.headersFor({ sessionId: "sessA" })["X-Session-Done"], undefined);
+  // a conversation that goes on under the same id (a reset that keeps it) is not ended after its first turn,
+  // and is not taken for the old one's compaction
+  userRun(t, "sessA", "run-2");
+  assert.deepEqual(t.headersFor({ sessionId: "sessA" }), {
+    "X-Session-Id": "openclaw:sessA", "X-Turn-Type": "main", "X-Turn-Reason": "user", "X-Turn-Id": "run-2",
+  });
+  // and nothing is guessed for a call without a session id after the only known session ended
+  const u = tracker();
+  userRun(u, "sessB", "run-1");
+  u.sessionEnded("sessB");
+  assert.deepEqual(u.headersFor({ sessionId: undefined }), {});
+});
+
+test("a compaction that never reports its end does not make the session's later turns side", () => {
+  const t = tracker();
+  userRun(t, "sessA", "run-1");
+  t.compactionStarted("sessA"); // an overflow compaction inside run-1 ...
+  t.runStarted({ runId: "run-1", sessionId: "sessA", trigger: "user" }); // ... whose own calls stay compaction
+  assert.equal(t.headersFor({ sessionId: "sessA" })["X-Turn-Reason"], "compaction");
+  // ... fails: no after_compaction. A heartbeat run does not close it either (it is not a person's turn) ...
+  t.runStarted({ runId: "hb-1", sessionId: "sessA", trigger: "heartbeat" });
+  assert.equal(t.headersFor({ sessionId: "sessA" })["X-Turn-Reason"], "compaction");
+  // ... the person's next message does
+  userRun(t, "sessA", "run-2");
+  assert.deepEqual(t.headersFor({ sessionId: "sessA" }), {
+    "X-Session-Id": "openclaw:sessA", "X-Turn-Type": "main", "X-Turn-Reason": "user", "X-Turn-Id": "run-2",
+  });
 });
 
 test("the wrapper fails open: a throwing tracker sends the request unchanged", () => {

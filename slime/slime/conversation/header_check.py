@@ -21,13 +21,11 @@ from __future__ import annotations
 import time
 from collections import Counter, OrderedDict, deque
 
-from slime.conversation.sessions import RequestMeta
-
-RUNTIME_PREFIX = "openclaw:"
+from slime.conversation.sessions import RUNTIME_SESSION_PREFIX, RequestMeta
 
 
 def same_session(header_id: str, inferred_id: str) -> bool:
-    return inferred_id == header_id or inferred_id == RUNTIME_PREFIX + header_id
+    return inferred_id == header_id or inferred_id == RUNTIME_SESSION_PREFIX + header_id
 
 
 class HeaderCheck:

@@ -378,7 +378,9 @@ def create_app(config: ConversationSettings, method) -> FastAPI:
             raise APIError(400, "session_id: a non-empty string is required", param="session_id")
         service: ConversationService = state["service"]
         await service.settle_writes()  # the session's last turn may still be on its way to the store
-        await service.finalize_session(session_id.strip(), "session_done")
+        if not await service.finalize_session(session_id.strip(), "session_done"):
+            # a session that never made a model request (or a typo): nothing to end, and the caller should know
+            raise APIError(404, f"no session {session_id.strip()!r}", param="session_id")
         return {"session_id": session_id.strip(), "finalized": True}
 
     @app.get("/v1/sessions/{session_id:path}")

@@ -343,7 +343,9 @@ class ConversationService:
 
     # --- sessions ----------------------------------------------------------------------------------
     async def finalize_session(self, session_id: str, reason: str) -> bool:
-        """Session over (explicit done, or idle past the TTL): turns still waiting can never be judged."""
+        """Session over (explicit done, or idle past the TTL): turns still waiting can never be judged.
+        True when a session was finalized: False for an idle one that spoke again meanwhile, or an id the store
+        never saw."""
         async with self._lock(session_id):
             if reason == "idle" and not self._is_idle(session_id):
                 return False  # it spoke again while we waited for its lock
@@ -352,11 +354,11 @@ class ConversationService:
                 turns = [OpenTurn([], r.id) for r in await asyncio.to_thread(self.store.open_turns, session_id)]
             for turn in turns:
                 await self._exclude(turn, "no_next_state")
-            await asyncio.to_thread(self.store.finalize_session, session_id, reason)
+            known = await asyncio.to_thread(self.store.finalize_session, session_id, reason)
         if not self.inflight.get(session_id):
             self.session_locks.pop(session_id, None)
             self.last_activity.pop(session_id, None)
-        return True
+        return known
 
     async def sweep_idle(self, now: float | None = None) -> int:
         idle = await asyncio.to_thread(self.store.idle_sessions, self.session_idle_ttl, now)

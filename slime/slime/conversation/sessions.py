@@ -344,10 +344,14 @@ def _resolve_session(headers: dict[str, str], body: dict, history: list) -> tupl
     return _infer_session(history)
 
 
+# the id of a session inferred from OpenClaw's Runtime line (the plugin sends the same id in X-Session-Id)
+RUNTIME_SESSION_PREFIX = "openclaw:"
+
+
 def _infer_session(history: list) -> tuple[str, str]:
     session_id = _runtime_session_id(history)
     if session_id is not None:
-        return f"openclaw:{session_id}", "runtime"
+        return RUNTIME_SESSION_PREFIX + session_id, "runtime"
     return _prefix_session_id(history), "prefix"
 
 
@@ -433,12 +437,13 @@ def resolve_meta(headers: Mapping[str, str], body: dict) -> RequestMeta:
     history = strip_internal_context(messages)
     session_id, session_source = _resolve_session(lowered, body, history)
     turn_type, turn_reason, explicit_turn_type = _resolve_turn_type(lowered, body, messages, history)
+    explicit_session = session_source in ("header", "body")
     inferred = None
-    if explicit_turn_type or session_source in ("header", "body"):
-        inferred_session, inferred_source = (session_id, session_source) if session_source not in ("header", "body") \
-            else _infer_session(history)
-        inferred_type, inferred_reason = (turn_type, turn_reason) if not explicit_turn_type \
-            else _infer_turn_type(body, messages, history)
+    if explicit_turn_type or explicit_session:
+        # what inference alone would have said: re-run only the halves the client's tags replaced
+        inferred_session, inferred_source = _infer_session(history) if explicit_session else (session_id, session_source)
+        inferred_type, inferred_reason = _infer_turn_type(body, messages, history) if explicit_turn_type \
+            else (turn_type, turn_reason)
         inferred = InferredMeta(inferred_session, inferred_source, inferred_type, inferred_reason)
     turn_id = _header(lowered, "x-turn-id")
     meta = RequestMeta(

@@ -325,12 +325,14 @@ class ConversationStore:
             ).fetchall()
         return [r[0] for r in rows]
 
-    def finalize_session(self, session_id: str, reason: str, now: float | None = None) -> None:
+    def finalize_session(self, session_id: str, reason: str, now: float | None = None) -> bool:
+        """Mark the session ended; False when the store has no such session."""
         with self._write() as db:
-            db.execute(
+            cursor = db.execute(
                 "UPDATE sessions SET finalized = ?, finalize_reason = ? WHERE id = ?",
                 (time.time() if now is None else now, reason, session_id),
             )
+            return cursor.rowcount > 0
 
     # --- turns ------------------------------------------------------------------------------------
 
