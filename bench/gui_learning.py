@@ -35,7 +35,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from train_stages import REPO, episodes, eval_records, eval_sample_files, last_model, run_stage, summarize
+from train_stages import (REPO, check_stage_settings, episodes, eval_records, eval_sample_files, last_model,
+                          record_stage_settings, run_stage, summarize)
 
 TARGET = 0.1
 DATA = REPO / "gui-rl" / "data"
@@ -72,10 +73,17 @@ def environment_speed() -> dict:
             "episode_s": sum(s for _, s in results) / max(1, len(results))}
 
 
+def sft_settings(opts) -> dict:
+    """What makes two SFT stages the same one (recorded with a finished stage, checked by --reuse-sft)."""
+    return {"model": opts.model, "sft_steps": opts.sft_steps, "sft_lr": opts.sft_lr,
+            "eval_samples": opts.eval_samples, "max_steps": opts.max_steps}
+
+
 def reused_sft_stage(sft_dir: Path, opts) -> None:
     """A finished SFT stage of an earlier run (`--reuse-sft`), checked against this run's settings from its own
     files: --sft-steps training steps, two evaluations of --eval-samples episodes per held-out task, a checkpoint.
     Its wall time is not known again (the summary says "reused")."""
+    check_stage_settings(sft_dir, sft_settings(opts), "--reuse-sft")
     rows = [json.loads(line) for line in (sft_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
     steps = sum(1 for r in rows if "train/loss" in r)
     if steps != opts.sft_steps:
@@ -102,7 +110,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "bench" / "gui_learning")
     parser.add_argument("--reuse-sft", action="store_true",
                         help="reuse the finished SFT stage in --out (its two evaluations and its checkpoint, checked to "
-                             "hold --sft-steps steps and --eval-samples episodes per task) and run only RL")
+                             "have been run with this run's --model, --sft-steps, --sft-lr, --eval-samples and "
+                             "--max-steps, recorded in its stage_settings.json) and run only RL")
     opts = parser.parse_args()
 
     speed = environment_speed()
@@ -124,6 +133,7 @@ def main() -> int:
                                 {"RUN_DIR": str(sft_dir), "NUM_ROLLOUT": str(opts.sft_steps), "EVAL": "1",
                                  "OMP_NUM_THREADS": "2", "HF_CKPT": opts.model, "LR": str(opts.sft_lr)},
                                 eval_flags, opts.out / "sft.log")
+        record_stage_settings(sft_dir, sft_settings(opts))
     sft_files = eval_sample_files(sft_dir)
     if len(eval_records(sft_dir)) != 2 or len(sft_files) != 2:
         raise SystemExit(f"expected 2 evaluations (before and after SFT) in {sft_dir}")

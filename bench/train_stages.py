@@ -36,6 +36,27 @@ def run_stage(tag: str, script: str, env: dict, flags: list[str], log: Path) -> 
     return time.monotonic() - started
 
 
+STAGE_SETTINGS = "stage_settings.json"
+
+
+def record_stage_settings(run_dir: Path, settings: dict) -> None:
+    """What a finished stage was run with, so a later run that reuses it can check it is the same stage."""
+    (run_dir / STAGE_SETTINGS).write_text(json.dumps(settings, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def check_stage_settings(run_dir: Path, settings: dict, flag: str) -> None:
+    """Refuse to reuse a stage run with other settings (or whose settings were not recorded)."""
+    path = run_dir / STAGE_SETTINGS
+    if not path.is_file():
+        raise SystemExit(f"{flag}: {path} is missing (a stage from before settings were recorded, or unfinished): "
+                         "run the stage again")
+    recorded = json.loads(path.read_text(encoding="utf-8"))
+    differ = {k: (recorded.get(k), v) for k, v in settings.items() if recorded.get(k) != v}
+    if differ:
+        raise SystemExit(f"{flag}: {run_dir} was run with other settings: "
+                         + ", ".join(f"{k} {was!r} there, {now!r} now" for k, (was, now) in sorted(differ.items())))
+
+
 def eval_records(run_dir: Path) -> list[dict]:
     """The evaluation records of a run's metrics.jsonl (`eval/...` keys), in order."""
     lines = (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()

@@ -3,7 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup_env.sh
-# the real OpenClaw client (Node 24 + npm openclaw) for tests/e2e/test_openclaw_client.py; skipped when done
+# the real OpenClaw client (Node 24 + npm openclaw) and our plugin for tests/e2e/test_openclaw_*.py; skipped when done
 bash scripts/setup_openclaw.sh
 # PostgreSQL's server binaries for the store's PostgreSQL tests (Debian's postgresql, only when missing)
 bash scripts/setup_postgres.sh

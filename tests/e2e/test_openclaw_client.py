@@ -24,8 +24,12 @@ import pytest
 
 from e2e.openclaw_harness import OpenClawClient, openclaw_available, openclaw_skip_reason
 
+# e2e_full: out of the default run since the plugin e2e's plain half (test_openclaw_plugin.py) runs the same
+# two-turn chain through the stock client and test_openclaw_main_job.py runs it on the main job; what only this
+# test adds is OpenClaw's `full` profile at a 64k context
 pytestmark = [
     pytest.mark.e2e,
+    pytest.mark.e2e_full,
     pytest.mark.slow,
     pytest.mark.skipif(not openclaw_available(), reason=openclaw_skip_reason()),
 ]
