@@ -108,21 +108,39 @@ def tree_tar(root: str | os.PathLike) -> bytes:
 _TARS: collections.OrderedDict[str, bytes] = collections.OrderedDict()
 _TARS_KEPT = 8  # a few repositories' trees (a few MB each): every episode opens two containers of the same one
 _TARS_LOCK = threading.Lock()
+# one lock per base commit being checked out: concurrent episodes of one instance wait for a single checkout
+# instead of each making its own (64 episodes starting together made 64 checkouts of the same tree)
+_CHECKOUT_LOCKS: dict[str, threading.Lock] = {}
+
+
+def _cached_tar(base_commit: str) -> bytes | None:
+    with _TARS_LOCK:
+        if base_commit in _TARS:
+            _TARS.move_to_end(base_commit)
+            return _TARS[base_commit]
+    return None
 
 
 def repository_tar(instance: SweInstance) -> bytes:
     """The tar of a fresh checkout of `instance` at its base commit, made once per base commit (the tree depends on
     nothing else) and kept for the last few, so the agent's and the evaluation's containers do not check out again."""
+    commit = instance.base_commit
+    data = _cached_tar(commit)
+    if data is not None:
+        return data
     with _TARS_LOCK:
-        if instance.base_commit in _TARS:
-            _TARS.move_to_end(instance.base_commit)
-            return _TARS[instance.base_commit]
-    with tempfile.TemporaryDirectory(prefix="slime-swe-docker-") as tmp:
-        data = tree_tar(repos.checkout(instance, Path(tmp) / "testbed"))
+        checkout_lock = _CHECKOUT_LOCKS.setdefault(commit, threading.Lock())
+    with checkout_lock:
+        data = _cached_tar(commit)  # another thread made it while this one waited
+        if data is None:
+            with tempfile.TemporaryDirectory(prefix="slime-swe-docker-") as tmp:
+                data = tree_tar(repos.checkout(instance, Path(tmp) / "testbed"))
+            with _TARS_LOCK:
+                _TARS[commit] = data
+                while len(_TARS) > _TARS_KEPT:
+                    _TARS.popitem(last=False)
     with _TARS_LOCK:
-        _TARS[instance.base_commit] = data
-        while len(_TARS) > _TARS_KEPT:
-            _TARS.popitem(last=False)
+        _CHECKOUT_LOCKS.pop(commit, None)
     return data
 
 
