@@ -69,6 +69,9 @@ HINTS = [
     ("can you also add some examples?", "Include some examples."),
     ("please include the source", "Include the source."),
     ("format it as a table", "Format the answer as a table."),
+    # a numbered list is named with its markers (measured: the 135M teacher follows that twice as often)
+    ("too messy. write it as a numbered list", "Make it cleaner and better organized. Write it as a numbered list: 1., 2., 3."),
+    ("not very clear. use a numbered list", "Be clearer. Write it as a numbered list: 1., 2., 3."),
     ("use pnpm instead of npm", "Use pnpm instead of npm."),
     ("use pnpm", "Use pnpm."),
     # two corrections in one reply: both kept, in the order given

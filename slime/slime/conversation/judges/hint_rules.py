@@ -366,7 +366,11 @@ def _as_instruction(m: re.Match) -> str | None:
     """The captured words, already imperative ("ask before deleting files"), as a sentence; how the reply should
     open or end as a rule about the reply (`_reply_rule`)."""
     words = _tidy(m.group("x"))
-    return _reply_rule(words) if len(words.split()) >= 2 else None
+    if len(words.split()) < 2:
+        return None
+    if _BARE_NUMBERED_LIST.search(words):  # "write it as a numbered list": with its markers (NUMBERED_LIST_RULE)
+        return NUMBERED_LIST_RULE
+    return _reply_rule(words)
 
 
 # How a reply should open or end, said as a rule about the reply: measured on SmolLM2-135M-Instruct told each
@@ -439,10 +443,23 @@ _FORMATS = {"table": "a table", "bulleted list": "a bulleted list", "bullet list
             "markdown": "Markdown"}
 
 
+# A numbered list named with its markers, as a greeting is given an example: SmolLM2-135M-Instruct told each hint
+# (24 training problems, one sample each at temperature 0.6, the numbered persona's rating) was pleased 0.17 with
+# 'Format the answer as a numbered list.' and 0.38 with 'Write it as a numbered list: 1., 2., 3.' (untold 0.00),
+# the probability of opening with "1" 0.12 against 0.24; the "Step 1, Step 2" form the steps persona's users write
+# themselves is the same shape.
+NUMBERED_LIST_RULE = "Write it as a numbered list: 1., 2., 3."
+# "as / in / into a numbered list" at the end of an instruction, with no markers of the user's own after it
+_BARE_NUMBERED_LIST = re.compile(r"^(?:re)?write\s+(?:it|this|that|them|the\s+\w+)\s+(?:as|in|into)\s+(?:a\s+)?"
+                                 r"numbered\s+list$", re.IGNORECASE)
+
+
 def _format(m: re.Match) -> str:
     shape = m.group("f").lower()
     if shape in {"plain text", "prose", "paragraph", "paragraphs"}:
         return "Answer in plain prose."
+    if shape == "numbered list":
+        return NUMBERED_LIST_RULE
     return f"Format the answer as {_FORMATS.get(shape, shape)}."
 
 
