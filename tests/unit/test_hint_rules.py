@@ -153,7 +153,12 @@ def test_how_the_reply_opens_is_said_as_a_rule_about_the_reply():
     # a quotation is read whole: its "!" or "?" ends no phrase
     ('sounds a bit curt. next time start with "Sure!" and then answer',
      'Be less curt. Your reply must start with "Sure!" and then answer.'),
-    ('you could at least say "sure!" first', 'Say "sure!" first.'),
+    # quoted words for the reply, as a rule about the reply (the opening rule's form; measured for "therefore")
+    ('you could at least say "sure!" first', 'Your reply must say "sure!" first.'),
+    ('too abrupt. say "therefore" before the final answer',
+     'Be less abrupt. Your reply must say "therefore" before the final answer.'),
+    ('no, use the word "therefore" before the answer', 'Your reply must use the word "therefore" before the answer.'),
+    ("no. use pytest for the tests", "Use pytest for the tests."),  # a tool, not the reply's wording
     ('you should have asked "are you sure?" before deleting it', 'Ask "are you sure?" before deleting it.'),
     ('don\'t write "Final answer:" or "Answer!" at the end', 'Do not write "Final answer:" or "Answer!" at the end.'),
     # an unclosed quotation still ends at the sentence's end

@@ -370,6 +370,8 @@ def _as_instruction(m: re.Match) -> str | None:
         return None
     if _BARE_NUMBERED_LIST.search(words):  # "write it as a numbered list": with its markers (NUMBERED_LIST_RULE)
         return NUMBERED_LIST_RULE
+    if _REPLY_WORDS.match(words):
+        return _reply_words_rule(words)
     return _reply_rule(words)
 
 
@@ -470,7 +472,7 @@ def _use(m: re.Match) -> str | None:
     other = _tidy(m.group("y") or "") if "y" in m.groupdict() else ""
     if other:
         return _sentence(f"Use {thing} instead of {other}")
-    return _sentence(f"Use {thing} instead" if m.group("instead") else f"Use {thing}")
+    return _sentence(f"Use {thing} instead") if m.group("instead") else _reply_words_rule(f"use {thing}")
 
 
 def _did_you(m: re.Match) -> str | None:
@@ -484,13 +486,28 @@ def _fixed(text: str) -> Rewrite:
     return lambda m: text
 
 
+# Words the user wants in the reply, said as a rule about the reply (the opening rule's form): SmolLM2-135M-Instruct
+# told 'Use the word "therefore" before the answer.' was pleased 0.29 (24 training problems, one sample each at
+# temperature 0.6, the therefore persona's rating), told 'Your reply must use the word "therefore" before the
+# answer.' 0.46. Only for quoted words after use / say / include / mention: "use pytest" or "say hi to Ana" are
+# about the task, not the reply's wording.
+_REPLY_WORDS = re.compile(r'^(?:use|say|include|mention)\s+(?:the\s+(?:words?|phrase|term)\s+)?"[^"]+"', re.IGNORECASE)
+
+
 def _imperative(m: re.Match) -> str | None:
     """The captured words with their first verb in the base form ("said hi first" -> "Say hi first.")."""
     words = _tidy(m.group("x")).split()
     if not words:
         return None
     words[0] = _base_form(words[0])
-    return _sentence(" ".join(words))
+    return _reply_words_rule(" ".join(words))
+
+
+def _reply_words_rule(text: str) -> str:
+    """'use the word "X" ...' -> 'Your reply must use the word "X" ...'; anything else as a sentence."""
+    if _REPLY_WORDS.match(text):
+        return _sentence(f"Your reply must {text[0].lower()}{text[1:]}")
+    return _sentence(text)
 
 
 # Style corrections: how the reply came across ("a bit rude", "too cold", "not very encouraging").
