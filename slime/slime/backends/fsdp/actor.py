@@ -214,7 +214,9 @@ class FSDPActor:
         device = self.dist.device
         start, end = batching.logit_window(mb)
         ids, mask = mb.input_ids.to(device), mb.attention_mask.to(device)
-        hf = self.ref_model if model is self.ref_model and model is not None else self.hf_model  # unwrapped
+        # the unwrapped model (`model` may be the DDP/FSDP wrapper); a ref_model of None never matches, as the
+        # `model(...)` call below needs a model
+        hf = self.ref_model if model is self.ref_model else self.hf_model
         positions, _ = vlm.mrope_positions(hf, ids, mb.image_grid_thw, mask)
         images = {}
         if mb.pixel_values is not None:
