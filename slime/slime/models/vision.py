@@ -212,15 +212,35 @@ def spec_for_model(folder: str | Path | None, config) -> VisionSpec:
                       merge_size=getattr(vision, "spatial_merge_size", 2))
 
 
-def image_from_base64(data: str) -> "Image.Image":
-    """A PIL RGB image from base64 data or a `data:image/...;base64,` URL (what a sample keeps of its images; the
-    engine's validating decoder, slime.engine.images.decode_image, reads the same strings to the same pixels)."""
+def vision_constants(folder: str | Path, config=None) -> tuple[VisionSpec, int] | None:
+    """(preprocessing constants, image pad token id) of a model folder, None for a text-only model. `config` is the
+    model's transformers config when the caller has it loaded (else it is read from the folder). The trainer, the
+    screenshot policy and the engine read both here, so that they widen an image's pads to the same count."""
+    if config is None:
+        from transformers import AutoConfig
+
+        config = AutoConfig.from_pretrained(str(folder))
+    if not is_vision_config(config):
+        return None
+    return spec_for_model(folder, config), int(config.image_token_id)
+
+
+def base64_bytes(data: str, *, validate: bool = False) -> bytes:
+    """The bytes of base64 data or of a `data:...;base64,` URL's payload. Missing `=` padding is added: clients
+    and some encoders drop it, and the engine takes such images, so every reader of a sample's images must too.
+    `validate` refuses characters outside the base64 alphabet (binascii.Error) instead of skipping them."""
     import base64
 
     payload = data.strip()
     if payload.startswith("data:"):
         payload = payload.partition(",")[2]
-    return load_image(base64.b64decode(payload + "=" * (-len(payload) % 4)))
+    return base64.b64decode(payload + "=" * (-len(payload) % 4), validate=validate)
+
+
+def image_from_base64(data: str) -> "Image.Image":
+    """A PIL RGB image from base64 data or a `data:image/...;base64,` URL (what a sample keeps of its images; the
+    engine's validating decoder, slime.engine.images.decode_image, reads the same strings to the same pixels)."""
+    return load_image(base64_bytes(data))
 
 
 def sample_image_inputs(multimodal_inputs: dict | None, multimodal_train_inputs: dict | None,

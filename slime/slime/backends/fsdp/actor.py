@@ -72,18 +72,12 @@ class FSDPActor:
     # --- construction -------------------------------------------------------------------
     def _init_vision(self, model_path):
         """Is the policy a vision-language model (a vision tower and M-RoPE); if so its preprocessing constants."""
-        from transformers import AutoConfig
+        from slime.models.vision import vision_constants
 
-        config = AutoConfig.from_pretrained(str(model_path))
-        from slime.models.vision import is_vision_config
-
-        self.is_vision = is_vision_config(config)
-        self.vision_spec = self.image_token_id = None
+        constants = vision_constants(model_path)
+        self.is_vision = constants is not None
+        self.vision_spec, self.image_token_id = constants or (None, None)
         if self.is_vision:
-            from slime.models.vision import spec_for_model
-
-            self.vision_spec = spec_for_model(model_path, config)
-            self.image_token_id = int(config.image_token_id)
             if (getattr(self.args, "tensor_model_parallel_size", None) or 1) > 1:
                 raise ValueError("--tensor-model-parallel-size > 1 is not supported for vision-language models on "
                                  "the fsdp backend (the vision tower has no tensor-parallel plan)")
