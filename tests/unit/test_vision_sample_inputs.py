@@ -1,5 +1,6 @@
 """What the trainer, the screenshot policy and the engine share of slime.models.vision: the base64 reader (missing
-padding tolerated, the engine's strict mode refusing junk) and the model's vision constants read in one place."""
+padding tolerated, the engine's strict mode refusing junk), the model's vision constants read in one place, and a
+sample's image inputs preprocessed once per distinct image (a GUI screenshot recurs in up to 3 step samples)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import io
 import numpy as np
 import pytest
 
-from slime.models.vision import VisionSpec, base64_bytes, vision_constants
+from slime.models import vision
+from slime.models.vision import VisionSpec, base64_bytes, preprocess_images, sample_image_inputs, vision_constants
 
 
 def _png(width: int, height: int, seed: int = 0) -> bytes:
@@ -63,3 +65,34 @@ def test_vision_constants_of_a_vlm_folder_and_none_for_a_text_model():
     assert vision_constants(folder) == (VisionSpec.from_folder(folder), config.image_token_id)
     assert vision_constants(folder, config) == vision_constants(folder)
     assert vision_constants(build_tiny_model()) is None
+
+
+def test_a_samples_images_are_preprocessed_once_per_distinct_image(monkeypatch):
+    spec = VisionSpec()
+    calls = []
+    real = vision.normalized_pixels
+    monkeypatch.setattr(vision, "normalized_pixels", lambda image, s=spec: calls.append(1) or real(image, s))
+    monkeypatch.setattr(vision, "_preprocessed", vision._PreprocessedImages(max_entries=2))
+    first, second, third = (_png(84, 56, seed) for seed in (1, 2, 3))
+    b64 = lambda raw: base64.b64encode(raw).decode()  # noqa: E731
+    expected = preprocess_images([first, second, third], spec)
+    calls.clear()
+
+    one = sample_image_inputs({"images": [b64(first), b64(second)]}, None, spec)
+    assert len(calls) == 2
+    # the next step's sample shows the same two screens (one as a data URL) and a new one: only that is preprocessed
+    two = sample_image_inputs({"images": [f"data:image/png;base64,{b64(first)}", b64(second), b64(third)]}, None, spec)
+    assert len(calls) == 3
+    np.testing.assert_array_equal(two.pixel_values, expected.pixel_values)
+    np.testing.assert_array_equal(two.image_grid_thw, expected.image_grid_thw)
+    np.testing.assert_array_equal(one.pixel_values, expected.pixel_values[: len(one.pixel_values)])
+    two.pixel_values[:] = 0  # a sample's inputs are its own: the cached patches are not changed through them
+    again = sample_image_inputs({"images": [b64(second), b64(third)]}, None, spec)
+    assert len(calls) == 3
+    np.testing.assert_array_equal(again.pixel_values, expected.pixel_values[len(one.pixel_values) // 2:])
+    # bounded (2 entries here): the least recently used image was dropped and is preprocessed again
+    sample_image_inputs({"images": [b64(first)]}, None, spec)
+    assert len(calls) == 4
+    # another spec is another preprocessing
+    sample_image_inputs({"images": [b64(first)]}, None, VisionSpec(max_pixels=28 * 28 * 4))
+    assert len(calls) == 5
