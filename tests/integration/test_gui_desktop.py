@@ -42,6 +42,7 @@ def test_a_pool_server_serves_an_episode_of_a_shipped_task(tmp_path):
             lease = (await env.allocate(TASK))["lease_id"]
             try:
                 first = await env.reset(lease, {"task": TASK})
+                refused = await env.exec_tool(lease, "computer_use", {"action": "fly"})
                 observation, replies = first, []
                 for step in steps:
                     observation = await env.exec_tool(lease, "computer_use", resolve(step, observation["text_view"]))
@@ -51,14 +52,17 @@ def test_a_pool_server_serves_an_episode_of_a_shipped_task(tmp_path):
                 evaluation = await env.evaluate(lease)
             finally:
                 await env.close(lease)
-            return first, replies, after.value, evaluation, (await env.status())["pool"]["total_active_runs"]
+            return (first, refused, replies, after.value, evaluation,
+                    (await env.status())["pool"]["total_active_runs"])
 
     with PoolServerProcess(PoolSettings(provider="gui", state_dir=str(tmp_path / "pool"))) as pool:
-        first, replies, after, evaluation, active = asyncio.run(go(pool.url))
+        first, refused, replies, after, evaluation, active = asyncio.run(go(pool.url))
     image = Image.open(io.BytesIO(base64.b64decode(first["screenshot_b64"])))
     assert image.size == (1280, 720) and first["screen"] == [1280, 720]
     assert "bread" in first["text_view"] and first["instruction"] == task.instruction
     assert [t["function"]["name"] for t in first["tool_schemas"]] == ["computer_use", "observe"]
+    # a refused call's code comes through the pool server's HTTP answer (the agent loop decides on it)
+    assert (refused["error"], refused["error_code"]) == (True, "REFUSED") and "screenshot_b64" not in refused
     assert all(not r.get("error") for r in replies) and replies[-1]["done"] is True
     assert after.status == 409 and after.code == "EPISODE_ENDED"
     assert evaluation["score"] == 1.0 and evaluation["acc"] == 1.0 and evaluation["last_action"] == "DONE"

@@ -94,3 +94,78 @@ def test_the_llm_judge_speaks_the_step_judges_interface():
     assert calls[0] == ("Do it", "Screen text before the step:\n[1, 1] before", "Action: x",
                         "Screen text after the step:\n[1, 1] after", 0, 7)
     assert calls[1][3].endswith("no <tool_call>")
+
+
+class _Desktop:
+    """A desktop whose actions all exit 1 (the provider's `observe` reads its OCR view: empty)."""
+
+    class client:  # noqa: N801 - the provider reads `desktop.client`
+        @staticmethod
+        async def execute(command, timeout=None):
+            return {"returncode": 1, "error": "Traceback: boom"}
+
+        @staticmethod
+        async def accessibility():
+            return ""
+
+
+def test_the_provider_codes_a_refused_call_apart_from_a_failed_action():
+    from slime.agentic.gui.actions import ACTION_FAILED, REFUSED
+    from slime.agentic.gui.provider import GuiEnv, GuiProvider
+
+    provider = GuiProvider(observation="text", sleep_after_s=0)
+    env = GuiEnv(task=None, desktop=_Desktop(), screen=(1280, 720))
+
+    def call(name, arguments):
+        return asyncio.run(provider.exec_tool(env, {"name": name, "arguments": arguments}))
+
+    refused = [call("shell", {}), call("computer_use", ["left_click"]), call("computer_use", {"action": "fly"})]
+    assert [(r["error"], r["error_code"]) for r in refused] == [(True, REFUSED)] * 3
+    assert env.steps == 0  # nothing ran
+    failed = call("computer_use", {"action": "left_click", "coordinate": [10, 10]})
+    assert (failed["error"], failed["error_code"], env.steps) == (True, ACTION_FAILED, 1)
+    assert "boom" in failed["observation"]
+
+
+class _Env:
+    """An env service whose every `computer_use` call answers `reply` (the fields the pool server passes through)."""
+
+    def __init__(self, reply: dict):
+        self.reply, self.calls = reply, 0
+
+    async def allocate(self, task_key, request_id=None):
+        return {"lease_id": "l1"}
+
+    async def reset(self, lease, task_meta=None):
+        return {"instruction": "Do it", "text_view": "[1, 1] screen"}
+
+    async def heartbeat(self, lease):
+        pass
+
+    async def exec_tool(self, lease, name, arguments):
+        self.calls += 1
+        return dict(self.reply)
+
+    async def evaluate(self, lease):
+        return {"acc": 0.0}
+
+    async def close(self, lease):
+        return True
+
+
+def test_the_loop_counts_a_refused_call_by_its_code_not_its_wording():
+    from slime.agentic.gui.actions import ACTION_FAILED, REFUSED
+    from slime.agentic.gui.agent import run_episode
+
+    clicks = [{"action": "left_click", "coordinate": [10, 10]}] * 5
+    settings = AgentSettings(max_steps=4, max_parse_errors=2)
+    # refused, in words that do not say so: each counts as a response without a valid action
+    env = _Env({"observation": "the environment declined", "error": True, "error_code": REFUSED})
+    refused = asyncio.run(run_episode(ScriptedGuiPolicy(clicks), env, "t/1", settings))
+    assert (refused.status, refused.stop_reason, refused.parse_errors, env.calls) == ("failed", "parse_errors", 2, 2)
+    assert refused.steps[-1].error == "the environment declined"
+    # an action that ran and failed, whatever its words say, is a valid action: the episode runs to max_steps
+    env = _Env({"observation": "[TOOL_ERROR] exit 1", "error": True, "error_code": ACTION_FAILED})
+    failed = asyncio.run(run_episode(ScriptedGuiPolicy(clicks), env, "t/1", settings))
+    assert (failed.status, failed.stop_reason, failed.parse_errors, env.calls) == ("truncated", "max_steps", 0, 4)
+    assert all(s.error == "[TOOL_ERROR] exit 1" for s in failed.steps)

@@ -12,14 +12,13 @@ it costs, not one token.
 
 from __future__ import annotations
 
-import base64
 import io
 from functools import lru_cache
 from pathlib import Path
 
 from slime.agentic.terminal.agent import EngineTurnPolicy
 from slime.models.chat_template import render_prompt_ids
-from slime.models.vision import VisionSpec, expand_image_pads, is_vision_config, smart_resize, spec_for_model
+from slime.models.vision import VisionSpec, base64_bytes, expand_image_pads, smart_resize, vision_constants
 
 IMAGE_PART_TYPES = ("image", "image_url")
 
@@ -57,8 +56,7 @@ def image_size(image: str) -> tuple[int, int]:
     """(height, width) of a base64 image or data: URL, read from its header (PIL does not decode the pixels)."""
     from PIL import Image
 
-    payload = image.partition(",")[2] if image.startswith("data:") else image
-    with Image.open(io.BytesIO(base64.b64decode(payload + "=" * (-len(payload) % 4)))) as img:
+    with Image.open(io.BytesIO(base64_bytes(image))) as img:
         return img.height, img.width
 
 
@@ -69,15 +67,14 @@ def image_grid(height: int, width: int, spec: VisionSpec) -> tuple[int, int, int
 
 
 @lru_cache(maxsize=8)
-def vision_constants(model_path: str) -> tuple[VisionSpec, int]:
-    """(preprocessing constants, image pad id) of a vision-language model folder."""
-    from transformers import AutoConfig
-
-    config = AutoConfig.from_pretrained(model_path)
-    if not is_vision_config(config):
+def policy_vision_constants(model_path: str) -> tuple[VisionSpec, int]:
+    """(preprocessing constants, image pad id) of the policy's model folder; a text model is refused. Cached: the
+    rollout makes a policy per episode, and each would read the model's config again."""
+    constants = vision_constants(model_path)
+    if constants is None:
         raise ValueError(f"{model_path} is not a vision-language model (no vision_config / image_token_id): "
                          "screenshot observations need one (e.g. Qwen2.5-VL); a text model takes text observations")
-    return spec_for_model(Path(model_path), config), int(config.image_token_id)
+    return constants
 
 
 class VisionTurnPolicy(EngineTurnPolicy):
@@ -85,7 +82,7 @@ class VisionTurnPolicy(EngineTurnPolicy):
 
     def __init__(self, client, tokenizer, sampling_params: dict, max_context_tokens: int, model_path: str | Path):
         super().__init__(client, tokenizer, sampling_params, max_context_tokens)
-        self.spec, self.image_pad_id = vision_constants(str(model_path))
+        self.spec, self.image_pad_id = policy_vision_constants(str(model_path))
         self._grids: dict[str, tuple[int, int, int]] = {}  # an episode re-renders its screenshots every step
 
     def grid_of(self, image: str) -> tuple[int, int, int]:
@@ -105,4 +102,4 @@ class VisionTurnPolicy(EngineTurnPolicy):
         return message_images(messages)
 
 
-__all__ = ["VisionTurnPolicy", "image_grid", "image_part", "image_size", "message_images", "vision_constants"]
+__all__ = ["VisionTurnPolicy", "image_grid", "image_part", "image_size", "message_images", "policy_vision_constants"]

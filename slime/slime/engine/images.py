@@ -13,7 +13,6 @@ continuation's positions are `tokens so far + rope_delta` on all three rows; see
 
 from __future__ import annotations
 
-import base64
 import binascii
 import hashlib
 import io
@@ -26,11 +25,12 @@ import torch
 from slime.engine.protocol import APIError
 from slime.models.vision import (
     ImageInputs,
+    base64_bytes,
     expand_image_pads,
     image_token_counts,
     is_vision_config,
     preprocess_images,
-    spec_for_model,
+    vision_constants,
 )
 
 # An image's decoded bytes and its pixel count are bounded before any work on it (a decompression bomb
@@ -59,8 +59,10 @@ class VisionSupport:
     """What the engine of a vision-language model needs to take images: the preprocessing constants and ids."""
 
     def __init__(self, model, model_path: str | Path):
-        self.spec = spec_for_model(model_path, model.config)
-        self.image_pad_id = int(model.config.image_token_id)
+        constants = vision_constants(model_path, model.config)
+        if constants is None:
+            raise ValueError(f"{model_path} is not a vision-language model (no vision_config / image_token_id)")
+        self.spec, self.image_pad_id = constants
 
     def preprocess(self, images: list, param: str, wheres: list[str] | None = None) -> PromptImages:
         """Decode (base64 / data URL strings) and preprocess one prompt's images; 400 on bad data, naming
@@ -151,7 +153,7 @@ def decode_image(data, where: str):
     if len(payload) > MAX_IMAGE_BYTES * 4 // 3 + 4:
         raise APIError(400, f"{where}: image data over {MAX_IMAGE_BYTES} bytes", param=where)
     try:
-        raw = base64.b64decode(payload + "=" * (-len(payload) % 4), validate=True)
+        raw = base64_bytes(data, validate=True)  # the payload checked above
     except (binascii.Error, ValueError):
         raise APIError(400, f"{where}: image data is not valid base64", param=where) from None
     try:

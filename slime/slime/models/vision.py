@@ -15,9 +15,11 @@ tests/unit/test_vision_patchify.py checks all of it against transformers' PIL-ba
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import math
+from collections import OrderedDict
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
@@ -165,12 +167,13 @@ def preprocess_images(images: Sequence, spec: VisionSpec = VisionSpec()) -> Imag
     """Model inputs for the images of one prompt, in the order their placeholders appear."""
     if not images:
         raise ValueError("no images to preprocess")
-    rows, grids = [], []
-    for image in images:
-        patches, grid = patchify(normalized_pixels(image, spec), spec)
-        rows.append(patches)
-        grids.append(grid)
-    return ImageInputs(np.concatenate(rows, axis=0), np.asarray(grids, dtype=np.int64))
+    return _concatenated([patchify(normalized_pixels(image, spec), spec) for image in images])
+
+
+def _concatenated(patched: Sequence[tuple[np.ndarray, tuple[int, int, int]]]) -> ImageInputs:
+    """One prompt's inputs from its images' (patches, grid) in prompt order."""
+    return ImageInputs(np.concatenate([patches for patches, _ in patched], axis=0),
+                       np.asarray([grid for _, grid in patched], dtype=np.int64))
 
 
 def image_token_counts(image_grid_thw, merge_size: int = 2) -> list[int]:
@@ -212,25 +215,77 @@ def spec_for_model(folder: str | Path | None, config) -> VisionSpec:
                       merge_size=getattr(vision, "spatial_merge_size", 2))
 
 
-def image_from_base64(data: str) -> "Image.Image":
-    """A PIL RGB image from base64 data or a `data:image/...;base64,` URL (what a sample keeps of its images; the
-    engine's validating decoder, slime.engine.images.decode_image, reads the same strings to the same pixels)."""
+def vision_constants(folder: str | Path, config=None) -> tuple[VisionSpec, int] | None:
+    """(preprocessing constants, image pad token id) of a model folder, None for a text-only model. `config` is the
+    model's transformers config when the caller has it loaded (else it is read from the folder). The trainer, the
+    screenshot policy and the engine read both here, so that they widen an image's pads to the same count."""
+    if config is None:
+        from transformers import AutoConfig
+
+        config = AutoConfig.from_pretrained(str(folder))
+    if not is_vision_config(config):
+        return None
+    return spec_for_model(folder, config), int(config.image_token_id)
+
+
+def base64_bytes(data: str, *, validate: bool = False) -> bytes:
+    """The bytes of base64 data or of a `data:...;base64,` URL's payload. Missing `=` padding is added: clients
+    and some encoders drop it, and the engine takes such images, so every reader of a sample's images must too.
+    `validate` refuses characters outside the base64 alphabet (binascii.Error) instead of skipping them."""
     import base64
 
     payload = data.strip()
     if payload.startswith("data:"):
         payload = payload.partition(",")[2]
-    return load_image(base64.b64decode(payload + "=" * (-len(payload) % 4)))
+    return base64.b64decode(payload + "=" * (-len(payload) % 4), validate=validate)
+
+
+def image_from_base64(data: str) -> "Image.Image":
+    """A PIL RGB image from base64 data or a `data:image/...;base64,` URL (what a sample keeps of its images; the
+    engine's validating decoder, slime.engine.images.decode_image, reads the same strings to the same pixels)."""
+    return load_image(base64_bytes(data))
+
+
+class _PreprocessedImages:
+    """The preprocessed inputs of recent images, by a digest of their bytes and the spec (least recently used
+    dropped first). A GUI episode shows each screenshot in up to `history` consecutive step prompts, so one screen
+    recurs in up to 3 samples; without this each recurrence is resized and patchified again. (A row keeps its
+    inputs across the passes of a step, `FSDPActor._attach_images`: the recurrence is across rows.) Consecutive
+    rows of an episode share their screens, so a few entries are enough, and few they must be: one is large (a
+    1280x720 screenshot is ~4800 patches x 1176 float32 values, ~22 MB; 8 of them ~180 MB)."""
+
+    def __init__(self, max_entries: int = 8):
+        self.max_entries = max_entries
+        self.entries: OrderedDict[tuple[bytes, VisionSpec], tuple[np.ndarray, tuple[int, int, int]]] = OrderedDict()
+
+    def get(self, data: str, spec: VisionSpec) -> tuple[np.ndarray, tuple[int, int, int]]:
+        raw = base64_bytes(data)
+        key = (hashlib.sha1(raw).digest(), spec)
+        hit = self.entries.get(key)
+        if hit is not None:
+            self.entries.move_to_end(key)
+            return hit
+        patches, grid = patchify(normalized_pixels(raw, spec), spec)
+        patches.flags.writeable = False  # shared by every sample that shows this image
+        self.entries[key] = (patches, grid)
+        while len(self.entries) > self.max_entries:
+            self.entries.popitem(last=False)
+        return patches, grid
+
+
+_preprocessed = _PreprocessedImages()
 
 
 def sample_image_inputs(multimodal_inputs: dict | None, multimodal_train_inputs: dict | None,
                         spec: VisionSpec) -> ImageInputs | None:
     """The model inputs of a sample's images: its preprocessed `multimodal_train_inputs` when it has them, else
-    its base64 `multimodal_inputs["images"]` preprocessed as the engine did; None for a text sample."""
+    its base64 `multimodal_inputs["images"]` preprocessed as the engine did (each distinct image once, see
+    :class:`_PreprocessedImages`); None for a text sample."""
     if multimodal_train_inputs and multimodal_train_inputs.get("pixel_values") is not None:
         return ImageInputs(np.asarray(multimodal_train_inputs["pixel_values"], dtype=np.float32),
                            np.asarray(multimodal_train_inputs["image_grid_thw"], dtype=np.int64).reshape(-1, 3))
     images = (multimodal_inputs or {}).get("images")
     if not images:
         return None
-    return preprocess_images([image_from_base64(i) if isinstance(i, str) else i for i in images], spec)
+    return _concatenated([_preprocessed.get(image, spec) if isinstance(image, str)
+                          else patchify(normalized_pixels(image, spec), spec) for image in images])

@@ -17,6 +17,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+# Why a `computer_use` result has "error": true (its "error_code"): the agent loop counts a refused call as a response
+# without a valid action (towards max_parse_errors), an action that ran and failed as a valid one. The code, not the
+# observation's wording, is what the loop reads.
+REFUSED = "REFUSED"  # nothing ran: an unknown tool, or arguments that are no action
+ACTION_FAILED = "ACTION_FAILED"  # the action ran and failed, or no answer came within the time limit
+
 ACTIONS = ("key", "type", "mouse_move", "left_click", "left_click_drag", "right_click", "middle_click",
            "double_click", "triple_click", "scroll", "hscroll", "wait", "terminate")
 COMPUTER_USE = {

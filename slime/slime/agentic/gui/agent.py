@@ -36,7 +36,7 @@ from slime.agentic.prm import PendingJudgements
 from slime.agentic.terminal.agent import EngineTurnPolicy, Turn, failed_sample, tool_call_text, turn_sample
 from slime.utils.types import Sample
 
-from .actions import COMPUTER_USE, ActionError, parse_response
+from .actions import ACTION_FAILED, COMPUTER_USE, REFUSED, ActionError, parse_response
 from .observation import downscale_png
 
 logger = logging.getLogger(__name__)
@@ -193,10 +193,10 @@ async def run_episode(policy, env, task_key: str, settings: AgentSettings, *, re
                     if e.status != 504:
                         raise
                     reply = {"observation": "[ACTION_ERROR] no answer within the environment's time limit",
-                             "error": True}
+                             "error": True, "error_code": ACTION_FAILED}
                 if reply.get("error"):
                     step.error = str(reply.get("observation", ""))
-                    if step.error.startswith("[TOOL_ERROR]"):  # a call the environment cannot run: no valid action
+                    if reply.get("error_code") == REFUSED:  # a call the environment cannot run: no valid action
                         episode.parse_errors += 1
                 if reply.get("done"):
                     step.special = reply.get("status")

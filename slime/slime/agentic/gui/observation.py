@@ -11,6 +11,8 @@ import math
 import re
 import xml.etree.ElementTree as ET
 
+from slime.models.vision import base64_bytes
+
 
 def b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
@@ -24,7 +26,7 @@ def downscale_png(image_b64: str, max_pixels: int | None) -> str:
         return image_b64
     from PIL import Image
 
-    with Image.open(io.BytesIO(base64.b64decode(image_b64))) as img:
+    with Image.open(io.BytesIO(base64_bytes(image_b64))) as img:
         if img.width * img.height <= max_pixels:
             return image_b64
         scale = math.sqrt(max_pixels / (img.width * img.height))

@@ -12,7 +12,8 @@ desktop) on the pool server's lease contract.
   timeout (a hung command is killed with what it started), then ``sleep_after_s`` for the screen to settle, then
   the observation. ``wait`` sleeps, ``terminate`` records DONE or FAIL and ends the episode (later actions: 409).
   An action that cannot run (a malformed call) is an error observation (no new screen: nothing ran), not an
-  episode end.
+  episode end. An error result has ``"error": true`` and ``"error_code"``: ``REFUSED`` (nothing ran) or
+  ``ACTION_FAILED`` (it ran and failed).
 * tool `observe`: the observation again, no action.
 * observation: ``{screenshot_b64 (PNG, full size), screen: [w, h], text_view (the OCR text, 0-999 coordinates)}``;
   `observation=screenshot|text|both` (default both) chooses what is sent.
@@ -32,7 +33,7 @@ from pathlib import Path
 
 from slime.agentic.env_service.providers import LeaseContext, LeaseReaper, ProviderError
 
-from .actions import COMPUTER_USE, ActionError, program, to_step
+from .actions import ACTION_FAILED, COMPUTER_USE, REFUSED, ActionError, program, to_step
 from .desktop import LocalDesktop, OSWorldVM
 from .observation import b64, text_view
 from .tasks import TASKS_DIR, GuiTask, SetupError, TaskFormatError, evaluate, find_task, run_setup
@@ -134,13 +135,13 @@ class GuiProvider:
         if name == "observe":
             return {"observation": "", **await self.observe(env)}
         if name != "computer_use":
-            return {"observation": f"[TOOL_ERROR] unknown tool {name!r} (tools: computer_use, observe)", "error": True}
+            return _refused(f"unknown tool {name!r} (tools: computer_use, observe)")
         if not isinstance(arguments, dict):
-            return {"observation": "[TOOL_ERROR] computer_use: arguments must be an object", "error": True}
+            return _refused("computer_use: arguments must be an object")
         try:
             step = to_step(arguments, env.screen)
         except ActionError as e:  # nothing ran, the screen is as the last observation showed it
-            return {"observation": f"[TOOL_ERROR] computer_use: {e}", "error": True}
+            return _refused(f"computer_use: {e}")
         env.steps += 1
         if step.special in ("DONE", "FAIL"):
             env.last_special = step.special
@@ -159,7 +160,8 @@ class GuiProvider:
                 text = f"[ACTION_ERROR] {e}"
             await asyncio.sleep(self.sleep_after_s)
         env.timings["actions"] += time.monotonic() - start
-        return {"observation": text, "done": False, "error": bool(text), **await self.observe(env)}
+        failed = {"error": True, "error_code": ACTION_FAILED} if text else {"error": False}
+        return {"observation": text, "done": False, **failed, **await self.observe(env)}
 
     async def evaluate(self, env: GuiEnv, request: dict) -> dict:
         env.evaluated = True
@@ -179,6 +181,11 @@ class GuiProvider:
 
     def reap(self, resources: dict) -> None:
         self._reaper(resources)
+
+
+def _refused(message: str) -> dict:
+    """The result of a call that cannot run (no new observation: nothing ran)."""
+    return {"observation": f"[TOOL_ERROR] {message}", "error": True, "error_code": REFUSED}
 
 
 __all__ = ["GuiEnv", "GuiProvider"]

@@ -72,18 +72,12 @@ class FSDPActor:
     # --- construction -------------------------------------------------------------------
     def _init_vision(self, model_path):
         """Is the policy a vision-language model (a vision tower and M-RoPE); if so its preprocessing constants."""
-        from transformers import AutoConfig
+        from slime.models.vision import vision_constants
 
-        config = AutoConfig.from_pretrained(str(model_path))
-        from slime.models.vision import is_vision_config
-
-        self.is_vision = is_vision_config(config)
-        self.vision_spec = self.image_token_id = None
+        constants = vision_constants(model_path)
+        self.is_vision = constants is not None
+        self.vision_spec, self.image_token_id = constants or (None, None)
         if self.is_vision:
-            from slime.models.vision import spec_for_model
-
-            self.vision_spec = spec_for_model(model_path, config)
-            self.image_token_id = int(config.image_token_id)
             if (getattr(self.args, "tensor_model_parallel_size", None) or 1) > 1:
                 raise ValueError("--tensor-model-parallel-size > 1 is not supported for vision-language models on "
                                  "the fsdp backend (the vision tower has no tensor-parallel plan)")
@@ -214,7 +208,9 @@ class FSDPActor:
         device = self.dist.device
         start, end = batching.logit_window(mb)
         ids, mask = mb.input_ids.to(device), mb.attention_mask.to(device)
-        hf = self.ref_model if model is self.ref_model and model is not None else self.hf_model  # unwrapped
+        # the unwrapped model (`model` may be the DDP/FSDP wrapper); a ref_model of None never matches, as the
+        # `model(...)` call below needs a model
+        hf = self.ref_model if model is self.ref_model else self.hf_model
         positions, _ = vlm.mrope_positions(hf, ids, mb.image_grid_thw, mask)
         images = {}
         if mb.pixel_values is not None:
