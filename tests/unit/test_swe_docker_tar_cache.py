@@ -28,7 +28,6 @@ def test_concurrent_episodes_of_one_instance_check_out_once(monkeypatch, tmp_pat
         t.join()
     assert checkouts == [instance.base_commit]
     assert len(results) == 8 and len(set(results)) == 1 and b"module.py" in results[0]
-    assert docker_backend._CHECKOUT_LOCKS == {}
     # another commit is its own checkout
     docker_backend.repository_tar(SimpleNamespace(base_commit="f" * 40))
     assert len(checkouts) == 2

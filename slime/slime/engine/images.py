@@ -153,7 +153,7 @@ def decode_image(data, where: str):
     if len(payload) > MAX_IMAGE_BYTES * 4 // 3 + 4:
         raise APIError(400, f"{where}: image data over {MAX_IMAGE_BYTES} bytes", param=where)
     try:
-        raw = base64_bytes(data, validate=True)  # the payload checked above
+        raw = base64_bytes(payload, validate=True)
     except (binascii.Error, ValueError):
         raise APIError(400, f"{where}: image data is not valid base64", param=where) from None
     try:

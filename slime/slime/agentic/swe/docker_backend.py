@@ -108,9 +108,10 @@ def tree_tar(root: str | os.PathLike) -> bytes:
 _TARS: collections.OrderedDict[str, bytes] = collections.OrderedDict()
 _TARS_KEPT = 8  # a few repositories' trees (a few MB each): every episode opens two containers of the same one
 _TARS_LOCK = threading.Lock()
-# one lock per base commit being checked out: concurrent episodes of one instance wait for a single checkout
-# instead of each making its own (64 episodes starting together made 64 checkouts of the same tree)
-_CHECKOUT_LOCKS: dict[str, threading.Lock] = {}
+# one lock per base commit: concurrent episodes of one instance wait for a single checkout instead of each making
+# its own (64 episodes starting together made 64 checkouts of the same tree). Kept, not dropped after use: there
+# are as many as the dataset has base commits, and dropping one while a thread waits on it reopens the race.
+_CHECKOUT_LOCKS: collections.defaultdict[str, threading.Lock] = collections.defaultdict(threading.Lock)
 
 
 def _cached_tar(base_commit: str) -> bytes | None:
@@ -129,7 +130,7 @@ def repository_tar(instance: SweInstance) -> bytes:
     if data is not None:
         return data
     with _TARS_LOCK:
-        checkout_lock = _CHECKOUT_LOCKS.setdefault(commit, threading.Lock())
+        checkout_lock = _CHECKOUT_LOCKS[commit]
     with checkout_lock:
         data = _cached_tar(commit)  # another thread made it while this one waited
         if data is None:
@@ -139,8 +140,6 @@ def repository_tar(instance: SweInstance) -> bytes:
                 _TARS[commit] = data
                 while len(_TARS) > _TARS_KEPT:
                     _TARS.popitem(last=False)
-    with _TARS_LOCK:
-        _CHECKOUT_LOCKS.pop(commit, None)
     return data
 
 

@@ -370,8 +370,6 @@ def _as_instruction(m: re.Match) -> str | None:
         return None
     if _BARE_NUMBERED_LIST.search(words):  # "write it as a numbered list": with its markers (NUMBERED_LIST_RULE)
         return NUMBERED_LIST_RULE
-    if _REPLY_WORDS.match(words):
-        return _reply_words_rule(words)
     return _reply_rule(words)
 
 
@@ -399,11 +397,12 @@ def _quote_greetings(text: str) -> str:
 
 def _reply_rule(words: str) -> str:
     """ "start with X" -> 'Your reply must start with X', "end your reply with X" -> 'Your reply must end with X';
-    anything else (also "start each paragraph with X", "sign off with X") as it was said."""
+    quoted words for the reply as a rule too (`_reply_words_rule`); anything else (also "start each paragraph with
+    X", "sign off with X") as it was said."""
     found = _OPENING_VERB.match(words)
     # "start by checking the logs" is about what to do first, not how the reply reads: as said
     if not found or (found.group("prep").lower() == "by" and re.match(r"\w+ing\b", found.group("rest"))):
-        return _sentence(words)
+        return _reply_words_rule(words)
     where = "end" if found.group("verb").lower() in {"end", "finish", "close"} else "start"
     rest = found.group("rest")
     if where == "start" and not re.search(r"[\"']", rest):  # a quotation is the user's own words, kept as is
