@@ -16,7 +16,9 @@ change (goal >= -0.05).
         [--interactions 64] [--method combine] [--out runs/bench-personalization] [--reuse-finished]
         [hydra overrides...]
 
-About 15 minutes per run on a 2-core CPU (three held-out evaluations of 120 replies each, 64 interactions).
+About 25 minutes per run on a 2-core CPU (three held-out evaluations of 120 replies each, 64 interactions; six runs
+for the default personas and seeds). An evaluation keeps one core busy, so two invocations on disjoint personas or
+seeds into the same --out, then one with --reuse-finished over all of them, finish in about two thirds of the time.
 """
 
 from __future__ import annotations
