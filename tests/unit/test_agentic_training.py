@@ -35,9 +35,9 @@ def test_dynamic_history_normalises_per_trajectory_and_broadcasts_to_steps():
     expected = 1 / (2 ** 0.5 + 1e-6)
     assert adv == pytest.approx([expected, expected, expected, -expected])
     assert metrics["rollout/trajectories"] == 2
-    # without dynamic history the same rewards would be z-scored over the 4 samples
+    # without the flag too: the samples share trajectories (per-turn samples), so they are not z-scored as 4 samples
     _, flat, _ = post_process_rewards(args_for(), samples, SingletonGroupTracker())
-    assert flat[0] != pytest.approx(expected)
+    assert flat == pytest.approx(adv)
 
 
 def test_constant_groups_are_dropped_only_when_asked_and_counted():

@@ -169,7 +169,9 @@ def test_topk_loss_ignores_padding_teacher_rows_and_stays_finite_in_float32():
     loss.backward()
     assert torch.isfinite(loss) and torch.isfinite(logits.grad).all()
     assert torch.equal(logits.grad[0, :2], torch.zeros(2, V))
-    assert metrics["teacher_topk_invalid_frac"].item() == pytest.approx(2 / R)
+    # a masked metric: sample 0's 2 of R rows, averaged over the 2 samples that have a teacher and trained tokens
+    assert metrics["teacher_topk_invalid_frac"].total.item() == pytest.approx(2 / R)
+    assert metrics["teacher_topk_invalid_frac"].value.item() == pytest.approx(2 / R / 2)
 
 
 def test_topk_loss_entropy_bonus():
@@ -229,7 +231,8 @@ def test_combine_with_w_opd_zero_is_exactly_binary_rl(no_combine_env):
     loss, metrics, grad = run_loss(combine_loss_function, args_for(combine_w_rl=1.0, combine_w_opd=0.0), batch, logits)
     assert torch.equal(loss, rl_loss) and torch.equal(grad, rl_grad)
     for key in rl_metrics:
-        assert torch.equal(metrics[key], rl_metrics[key]), key
+        assert torch.equal(torch.as_tensor(tuple(metrics[key])), torch.as_tensor(tuple(rl_metrics[key]))) \
+            if isinstance(rl_metrics[key], ppo_utils.MaskedMetric) else torch.equal(metrics[key], rl_metrics[key]), key
     assert rl_metrics["pg_clipfrac"] > 0
 
 
@@ -605,10 +608,13 @@ def test_tis_loss_is_the_policy_loss_reweighted_token_by_token():
     assert abs(loss.item() - plain_loss.item()) > 1e-3
     # the weights are constants: every token's gradient is exactly its weight times the un-weighted one
     torch.testing.assert_close(grad, plain_grad * weights.unsqueeze(-1), atol=1e-9, rtol=1e-5)
-    torch.testing.assert_close(metrics["tis_weight"], reduce(weights))
-    torch.testing.assert_close(metrics["tis_clipfrac"], reduce(clipped.double()))
-    torch.testing.assert_close(metrics["tis"], reduce(torch.exp(batch["old_log_probs"] - batch["rollout_log_probs"])))
-    assert 0 < metrics["tis_clipfrac"] < B
+    # every row is on-policy: the masked metrics' totals are the plain reductions, over all B samples
+    torch.testing.assert_close(metrics["tis_weight"].total, reduce(weights))
+    torch.testing.assert_close(metrics["tis_clipfrac"].total, reduce(clipped.double()))
+    torch.testing.assert_close(metrics["tis"].total,
+                               reduce(torch.exp(batch["old_log_probs"] - batch["rollout_log_probs"])))
+    assert metrics["tis"].count.item() == B
+    assert 0 < metrics["tis_clipfrac"].value < 1
     assert not {"tis", "tis_weight", "tis_clipfrac"} & set(plain_metrics)
 
 
@@ -618,7 +624,7 @@ def test_tis_with_identical_log_probs_changes_nothing():
     plain_loss, _, plain_grad = run_loss(policy_loss_function, args_for(), batch, logits)
     loss, metrics, grad = run_loss(policy_loss_function, args_for(**TIS_ARGS), batch, logits)
     assert torch.equal(loss, plain_loss) and torch.equal(grad, plain_grad)
-    assert metrics["tis_clipfrac"] == 0
+    assert metrics["tis_clipfrac"].total == 0
 
 
 def test_tis_ignores_filler_rollout_log_probs_on_untrained_tokens():
@@ -626,7 +632,7 @@ def test_tis_ignores_filler_rollout_log_probs_on_untrained_tokens():
     batch["rollout_log_probs"][1, 3:] = float("nan")  # sample 1's tokens 3.. are masked out: NaN * 0 is NaN
     loss, metrics, grad = run_loss(policy_loss_function, args_for(**TIS_ARGS), batch, logits)
     assert torch.isfinite(loss) and torch.isfinite(grad).all()
-    assert all(torch.isfinite(metrics[k]) for k in ("tis", "tis_weight", "tis_clipfrac", "tis_abs"))
+    assert all(torch.isfinite(metrics[k].total) for k in ("tis", "tis_weight", "tis_clipfrac", "tis_abs"))
 
 
 def test_tis_without_rollout_log_probs_is_an_error():
@@ -650,7 +656,7 @@ def test_tis_batch_from_rows_carries_rollout_log_probs_and_refuses_rows_without_
     torch.testing.assert_close(batch["rollout_log_probs"], torch.tensor([[-1.5, -1.0], [-0.5, 0.0]]))
     assert "rollout_log_probs_mask" not in batch
     _, metrics = policy_loss_function(args_for(**TIS_ARGS), batch, logits, sample_mean_reduce(batch["loss_mask"]))
-    assert metrics["tis_clipfrac"] > 0  # exp(0.5) and exp(-1) are both outside [0.8, 1.25]
+    assert metrics["tis_clipfrac"].value > 0  # exp(0.5) and exp(-1) are both outside [0.8, 1.25]
     # a trained row without rollout log-probs: its zeros are fillers, TIS must not weigh by exp(old - 0)
     rows[1]["rollout_log_probs"] = None
     batch = batching.loss_batch(batching.collate(rows, [0, 1], pad_token_id=0), torch.device("cpu"))
@@ -702,25 +708,28 @@ def test_off_policy_rows_are_left_at_weight_one_by_tis_and_on_policy_rows_are_st
     alone, metrics = policy_loss_function(args_for(**TIS_ARGS), only, logits[1:], sample_mean_reduce(only["loss_mask"]))
     expected, _ = policy_loss_function(args_for(), only, logits[1:], sample_mean_reduce(only["loss_mask"]))
     torch.testing.assert_close(alone, expected)
-    assert metrics["tis_weight"] == 1.0
+    assert metrics["tis_weight"].count == 0  # no on-policy row: TIS weighs nothing, its metrics have no rows
 
 
-def test_off_policy_samples_pass_tis_on_rank_zero_and_scale_their_advantages():
+def test_off_policy_samples_pass_tis_on_rank_zero_and_carry_their_weight():
+    """The off-policy weight is the row's `sample_weight` (applied to its whole loss by batching.reducer), not a
+    factor on its advantages."""
     from slime.training.advantages import attach_advantages
     from slime.training.train_data import to_rows
     from slime.utils.types import Sample
 
     trace = Sample(index=9, tokens=[1, 2, 3], response_length=2, loss_mask=[1, 1], rollout_log_probs=None,
                    metadata={"off_policy": True})
-    rows = to_rows(SimpleNamespace(use_tis=True), [trace], [1.0], [1.0])
+    rows = to_rows(SimpleNamespace(use_tis=True, off_policy_weight=0.25), [trace], [1.0], [1.0])
     assert rows[0]["off_policy"] is True and rows[0]["rollout_log_probs"] is None
+    assert rows[0]["sample_weight"] == 0.25
     with pytest.raises(ValueError, match="--use-rollout-logprobs.*an off-policy trace"):
         to_rows(SimpleNamespace(use_rollout_logprobs=True), [trace], [1.0], [1.0])
-    on_policy = {**rows[0], "off_policy": False}
+    on_policy = {**rows[0], "off_policy": False, "sample_weight": 1.0}
     rows = [dict(rows[0], old_log_probs=[-1.0, -1.0]), dict(on_policy, old_log_probs=[-1.0, -1.0])]
     args = SimpleNamespace(advantage_estimator="grpo", normalize_advantages=False, off_policy_weight=0.25)
     attach_advantages(args, rows, torch.device("cpu"))
-    assert rows[0]["advantages"] == [0.25, 0.25] and rows[1]["advantages"] == [1.0, 1.0]
+    assert rows[0]["advantages"] == [1.0, 1.0] and rows[1]["advantages"] == [1.0, 1.0]
 
 
 def test_combine_losses_apply_tis(no_combine_env):

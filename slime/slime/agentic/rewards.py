@@ -9,7 +9,8 @@ what the environment and the judges said into the numbers the loss uses:
 * `outcome_advantages`: GRPO over trajectories: one reward per (group, trajectory), z-scored within the
   group, broadcast to the trajectory's step samples; optional `length_normalize`.
 * `compose_step_target` / `trajectory_score`: the one composition `outcome + coef * prm_step`, used for
-  logging *and* training; an unjudged step gets the outcome alone, flagged.
+  logging *and* training; an unjudged step gets the outcome alone, flagged, and `step_wise` training leaves it
+  out of its bucket unless `--step-wise-unjudged outcome`.
 * `step_wise_advantages` (with `StepwiseSample`, `stepwise_sample_from_metadata`): the PRM path: per-step
   targets z-scored per (group, step index) bucket with population std, each broadcast over its step's token
   span times the loss mask.
@@ -32,7 +33,8 @@ Where this deliberately differs from the original (see `../shared/reference/trac
 * `parse_boxed_vote` skips boxes that are not a vote (an empty `\\boxed{}` quoted from the instructions, a
   `\\boxed{0}`) and reads the first valid one; the original read only the first box and scored anything
   else 0, and `mean_vote` returns None (not 0) when no vote is valid, so an unjudged step is not mistaken
-  for a neutral one.
+  for a neutral one: `step_wise` leaves it out of its (group, step) bucket (`--step-wise-unjudged skip`, the
+  default; `outcome` trains it on the outcome alone, what upstream's 0 gave).
 * `retool_reward` counts only successful tool calls when `successful_tool_calls` is given: the original
   counted failed and rejected executions too, so a wrong answer could climb from -1.1 to -0.6 by spamming
   code that fails (§5.3, §7.1.10).
@@ -236,7 +238,9 @@ def compose_step_target(outcome: float, prm_step: float | None, coef: float) -> 
     The one composition used for both the logged score and the `step_wise` training target, so `coef`
     (`--prm-step-coef`) means the same in both (upstream trained on `prm + outcome` whatever the coef).
     An unjudged step (`prm_step is None`: the judge failed or gave no valid vote) gets the outcome alone and
-    `judged=False`, so the caller can count it; it is not scored as a neutral 0 vote in disguise.
+    `judged=False`, so the caller can count it. In training, `--step-wise-unjudged skip` (the default) then leaves
+    it out of its bucket (`stepwise_sample_from_metadata` reads the None in `prm_scores`); `outcome` trains it on
+    that value, which is what a 0 vote would give.
     """
     outcome = _check_finite("outcome", outcome)
     coef = _check_finite("coef", coef)
@@ -310,15 +314,31 @@ def infer_span(loss_mask: Sequence[int]) -> tuple[int, int]:
     return (ones[0], ones[-1] + 1) if ones else (0, 0)
 
 
-def stepwise_sample_from_metadata(group_id: Hashable, loss_mask: Sequence[int], step_wise: dict) -> StepwiseSample:
+UNJUDGED_MODES = ("skip", "outcome")
+
+
+def stepwise_sample_from_metadata(group_id: Hashable, loss_mask: Sequence[int], step_wise: dict,
+                                  unjudged: str = "skip") -> StepwiseSample:
     """Read upstream's `metadata["step_wise"]` layout: `step_scores_with_outcome` preferred over
     `step_scores`, `step_indices` (or the `step_index` of each `steps` entry, or 0..n-1) and
-    `step_token_spans` (optional)."""
+    `step_token_spans` (optional).
+
+    `unjudged` (`--step-wise-unjudged`) decides a step whose PRM gave no valid vote (`prm_scores[k]` None, as
+    `attach_step_targets` records it): "skip" (default) leaves it out of its bucket, so it gets advantage 0 and
+    does not move its bucket's mean and std; "outcome" trains it on the outcome alone, as a 0 vote would (upstream
+    scored a failed vote 0). Samples without `prm_scores` (upstream's layout) have every step judged."""
+    if unjudged not in UNJUDGED_MODES:
+        raise ValueError(f"unjudged must be one of {UNJUDGED_MODES}, got {unjudged!r}")
     scores = step_wise.get("step_scores_with_outcome")
     if scores is None:
         scores = step_wise.get("step_scores")
     if scores is None:
         raise ValueError("metadata step_wise has neither step_scores_with_outcome nor step_scores")
+    prm = step_wise.get("prm_scores")
+    if unjudged == "skip" and prm is not None:
+        if len(prm) != len(scores):
+            raise ValueError(f"metadata step_wise: {len(prm)} prm_scores for {len(scores)} step scores")
+        scores = [None if p is None else v for v, p in zip(scores, prm)]
     indices = step_wise.get("step_indices")
     if indices is None and step_wise.get("steps"):
         indices = [step["step_index"] for step in step_wise["steps"]]
@@ -355,6 +375,7 @@ def step_wise_advantages(
     eps: float = 1e-6,
     singleton: str = "zero",
     constant: str = "drop",
+    normalize: bool = True,
     tol: float = 1e-12,
 ) -> StepwiseResult:
     """The PRM (`step_wise`) estimator: per-token advantages from per-step targets.
@@ -372,6 +393,8 @@ def step_wise_advantages(
       "drop" (default, upstream) also drops the bucket: a sample left with no step in a kept bucket is
       flagged in `remove` (train it with an all-zero loss mask), and if every bucket is constant the first
       is kept. "zero" keeps every sample. Either way the report counts them.
+    * `normalize=False` (`--disable-rewards-normalization`): every scored step trains on its raw target, as
+      upstream does then; buckets are counted but nothing is z-scored, zeroed or dropped.
 
     Report: `num_buckets`, `singleton_buckets`, `constant_buckets`, `dropped_buckets`,
     `kept_first_of_all_constant`, `unscored_steps`, `inferred_spans`, `removed_samples`, `empty_spans`.
@@ -406,6 +429,11 @@ def step_wise_advantages(
     constant_keys: list[Hashable] = []
     for key, members in buckets.items():
         raw = [float(samples[i].scores[k]) for i, k in members]
+        if not normalize:
+            kept.append(key)
+            for (i, k), value in zip(members, raw):
+                step_values[i][k] = value
+            continue
         if len(raw) > 1 and _population_variance(raw) <= tol:  # upstream's criterion: variance, not range
             normalised, kind = [0.0] * len(raw), "constant"
         else:
@@ -423,7 +451,7 @@ def step_wise_advantages(
     report["num_buckets"] = len(buckets)
 
     dropped: set[Hashable] = set()
-    if constant == "drop":
+    if constant == "drop" and normalize:
         dropped = set(constant_keys)
         if buckets and not kept:
             dropped.discard(next(iter(buckets)))
@@ -435,7 +463,7 @@ def step_wise_advantages(
         if key not in dropped:
             for i, _ in members:
                 in_kept_bucket[i] = True
-    remove = [constant == "drop" and not flag for flag in in_kept_bucket]
+    remove = [constant == "drop" and normalize and not flag for flag in in_kept_bucket]
     report["removed_samples"] = sum(remove)
 
     advantages: list[list[float]] = []

@@ -1,5 +1,5 @@
 """What both training backends (`fsdp`, `megatron`) share: the learning-rate schedule, the choice of loss
-function, and hard-linking exported weights into a checkpoint."""
+function, the reference-model check, the metric sums of a step, and hard-linking exported weights into a checkpoint."""
 
 from __future__ import annotations
 
@@ -8,8 +8,11 @@ import os
 from pathlib import Path
 
 from slime.utils.loss import BUILT_IN_LOSSES
+from slime.utils.ppo_utils import MaskedMetric
 
-__all__ = ["link_tree", "load_loss_function", "lr_lambda"]
+__all__ = ["accumulate_metrics", "average_metrics", "link_tree", "load_loss_function", "lr_lambda"]
+
+_COUNT = "/__count__"  # the key suffix a MaskedMetric's count travels under in the sums
 
 
 def lr_lambda(args, total_steps: int):
@@ -55,3 +58,30 @@ def load_loss_function(args):
 
         loaded = load_function(args.custom_loss_function_path, "--custom-loss-function-path")
     return loaded
+
+
+def accumulate_metrics(sums: dict[str, float], metrics: dict) -> None:
+    """Add one micro-batch's loss metrics to the step's running sums (a `MaskedMetric` adds its total and count)."""
+    for key, value in metrics.items():
+        if isinstance(value, MaskedMetric):
+            sums[key] = sums.get(key, 0.0) + float(value.total)
+            sums[key + _COUNT] = sums.get(key + _COUNT, 0.0) + float(value.count)
+        else:
+            sums[key] = sums.get(key, 0.0) + float(value)
+
+
+def average_metrics(totals: dict[str, float], denominator: float) -> dict[str, float]:
+    """`train/<key>` of a step from the sums of every micro-batch and rank: a plain metric divided by the loss's
+    denominator (the global batch size, or its token count), a masked one by its own count (and left out of the
+    step when nothing of the batch was in its subset)."""
+    out: dict[str, float] = {}
+    for key, value in totals.items():
+        if key.endswith(_COUNT):
+            continue
+        if key + _COUNT in totals:
+            count = totals[key + _COUNT]
+            if count > 0:
+                out[f"train/{key}"] = value / count
+        else:
+            out[f"train/{key}"] = value / max(denominator, 1.0)
+    return out

@@ -6,7 +6,9 @@ that produced them.
 
 A trace another model wrote (`POST /v1/traces`) has ids rendered from its text and no log-probs: its sample
 says so (`metadata.off_policy`, `rollout_log_probs` None), and the trainer recomputes the old log-probs, leaves
-it at weight 1 under TIS and scales its advantages by `--off-policy-weight`.
+it at weight 1 under TIS and scales its whole loss by `--off-policy-weight`. A turn whose engine reported fewer
+log-probs than it sampled tokens is treated the same way (`metadata.source` "incomplete_logprobs"): its
+behaviour log-probs are unknown, and a 0.0 filler would pass for a probability of 1.
 """
 
 from __future__ import annotations
@@ -18,9 +20,13 @@ def sample_from_turn(turn, reward: float, teacher=None, method: str | None = Non
     """`turn` is a `store.TurnRow` with a judgement; the sample's index is the turn's row id. `teacher`
     (`teacher.TeacherScores`, OPD/Combine) adds per-token teacher log-probs (and top-K rows)."""
     n = len(turn.response_ids)
-    off_policy = n > 0 and not turn.response_logprobs
-    logprobs = None if off_policy else \
-        list(turn.response_logprobs[:n]) + [0.0] * max(0, n - len(turn.response_logprobs))
+    recorded = list(turn.response_logprobs or [])
+    # behaviour log-probs for every sampled token, or none at all: a turn with fewer log-probs than ids (an engine
+    # that stopped reporting them part-way) is trained as off-policy, never padded with 0.0 (TIS would read a filler
+    # 0.0 as a behaviour probability of 1)
+    off_policy = n > 0 and len(recorded) < n
+    logprobs = None if off_policy else recorded[:n]
+    source = ("incomplete_logprobs" if recorded else turn.turn_reason) if off_policy else None
     status = {"stop": Sample.Status.COMPLETED, "tool_calls": Sample.Status.COMPLETED,
               "length": Sample.Status.TRUNCATED}.get(turn.finish_reason or "stop", Sample.Status.COMPLETED)
     return Sample(
@@ -38,7 +44,7 @@ def sample_from_turn(turn, reward: float, teacher=None, method: str | None = Non
         weight_versions=[turn.weight_version] if turn.weight_version is not None else [],
         metadata={"session_id": turn.session_id, "turn": turn.turn_num, "turn_id": turn.id,
                   "judge": (turn.judgement or {}).get("judge"), "method": method,
-                  **({"off_policy": True, "source": turn.turn_reason} if off_policy else {})},
+                  **({"off_policy": True, "source": source} if off_policy else {})},
         teacher_log_probs=list(teacher.log_probs) if teacher is not None else None,
         teacher_topk_log_probs=teacher.topk_log_probs if teacher is not None else None,
         teacher_topk_indices=teacher.topk_indices if teacher is not None else None,

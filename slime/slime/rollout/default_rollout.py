@@ -245,11 +245,16 @@ async def generate(args, sample: Sample, sampling_params: dict, client: AsyncEng
     old_mask = sample.loss_mask if sample.loss_mask is not None else [1] * previous
     if previous and getattr(args, "mask_offpolicy_in_partial_rollout", False):
         old_mask = [0] * previous
-    old_logprobs = sample.rollout_log_probs if sample.rollout_log_probs is not None else [0.0] * previous
+    # a continued response whose earlier, trained part has no behaviour log-probs has none as a whole: a 0.0 filler
+    # would pass for a probability of 1 under TIS (the trainer recomputes old log-probs; --use-tis refuses the
+    # sample). Fillers on tokens that are not trained are never read.
+    earlier = sample.rollout_log_probs
+    if earlier is None and not any(old_mask):
+        earlier = [0.0] * previous
     sample.tokens = input_ids + new_ids
     sample.response = (sample.response or "") + output.get("text", "")
     sample.response_length = previous + len(new_ids)
-    sample.rollout_log_probs = list(old_logprobs) + logprobs
+    sample.rollout_log_probs = None if earlier is None else list(earlier) + logprobs
     sample.loss_mask = list(old_mask) + [1] * len(new_ids)
     sample.update_from_meta_info(meta)
     return sample

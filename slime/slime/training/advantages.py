@@ -38,8 +38,8 @@ def attach_advantages(args, rows: list[dict], device: torch.device) -> None:
             adv = ppo_utils.on_policy_distillation_advantages(teacher, old, mask, opd_advantage_bound(args))
         else:
             raise ValueError(f"unknown --advantage-estimator {estimator}")
-        if row.get("off_policy"):
-            adv = adv * getattr(args, "off_policy_weight", 1.0)
+        # an off-policy row's --off-policy-weight is not applied here: it scales the row's whole loss (every term,
+        # after whitening) through its `sample_weight` (train_data.to_rows, batching.reducer)
         row["advantages"] = adv[0].tolist()
     if args.normalize_advantages and estimator != "step_wise":  # step_wise values are z-scores per bucket already
         _whiten_across_ranks(rows, device)

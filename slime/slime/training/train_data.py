@@ -62,9 +62,11 @@ def post_process_rewards(args, samples: list[Sample], tracker: SingletonGroupTra
     if args.advantage_estimator == "step_wise":
         return raw, *_step_wise(args, samples)
     if args.advantage_estimator in GROUP_NORMALISED and not args.disable_rewards_normalization \
-            and getattr(args, "dynamic_history", False):
+            and (getattr(args, "dynamic_history", False) or shares_trajectories(samples)):
         # one reward per trajectory (group_index, index), normalised over the group's trajectories, given to
-        # every step sample of that trajectory
+        # every step sample of that trajectory. Also without --dynamic-history when samples share a trajectory
+        # (terminal and GUI always return one sample per turn): normalising over step samples would weigh each
+        # trajectory's reward in the group's mean and std by its number of steps
         advantages, report = agentic_rewards.outcome_advantages(
             raw, [s.group_index for s in samples], [s.index for s in samples],
             std="unbiased" if args.grpo_std_normalization else "none",
@@ -89,19 +91,29 @@ def post_process_rewards(args, samples: list[Sample], tracker: SingletonGroupTra
     return raw, list(raw), metrics
 
 
+def shares_trajectories(samples: list[Sample]) -> bool:
+    """Whether two samples belong to one trajectory: the same (group_index, index), both set."""
+    keys = [(s.group_index, s.index) for s in samples if s.index is not None]
+    return len(set(keys)) < len(keys)
+
+
 def _step_wise(args, samples: list[Sample]) -> tuple[list[list[float]], dict]:
-    """The PRM estimator: every sample carries `metadata["step_wise"]` (its steps' scores, indices, spans)."""
+    """The PRM estimator: every sample carries `metadata["step_wise"]` (its steps' scores, indices, spans).
+    `--disable-rewards-normalization` trains on the raw step targets (upstream); `--step-wise-unjudged` decides the
+    steps the PRM could not judge."""
     steps = []
+    unjudged = getattr(args, "step_wise_unjudged", "skip")
     for s in samples:
         info = (s.metadata or {}).get("step_wise")
         if not info:
             raise ValueError(f"--advantage-estimator step_wise: sample {s.index} has no metadata['step_wise'] "
                              "(its generate function must record each step's score and token span)")
         mask = list(s.loss_mask) if s.loss_mask is not None else [1] * s.response_length
-        steps.append(agentic_rewards.stepwise_sample_from_metadata(s.group_index, mask, info))
+        steps.append(agentic_rewards.stepwise_sample_from_metadata(s.group_index, mask, info, unjudged=unjudged))
     result = agentic_rewards.step_wise_advantages(
         steps, singleton=getattr(args, "step_wise_singleton", "zero"),
-        constant="drop" if getattr(args, "constant_groups", "keep") == "drop" else "zero")
+        constant="drop" if getattr(args, "constant_groups", "keep") == "drop" else "zero",
+        normalize=not getattr(args, "disable_rewards_normalization", False))
     for sample, remove in zip(samples, result.remove):
         if remove:
             sample.remove_sample = True
@@ -152,6 +164,9 @@ def to_rows(args, samples: list[Sample], rewards: list, raw: list[float]) -> lis
             "index": sample.index,
             "truncated": sample.status == Sample.Status.TRUNCATED,
             "off_policy": off_policy,
+            # one weight for every term the row adds to the loss (batching.reducer): --off-policy-weight for traces
+            # another model wrote, so 0 keeps them out of training whatever the loss
+            "sample_weight": float(getattr(args, "off_policy_weight", 1.0)) if off_policy else 1.0,
         })
         # images only on the rows that have them: text rows stay as they were
         if sample.multimodal_inputs:

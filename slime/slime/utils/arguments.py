@@ -287,7 +287,8 @@ def _add_algorithm_flags(g):
     g.add_argument("--dynamic-history", action="store_true",
                    help="agent rollouts as one sample per step (a custom generate function returns a list): GRPO "
                         "normalises one reward per trajectory (group_index, index) over the group's trajectories and "
-                        "gives it to each of the trajectory's step samples")
+                        "gives it to each of the trajectory's step samples (also done without the flag whenever "
+                        "samples share a trajectory, as the terminal and GUI agents' per-turn samples do)")
     g.add_argument("--trajectory-length-normalize", action="store_true",
                    help="--dynamic-history: divide a step sample's advantage by its trajectory's number of steps, so "
                         "long trajectories do not weigh more")
@@ -346,7 +347,12 @@ def _add_algorithm_flags(g):
     g.add_argument("--step-wise-singleton", choices=["zero", "raw"], default="zero",
                    help="step_wise: a (group, step) bucket with one step has no baseline: 0 (default) or its raw "
                         "target (upstream; mixes raw targets with z-scores)")
-    g.add_argument("--disable-rewards-normalization", dest="rewards_normalization", action="store_false")
+    g.add_argument("--step-wise-unjudged", choices=["skip", "outcome"], default="skip",
+                   help="step_wise: a step the PRM could not judge (no valid vote): left out of its (group, step) "
+                        "bucket with advantage 0 (skip, default), or trained on the outcome alone, what a 0 vote "
+                        "gives (outcome; upstream scored a failed vote 0)")
+    g.add_argument("--disable-rewards-normalization", dest="rewards_normalization", action="store_false",
+                   help="train on the raw rewards: no group baseline (grpo/gspo), no per-bucket z-scores (step_wise)")
     g.add_argument("--disable-grpo-std-normalization", dest="grpo_std_normalization", action="store_false")
     g.add_argument("--normalize-advantages", action="store_true")
     g.add_argument("--gamma", type=float, default=1.0)
@@ -396,9 +402,10 @@ def _add_algorithm_flags(g):
     g.add_argument("--tis-clip", type=float, default=2.0, help="--use-tis: upper bound of the TIS weight")
     g.add_argument("--tis-clip-low", type=float, default=0.0, help="--use-tis: lower bound of the TIS weight (>= 0)")
     g.add_argument("--off-policy-weight", type=float, default=1.0,
-                   help="multiplies the advantages of off-policy samples (traces another model wrote, ingested "
+                   help="multiplies the whole loss of each off-policy sample (traces another model wrote, ingested "
                         "through /v1/traces: no rollout log-probs, so old log-probs are recomputed and TIS leaves "
-                        "them at weight 1); 0 keeps them out of the policy-gradient term")
+                        "them at weight 1): every term it contributes (policy gradient after any whitening, OPD and "
+                        "top-K teacher terms, KL, entropy); 0 keeps them out of training")
 
 
 def _add_optimizer_flags(g):
@@ -872,6 +879,8 @@ def _check_algorithm(args):
     if args.kl_coef != 0 and not args.advantage_estimator.startswith("reinforce_plus_plus"):
         _fail(f"--kl-coef shapes rewards only for --advantage-estimator reinforce_plus_plus/"
               f"reinforce_plus_plus_baseline (got {args.advantage_estimator}); use --use-kl-loss --kl-loss-coef")
+    if args.ref_model_needed:
+        _refuse_unread_reference(args)
     if args.use_kl_loss and args.kl_loss_coef == 0:
         logger.info("--use-kl-loss with --kl-loss-coef 0: the KL term is not computed and no reference model "
                     "is loaded")
@@ -904,6 +913,29 @@ def _check_algorithm(args):
                 "--n-samples-per-prompt 1 with --advantage-estimator %s and reward normalisation on: every group "
                 "has one sample, so rewards minus the group mean are 0 and all advantages will be zero unless "
                 "--disable-rewards-normalization is given", args.advantage_estimator)
+
+
+def _refuse_unread_reference(args):
+    """A KL coefficient whose loss has no KL term (`reads_reference = False`: the SFT loss, the top-K-only
+    distillation loss) would load a reference model and score every batch with it for nothing."""
+    if args.kl_coef != 0 and args.loss_type == "sft_loss":
+        _fail(f"--kl-coef {args.kl_coef} shapes the rewards of the advantage estimator; --loss-type sft_loss computes "
+              "no advantages, so the reference model it loads would never be read: drop --kl-coef")
+    if not (args.use_kl_loss and args.kl_loss_coef != 0):
+        return
+    from slime.backends.common import load_loss_function
+    from slime.utils.hooks import HookError, add_method_dirs_to_path
+
+    add_method_dirs_to_path(args.extra_python_path)
+    try:
+        loss = load_loss_function(args)
+    except (HookError, ImportError):
+        return  # the hook loader names a plugin that does not import when the trainer starts
+    if not getattr(loss, "reads_reference", True):
+        name = args.custom_loss_function_path if args.loss_type == "custom_loss" else args.loss_type
+        _fail(f"--use-kl-loss --kl-loss-coef {args.kl_loss_coef}: the loss {name} has no KL term, so the reference "
+              "model this would load is never read; drop --use-kl-loss (or give --kl-loss-coef 0), or use a loss "
+              "with a KL term (policy_loss, the Combine losses)")
 
 
 def _check_optimizer(args):

@@ -8,8 +8,10 @@ present `ref_log_probs`, `rollout_log_probs`, `teacher_log_probs`, `teacher_topk
 `teacher_topk_indices`, plus `response_lengths` and `total_lengths` (lists). `logits` is `[b, R, V]`,
 already divided by the rollout temperature. `reduce(x)` turns a `[b, R]` per-token tensor into this
 micro-batch's contribution (sum of per-sample masked means, or masked token sum with
-`--calculate-per-token-loss`); the trainer scales the returned loss to the global batch. Metrics are
-returned as reduced scalars, so they aggregate the same way.
+`--calculate-per-token-loss`), each row's share multiplied by its `sample_weight` (`--off-policy-weight`); the
+trainer scales the returned loss to the global batch. Metrics are returned as reduced scalars, so they aggregate
+the same way; a metric that is defined on part of the batch only (TIS over on-policy rows, teacher validity over
+rows with a teacher) is a `ppo_utils.MaskedMetric` (total, count) and is logged as total / count.
 """
 
 from __future__ import annotations
@@ -62,15 +64,18 @@ def policy_loss_function(args, batch: dict, logits: torch.Tensor, reduce) -> tup
         # tokens that are not trained keep a weight of 1: a filler log-prob there cannot make the product NaN,
         # and neither can the fillers of samples without rollout log-probs (off-policy traces)
         trained = (mask != 0) if present is None else (mask != 0) & (present != 0)
+        if off_policy is not None:
+            trained = trained & (off_policy == 0)
         ratio = torch.where(trained, ratio, torch.ones_like(ratio))
         weights = torch.where(trained, weights, torch.ones_like(weights))
         clipped = (weights != ratio).to(pg.dtype)  # compared before any dtype cast
         weights = weights.to(pg.dtype)
         pg = pg * weights
-        tis_metrics = {"tis": reduce(ratio).detach(),
-                       "tis_weight": reduce(weights).detach(),
-                       "tis_clipfrac": reduce(clipped).detach(),
-                       "tis_abs": reduce((ratio - 1).abs()).detach(),
+        # averaged over the tokens TIS weighs (on-policy rows): off-policy rows sit at ratio 1 by construction
+        tis_metrics = {"tis": ppo_utils.masked_metric(reduce, ratio, trained),
+                       "tis_weight": ppo_utils.masked_metric(reduce, weights, trained),
+                       "tis_clipfrac": ppo_utils.masked_metric(reduce, clipped, trained),
+                       "tis_abs": ppo_utils.masked_metric(reduce, (ratio - 1).abs(), trained),
                        "ois": reduce(torch.exp(-ppo_kl)).detach()}
     pg_loss = reduce(pg)
     # without an entropy bonus the entropy is only reported: keep it out of the autograd graph
@@ -102,10 +107,17 @@ def policy_loss_function(args, batch: dict, logits: torch.Tensor, reduce) -> tup
             loss = loss + args.kl_loss_coef * kl_loss
         metrics["kl_loss"] = kl_loss.detach()
     if batch.get("rollout_log_probs") is not None:
-        diff = (batch["old_log_probs"] - batch["rollout_log_probs"]).abs()
-        if batch.get("rollout_log_probs_mask") is not None:  # samples without rollout log-probs: not a gap of 0 - old
-            diff = diff * batch["rollout_log_probs_mask"]
-        metrics["train_rollout_logprob_abs_diff"] = reduce(diff).detach()
+        # the trainer's log-probs against the engine's: the recomputed old ones, or with --use-rollout-logprobs
+        # (old = rollout, a gap of 0 by construction) the current forward's, as upstream reports it
+        trainer = log_probs.detach() if getattr(args, "use_rollout_logprobs", False) else batch["old_log_probs"]
+        diff = (trainer - batch["rollout_log_probs"]).abs()
+        # rows without rollout log-probs (off-policy traces) have fillers there, not a gap: left out of the mean
+        present = batch.get("rollout_log_probs_mask")
+        metrics["train_rollout_logprob_abs_diff"] = ppo_utils.masked_metric(
+            reduce, diff, torch.ones_like(diff) if present is None else present)
+    else:  # a micro-batch of traces only: the same key on every rank (the step's sums are all-reduced by key)
+        zero = torch.zeros((), dtype=loss.dtype)
+        metrics["train_rollout_logprob_abs_diff"] = ppo_utils.MaskedMetric(zero, zero)
     metrics["loss"] = loss.detach()
     return loss, metrics
 
@@ -114,6 +126,14 @@ def sft_loss_function(args, batch: dict, logits: torch.Tensor, reduce) -> tuple[
     """Negative log-likelihood of the masked response tokens."""
     loss = reduce(-response_log_probs(logits, batch["tokens"]))
     return loss, {"loss": loss.detach()}
+
+
+def _teacher_topk_invalid_frac(batch: dict, reduce, valid: torch.Tensor) -> ppo_utils.MaskedMetric:
+    """The share of teacher top-K rows that are not a distribution, over the rows of samples that have a teacher
+    (a Combine sample without one has filler rows, which are not the teacher's fault)."""
+    has_teacher = batch.get("teacher_topk_mask")
+    return ppo_utils.masked_metric(reduce, 1.0 - valid, torch.ones_like(valid) if has_teacher is None
+                                   else has_teacher.to(valid.dtype))
 
 
 def _topk_kl(args, batch: dict, logits: torch.Tensor, reduce) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -156,7 +176,7 @@ def topk_distillation_loss_function(args, batch: dict, logits: torch.Tensor, red
         entropy_loss = reduce(distill.entropy_over_bins(student) * valid)
     loss = kl_loss - args.entropy_coef * entropy_loss if args.entropy_coef else kl_loss
     metrics = {"loss": loss.detach(), "kl_loss": kl_loss.detach(), "entropy_loss": entropy_loss.detach(),
-               "teacher_topk_invalid_frac": reduce(1.0 - valid).detach()}
+               "teacher_topk_invalid_frac": _teacher_topk_invalid_frac(batch, reduce, valid)}
     return loss, metrics
 
 
@@ -231,11 +251,19 @@ def combine_topk_loss_function(args, batch: dict, logits: torch.Tensor, reduce) 
     if batch.get("teacher_topk_log_probs") is not None and batch.get("teacher_topk_indices") is not None:
         kl_loss, _, valid = _topk_kl(args, batch, logits, reduce)
         loss = loss + w_opd * kl_loss
-        metrics.update({"topk_kl_loss": kl_loss.detach(), "teacher_topk_invalid_frac": reduce(1.0 - valid).detach()})
-    else:
-        metrics["topk_kl_loss"] = torch.zeros((), dtype=loss.dtype)
+        metrics.update({"topk_kl_loss": kl_loss.detach(),
+                        "teacher_topk_invalid_frac": _teacher_topk_invalid_frac(batch, reduce, valid)})
+    else:  # the same keys in every micro-batch and on every rank: the step's metric sums are all-reduced by key
+        zero = torch.zeros((), dtype=loss.dtype)
+        metrics.update({"topk_kl_loss": zero, "teacher_topk_invalid_frac": ppo_utils.MaskedMetric(zero, zero)})
     metrics["loss"] = loss.detach()
     return loss, metrics
 
+
+# Losses with no KL term: `--use-kl-loss` with a non-zero coefficient would load a reference model (and run its
+# forward every step) for a loss that never reads `ref_log_probs`, so the trainer refuses that combination at start.
+# A plugin says the same by setting `reads_reference = False` on its function.
+sft_loss_function.reads_reference = False
+topk_distillation_loss_function.reads_reference = False
 
 BUILT_IN_LOSSES = {"policy_loss": policy_loss_function, "sft_loss": sft_loss_function}

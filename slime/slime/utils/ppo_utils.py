@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -154,15 +154,47 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (x * m).sum() / m.sum().clamp(min=1.0)
 
 
-def sum_of_sample_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """`sum_i (sum_t m_it x_it) / max(1, sum_t m_it)`: sequence-level reduction, summed over samples."""
+def _row_weights(weights: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor | None:
+    return None if weights is None else weights.reshape(-1).to(dtype=like.dtype, device=like.device)
+
+
+def sum_of_sample_mean(x: torch.Tensor, mask: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
+    """`sum_i w_i (sum_t m_it x_it) / max(1, sum_t m_it)`: sequence-level reduction, summed over samples.
+
+    `weights` (one per row, default 1) scales each sample's whole contribution (`--off-policy-weight`)."""
     m = _as_float_mask(mask, x)
-    return ((x * m).sum(-1) / m.sum(-1).clamp(min=1.0)).sum()
+    per_sample = (x * m).sum(-1) / m.sum(-1).clamp(min=1.0)
+    w = _row_weights(weights, per_sample)
+    return (per_sample if w is None else per_sample * w).sum()
 
 
-def sum_of_tokens(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """`sum_it m_it x_it`: token-level reduction (the caller divides by the global token count)."""
-    return (x * _as_float_mask(mask, x)).sum()
+def sum_of_tokens(x: torch.Tensor, mask: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
+    """`sum_it w_i m_it x_it`: token-level reduction (the caller divides by the global token count)."""
+    m = _as_float_mask(mask, x)
+    w = _row_weights(weights, m)
+    return (x * (m if w is None else m * w.view(-1, *([1] * (m.dim() - 1))))).sum()
+
+
+class MaskedMetric(NamedTuple):
+    """A metric averaged over a subset of the batch (the rows or tokens it is defined on): `total` and `count`
+    are both reduced like the loss and summed over micro-batches and ranks, and the logged value is
+    total / count. A plain reduced scalar would be divided by every sample (or token) of the batch, so rows
+    where the metric means nothing (an off-policy row's TIS ratio, a teacher-less row's top-K validity) would
+    pull it toward their filler value."""
+
+    total: torch.Tensor
+    count: torch.Tensor
+
+    @property
+    def value(self) -> torch.Tensor:
+        """total / count (0 when the subset is empty): this micro-batch's value of the metric alone."""
+        return self.total / self.count.clamp(min=1e-12) if float(self.count) > 0 else torch.zeros_like(self.total)
+
+
+def masked_metric(reduce, x: torch.Tensor, include: torch.Tensor) -> MaskedMetric:
+    """`x` averaged over where `include` (`[b, R]` or `[b, 1]`, 0/1) is 1, with the loss's own reduction."""
+    include = include.to(x.dtype)
+    return MaskedMetric(reduce((x * include).detach()), reduce(include.expand_as(x)).detach())
 
 
 # ------------------------------------------------------------------------------------------ advantages

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from slime.backends.common import link_tree, load_loss_function, lr_lambda
+from slime.backends.common import accumulate_metrics, average_metrics, link_tree, load_loss_function, lr_lambda
 from slime.backends.fsdp import batching, gradients
 from slime.backends.fsdp.parallel import DistInfo, all_reduce_max, all_reduce_sum, data_parallel_size
 from slime.utils import ppo_utils
@@ -345,12 +345,9 @@ class FSDPActor:
             batch = batching.loss_batch(mb, logits.device)
             mask = batch["loss_mask"] if group else torch.zeros_like(batch["loss_mask"])
             batch["loss_mask"] = mask
-            reduce = (lambda x, m=mask: ppo_utils.sum_of_tokens(x, m)) if per_token else \
-                (lambda x, m=mask: ppo_utils.sum_of_sample_mean(x, m))
-            loss, metrics = self.loss_fn(args, batch, logits, reduce)
+            loss, metrics = self.loss_fn(args, batch, logits, batching.reducer(batch, per_token))
             (loss * scale).backward()
-            for key, value in metrics.items():
-                sums[key] = sums.get(key, 0.0) + float(value)
+            accumulate_metrics(sums, metrics)
             trained_tokens += int(mask.sum())
         self._set_grad_sync(True)
         self._finish_gradients()
@@ -360,7 +357,7 @@ class FSDPActor:
         self.global_step += 1
         keys = sorted(sums)
         totals = all_reduce_sum([sums[k] for k in keys] + [float(trained_tokens)], self.dist.device, self.dp_group)
-        result = {f"train/{k}": v / max(denominator, 1.0) for k, v in zip(keys, totals[:-1])}
+        result = average_metrics(dict(zip(keys, totals[:-1])), denominator)
         elapsed = time.perf_counter() - started
         result.update({"train/grad_norm": grad_norm, "train/lr": self.scheduler.get_last_lr()[0],
                        "train/tokens": totals[-1], "perf/train_step_time": elapsed,

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
+from slime.utils import ppo_utils
+
 # per-response-token fields a row may carry, all of length response_length
 RESPONSE_FIELDS = ("loss_mask", "advantages", "old_log_probs", "ref_log_probs", "rollout_log_probs",
                    "teacher_log_probs")
@@ -95,6 +97,10 @@ def collate(rows: list[dict], indices: list[int], pad_token_id: int) -> MicroBat
     if any(row.get("off_policy") for row in chosen):
         # samples another model wrote: TIS has no behaviour log-probs for them and leaves them at weight 1
         fields["off_policy_mask"] = torch.tensor([float(bool(row.get("off_policy"))) for row in chosen])[:, None]
+    weights = [float(row.get("sample_weight", 1.0)) for row in chosen]
+    if any(w != 1.0 for w in weights):
+        # one weight per row (--off-policy-weight) that `reducer` applies to every term the row contributes
+        fields["sample_weight"] = torch.tensor(weights)[:, None]
     for name in TOPK_FIELDS:
         sized = [row[name] for row in chosen if row.get(name)]
         if not sized:
@@ -106,6 +112,10 @@ def collate(rows: list[dict], indices: list[int], pad_token_id: int) -> MicroBat
             if row.get(name):
                 out[b, : len(row[name])] = torch.as_tensor(row[name], dtype=dtype)
         fields[name] = out
+        if name == "teacher_topk_log_probs" and len(sized) < len(chosen):
+            # rows without a teacher (Combine's RL-only samples): their zero rows are fillers, not teacher rows
+            fields["teacher_topk_mask"] = torch.tensor([float(bool(row.get(name))) for row in chosen])[:, None] \
+                * response_mask
     if "loss_mask" not in fields:
         fields["loss_mask"] = response_mask.clone()
     pixel_values, image_grid_thw = _images(chosen)
@@ -162,6 +172,17 @@ def response_tokens(batch: MicroBatch) -> torch.Tensor:
         if r:
             out[i, :r] = batch.input_ids[i, n - r : n]
     return out
+
+
+def reducer(batch: dict, per_token: bool):
+    """The `reduce(x)` the loss functions receive for a loss batch (`loss_batch`): each sample's masked mean summed
+    over samples, or with `--calculate-per-token-loss` the masked sum over tokens; either way every row's
+    contribution is multiplied by its `sample_weight` (1 unless set), so one weight scales every term a row adds
+    to the loss (policy gradient, KL, entropy, distillation), whatever the loss function."""
+    mask, weights = batch["loss_mask"], batch.get("sample_weight")
+    if per_token:
+        return lambda x: ppo_utils.sum_of_tokens(x, mask, weights)
+    return lambda x: ppo_utils.sum_of_sample_mean(x, mask, weights)
 
 
 def loss_batch(batch: MicroBatch, device) -> dict:

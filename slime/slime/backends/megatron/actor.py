@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 import torch.distributed as torch_dist
 
-from slime.backends.common import link_tree, load_loss_function, lr_lambda
+from slime.backends.common import accumulate_metrics, average_metrics, link_tree, load_loss_function, lr_lambda
 from slime.backends.fsdp import batching
 from slime.backends.fsdp.parallel import DistInfo, all_reduce_sum
 from slime.backends.megatron import convert
@@ -250,12 +250,8 @@ class MegatronActor:
 
         def loss_of(mb, logits):
             batch = batching.loss_batch(mb, logits.device)
-            mask = batch["loss_mask"]
-            reduce = (lambda x, m=mask: ppo_utils.sum_of_tokens(x, m)) if per_token else \
-                (lambda x, m=mask: ppo_utils.sum_of_sample_mean(x, m))
-            loss, metrics = self.loss_fn(args, batch, logits, reduce)
-            for key, value in metrics.items():
-                sums[key] = sums.get(key, 0.0) + float(value)
+            loss, metrics = self.loss_fn(args, batch, logits, batching.reducer(batch, per_token))
+            accumulate_metrics(sums, metrics)
             return loss * scale
 
         if self.ps.get_pipeline_model_parallel_world_size() == 1:
@@ -275,7 +271,7 @@ class MegatronActor:
         counts = self.ps.is_pipeline_last_stage() and self.ps.get_tensor_model_parallel_rank() == 0
         local = [sums[k] if counts else 0.0 for k in keys] + [local_tokens if counts else 0.0]
         totals = all_reduce_sum(local, self.dist.device)  # over every rank
-        result = {f"train/{k}": v / max(denominator, 1.0) for k, v in zip(keys, totals[:-1])}
+        result = average_metrics(dict(zip(keys, totals[:-1])), denominator)
         result["train/tokens"] = totals[-1]
         return result
 
