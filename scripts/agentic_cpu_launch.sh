@@ -15,7 +15,8 @@
 #   agentic_cpu_sft_args WARMUP [FLAG ..]  ARGS of an SFT warm start: the model (HF_CKPT, smollm2), the FLAGs (the
 #       data and its keys), sft_loss through slime.rollout.sft_rollout, NUM_ROLLOUT steps of BATCH (8) shuffled rows,
 #       Adam at LR (5e-5) with WARMUP warm-up steps and cosine decay, RUN_DIR with one checkpoint (and weight update)
-#       after the last step
+#       after the last step; the loss averaged over the batch's trained tokens (SFT_LOSS_AVERAGE=token, as upstream's
+#       SFT scripts; `sample`: each trace's mean, then over traces: measured worse, toolcall-rl/README.md)
 #   agentic_cpu_sft_eval RESPONSE_LEN CONTEXT_LEN [FLAG ..]  with EVAL=1, appends the held-out evaluation before
 #       training and after the last step: EVAL_DATA (HERE/data/heldout.jsonl) as `heldout`, the FLAGs (the setting's
 #       loop), EVAL_TEMPERATURE (0), RESPONSE_LEN tokens per response and CONTEXT_LEN per episode, reward key acc
@@ -56,12 +57,17 @@ agentic_cpu_env_args() {
 }
 
 agentic_cpu_sft_args() {
-    local warmup=$1
+    local warmup=$1 average
     shift
+    case "${SFT_LOSS_AVERAGE:-token}" in
+        token) average=(--calculate-per-token-loss) ;;
+        sample) average=() ;;
+        *) echo "error: SFT_LOSS_AVERAGE must be token or sample, got '${SFT_LOSS_AVERAGE}'" >&2; exit 2 ;;
+    esac
     ARGS=(
         --hf-checkpoint "${HF_CKPT:-smollm2}"
         "$@"
-        --loss-type sft_loss --rollout-function-path slime.rollout.sft_rollout.generate_rollout
+        --loss-type sft_loss --rollout-function-path slime.rollout.sft_rollout.generate_rollout "${average[@]}"
         --num-rollout "$NUM_ROLLOUT" --rollout-batch-size "${BATCH:-8}" --n-samples-per-prompt 1
         --global-batch-size "${BATCH:-8}" --rollout-shuffle
         --lr "${LR:-5e-5}" --lr-decay-style cosine --lr-warmup-iters "$warmup" --weight-decay 0.0
