@@ -85,6 +85,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Self, Union
 
+from slime.agentic import seccomp
+
 logger = logging.getLogger(__name__)
 
 ISOLATIONS = ("bwrap", "rlimits")
@@ -170,6 +172,14 @@ class SandboxLimits:
                 soft, hard = min(soft, cap), min(hard, cap)
             out[res] = (soft, hard)
         return out
+
+
+def _close_all(fds: Iterable[int]) -> None:
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
 
 
 def _apply_rlimits(limits: Mapping[int, tuple[int, int]]) -> None:  # runs in the child between fork and exec
@@ -505,6 +515,10 @@ class Capability:
     setpriv: str | None = None
     root: bool = False
     prlimit: str | None = None  # util-linux; without it the rlimits are set in a (slower) Python pre-exec hook
+    seccomp: bool = False  # bwrap mode: the seccomp filter (slime.agentic.seccomp) is installed on every start
+
+
+SECCOMP_ENV = "SLIME_SANDBOX_SECCOMP"  # "off": run without the seccomp filter (a weaker, logged guarantee)
 
 
 _OPT_IN = "or pass isolation='rlimits' to opt into the weaker rlimit-only mode (no network isolation)"
@@ -541,7 +555,39 @@ def detect_capability(isolation: str = "bwrap") -> Capability:
             )
         except (OSError, subprocess.TimeoutExpired) as e:
             problem = f"bubblewrap probe failed ({e}), {_OPT_IN}"
+        if not problem:
+            problem, with_seccomp = _probe_seccomp(bwrap, setpriv)
+            return Capability("bwrap", not problem, problem, bwrap, setpriv, root, prlimit, with_seccomp)
     return Capability("bwrap", not problem, problem, bwrap, setpriv, root, prlimit)
+
+
+def _probe_seccomp(bwrap: str, setpriv: str) -> tuple[str, bool]:
+    """(problem, filter in use): the seccomp filter installs here, or the user opted out of it (SLIME_SANDBOX_SECCOMP=off:
+    started with a logged, named weaker guarantee), or the sandbox refuses to start."""
+    opted_out = os.environ.get(SECCOMP_ENV, "").strip().lower() in ("off", "0", "false", "no")
+    weaker = ("without the seccomp filter, sandboxed code can use kernel keyrings (which outlive the episode), create "
+              "user namespaces, io_uring, and socket families beyond unix/inet")
+    if opted_out:
+        logger.warning("sandbox: %s=off (opted in): %s", SECCOMP_ENV, weaker)
+        return "", False
+    try:
+        fd = seccomp.filter_fd()
+    except (seccomp.SeccompUnsupported, OSError) as e:
+        return (f"the sandbox's seccomp filter cannot be built here ({e}); set {SECCOMP_ENV}=off to start anyway: "
+                f"{weaker}"), False
+    try:
+        probe = build_bwrap_argv(["true"], workdir=None, uid=65534, gid=65534, limits=SandboxLimits(), interpreter=(),
+                                 bwrap=bwrap, setpriv=setpriv, seccomp_fd=fd)
+        proc = subprocess.run(probe, check=False, env={"PATH": DEFAULT_PATH}, capture_output=True, timeout=30,
+                              pass_fds=(fd,))
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"the seccomp probe failed ({e}); set {SECCOMP_ENV}=off to start anyway: {weaker}", False
+    finally:
+        os.close(fd)
+    if proc.returncode != 0:
+        return (f"bubblewrap cannot install the seccomp filter here ({proc.stderr.decode(errors='replace').strip() or f'exit {proc.returncode}'}); "
+                f"set {SECCOMP_ENV}=off to start anyway: {weaker}"), False
+    return "", True
 
 
 def require_capability(isolation: str = "bwrap") -> Capability:
@@ -634,8 +680,10 @@ def build_bwrap_argv(
     rw_binds: Iterable[Bind] = (),
     bwrap: str = "bwrap",
     setpriv: str = "setpriv",
+    seccomp_fd: int | None = None,
 ) -> list[str]:
-    """The full argv: bwrap's namespaces and mounts, then setpriv's drop to `uid`, then `command`. Pure."""
+    """The full argv: bwrap's namespaces and mounts, then setpriv's drop to `uid`, then `command`. Pure.
+    `seccomp_fd`: a descriptor the child inherits holding the filter program (`seccomp.filter_fd`)."""
     if not command:
         raise ValueError("empty command")
     inner_workdir = inner_workdir or workdir
@@ -681,6 +729,8 @@ def build_bwrap_argv(
         argv += parents(dest) + ["--bind", src, dest]
         mounted.add(dest)
     chdir = os.path.join(inner_workdir, cwd) if (inner_workdir and cwd) else (inner_workdir or "/")
+    if seccomp_fd is not None:
+        argv += ["--seccomp", str(seccomp_fd)]
     argv += ["--chdir", chdir, "--"]
     return argv + setpriv_argv(uid, gid, setpriv) + list(command)
 
@@ -704,6 +754,11 @@ class SandboxBase:
     _busy = False
     _closed = True
     _spawned: SandboxProcess | None = None
+    _pending_fds: tuple[int, ...] = ()  # descriptors the next start passes to its child (then closes): `_take_fds`
+
+    def _take_fds(self) -> tuple[int, ...]:
+        fds, self._pending_fds = self._pending_fds, ()
+        return fds
 
     @property
     def _signal_statuses(self) -> bool:
@@ -882,6 +937,7 @@ class SandboxBase:
         loop = asyncio.get_running_loop()
         exited = loop.create_future()  # the process itself ended (Process.wait() also waits for its pipes)
         start = time.monotonic()
+        fds = self._take_fds()
         try:
             transport, protocol = await loop.subprocess_exec(
                 lambda: _ExitProtocol(exited, loop),
@@ -893,9 +949,12 @@ class SandboxBase:
                 cwd=exec_cwd,
                 start_new_session=True,
                 preexec_fn=self._preexec(rlimits),
+                pass_fds=fds,
             )
         except (OSError, subprocess.SubprocessError) as e:
             raise SandboxError(f"could not start the sandbox ({argv[0]}): {e}") from e
+        finally:
+            _close_all(fds)
         proc = asyncio.subprocess.Process(transport, protocol, loop)
         readers = [asyncio.ensure_future(_pump(proc.stdout, out)), asyncio.ensure_future(_pump(proc.stderr, err))]
         if data is not None:
@@ -1002,6 +1061,7 @@ class SandboxBase:
         loop = asyncio.get_running_loop()
         exited = loop.create_future()
         self._busy = True
+        fds = self._take_fds()
         try:
             transport, protocol = await loop.subprocess_exec(
                 lambda: _ExitProtocol(exited, loop, limit=stdout_limit),
@@ -1013,12 +1073,15 @@ class SandboxBase:
                 cwd=exec_cwd,
                 start_new_session=True,
                 preexec_fn=self._preexec(rlimits),
+                pass_fds=fds,
             )
         except BaseException as e:
             self._busy = False
             if isinstance(e, (OSError, subprocess.SubprocessError)):
                 raise SandboxError(f"could not start the sandbox ({argv[0]}): {e}") from e
             raise
+        finally:
+            _close_all(fds)
         process = SandboxProcess(self, asyncio.subprocess.Process(transport, protocol, loop), transport, exited, limits)
         self._spawned = process
         return process
@@ -1100,6 +1163,7 @@ class Sandbox(SandboxBase):
         if self._closed:
             return
         self._closed = True
+        _close_all(self._take_fds())
         try:
             spawned = self._kill_live_spawned(self._kill_tree)  # still alive: killed (and swept, below)
             if self.uid is not None and (self.isolation == "rlimits" or spawned is not None):
@@ -1114,8 +1178,10 @@ class Sandbox(SandboxBase):
 
     # -- running
 
-    def command_argv(self, command: Command, *, env: Mapping[str, str], limits: SandboxLimits, cwd: str | None = None) -> list[str]:
-        """The full argv this sandbox would execute for `command` (for logs and tests)."""
+    def command_argv(self, command: Command, *, env: Mapping[str, str], limits: SandboxLimits, cwd: str | None = None,
+                     seccomp_fd: int | None = None) -> list[str]:
+        """The full argv this sandbox would execute for `command` (for logs and tests; `seccomp_fd`: the filter's
+        descriptor of this start, bwrap mode)."""
         argv = shell_argv(command, env["PATH"]) if isinstance(command, str) else list(command)
         if not argv:
             raise ValueError("empty command")
@@ -1132,6 +1198,7 @@ class Sandbox(SandboxBase):
                 rw_binds=self.rw_binds,
                 bwrap=self.capability.bwrap or "bwrap",
                 setpriv=self.capability.setpriv or "setpriv",
+                seccomp_fd=seccomp_fd,
             )
         if self.uid is not None:
             return setpriv_argv(self.uid, self.uid, self.capability.setpriv or "setpriv") + argv
@@ -1141,7 +1208,14 @@ class Sandbox(SandboxBase):
         """(argv, env, exec cwd, limits, rlimits) for `command`: what `run` and `spawn` execute."""
         limits = self._begin(timeout, limits)
         full_env = sandbox_env(self.inner_path, {**self.env, **(env or {})})
-        argv = self.command_argv(command, env=full_env, limits=limits, cwd=cwd)
+        fd = seccomp.filter_fd() if self.isolation == "bwrap" and self.capability.seccomp else None
+        try:
+            argv = self.command_argv(command, env=full_env, limits=limits, cwd=cwd, seccomp_fd=fd)
+        except BaseException:
+            _close_all(() if fd is None else (fd,))
+            raise
+        _close_all(self._take_fds())  # a start that never happened (cancelled between _prepare and the exec)
+        self._pending_fds = () if fd is None else (fd,)
         rlimits = limits.rlimits()
         if self.isolation == "rlimits":
             if self.uid is None:
