@@ -347,3 +347,34 @@ def test_a_zombie_main_thread_with_live_threads_counts_as_alive_and_is_killed():
             proc.wait()
         proc.stdout.close()
     assert sb._scan_proc_one(str(os.getpid()), {os.getuid()}) is not None
+
+
+def test_uid_pool_trusts_only_a_private_lock_directory_of_its_own(tmp_path):
+    """A lock directory another user made first (or loosened, or replaced by a symlink) could give two sandboxes one
+    uid or redirect a lock file: refused by name; a symlinked lock file is not followed."""
+    from slime.agentic.sandbox import SandboxError
+
+    loose = tmp_path / "loose"
+    loose.mkdir(mode=0o700)
+    loose.chmod(0o777)
+    with pytest.raises(SandboxError, match="mode 0777: others may change or list it"):
+        UidPool(30000, 2, lock_dir=str(loose)).acquire()
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o700)
+    os.chown(theirs, 12345, 12345)
+    with pytest.raises(SandboxError, match="belongs to uid 12345"):
+        UidPool(30000, 2, lock_dir=str(theirs)).acquire()
+    (tmp_path / "real").mkdir(mode=0o700)
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    with pytest.raises(SandboxError, match="not a directory"):
+        UidPool(30000, 2, lock_dir=str(tmp_path / "link")).try_acquire(30000)
+    good = tmp_path / "good"
+    pool = UidPool(30000, 2, lock_dir=str(good))
+    victim = tmp_path / "victim"
+    good.mkdir(mode=0o700)
+    (good / "30000.lock").symlink_to(victim)
+    with pytest.raises(SandboxError, match="30000.lock cannot be opened safely"):
+        pool.try_acquire(30000)
+    assert not victim.exists()  # nothing created through the link
+    assert pool.try_acquire(30001) and oct((good.stat().st_mode) & 0o777) == "0o700"
+    pool.release(30001)

@@ -74,6 +74,7 @@ import resource
 import shlex
 import shutil
 import signal as _signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -85,7 +86,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Self, Union
 
-from slime.agentic import seccomp
+from slime.agentic import fs_tree, seccomp
 
 logger = logging.getLogger(__name__)
 
@@ -304,7 +305,12 @@ class UidPool:
 
     A lease is an exclusive ``flock`` on ``<lock_dir>/<uid>.lock``, so several processes on one host (rollout
     workers, test runs) share the range safely, and a crashed process releases its uids with its file
-    descriptors. The cursor rotates, so a released uid is the last to be handed out again."""
+    descriptors. The cursor rotates, so a released uid is the last to be handed out again.
+
+    The lock directory is trusted only when this process's user owns it, it is a real directory (not a
+    symlink) and nobody else may write to or list it (mode 0700): one another user made first, or loosened,
+    could hand two sandboxes the same uid or redirect a lock file. A lock file is opened without following a
+    symlink and must be a regular file of ours. Anything else is refused with a SandboxError naming the path."""
 
     def __init__(self, first: int = DEFAULT_UID_RANGE[0], count: int = DEFAULT_UID_RANGE[1], lock_dir: str | None = None):
         if isinstance(first, bool) or not isinstance(first, int) or first < 1000:
@@ -342,14 +348,39 @@ class UidPool:
         with self._lock:
             return frozenset(self._held)
 
+    def _checked_lock_dir(self) -> None:
+        try:
+            os.mkdir(self.lock_dir, 0o700)
+        except FileExistsError:
+            pass
+        st = os.lstat(self.lock_dir)
+        problem = ("is not a directory (a symlink or a file)" if not stat.S_ISDIR(st.st_mode) else
+                   f"belongs to uid {st.st_uid}, not to this process's uid {os.geteuid()}" if st.st_uid != os.geteuid() else
+                   f"has mode {stat.S_IMODE(st.st_mode):04o}: others may change or list it" if st.st_mode & 0o077 else "")
+        if problem:
+            raise SandboxError(f"the sandbox uid pool's lock directory {self.lock_dir} {problem}; remove it (or choose "
+                               "another with UidPool(lock_dir=...)) so a private one is made")
+
+    def _open_lock(self, uid: int) -> int:
+        path = os.path.join(self.lock_dir, f"{uid}.lock")
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        except OSError as e:
+            raise SandboxError(f"the sandbox uid lock {path} cannot be opened safely ({e.strerror}: a symlink?)") from e
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+            os.close(fd)
+            raise SandboxError(f"the sandbox uid lock {path} is not a regular file of uid {os.geteuid()}")
+        return fd
+
     def acquire(self) -> int:
         with self._lock:
-            os.makedirs(self.lock_dir, mode=0o700, exist_ok=True)
+            self._checked_lock_dir()
             for i in range(self.count):
                 uid = self.first + (self._cursor + i) % self.count
                 if uid in self._held:
                     continue
-                fd = os.open(os.path.join(self.lock_dir, f"{uid}.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+                fd = self._open_lock(uid)
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:
@@ -370,8 +401,8 @@ class UidPool:
         with self._lock:
             if uid in self._held:
                 return False
-            os.makedirs(self.lock_dir, mode=0o700, exist_ok=True)
-            fd = os.open(os.path.join(self.lock_dir, f"{uid}.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            self._checked_lock_dir()
+            fd = self._open_lock(uid)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -1136,7 +1167,7 @@ class Sandbox(SandboxBase):
 
         def undo() -> None:
             if self._owned and getattr(self, "path", None):
-                shutil.rmtree(self.path, ignore_errors=True)
+                fs_tree.remove_tree(self.path)
 
         with self._starting(undo):
             if self._owned:
@@ -1151,8 +1182,8 @@ class Sandbox(SandboxBase):
                 self._restore_owner = (st.st_uid, st.st_gid)
                 self._restore_mode = st.st_mode & 0o7777
             os.chmod(self.path, 0o700)
-            if self.uid is not None:
-                _chown_tree(self.path, self.uid, self.uid)
+            if self.uid is not None and not fs_tree.chown_tree(self.path, self.uid, self.uid):
+                raise SandboxError(f"could not give the work directory {self.path} to the sandbox uid {self.uid}")
         self.inner_path = os.path.abspath(mount_at) if mount_at else self.path
         _live_sandboxes.add(self)
 
@@ -1169,9 +1200,11 @@ class Sandbox(SandboxBase):
             if self.uid is not None and (self.isolation == "rlimits" or spawned is not None):
                 _kill_uid_processes(self.uid)
             if self._owned:
-                shutil.rmtree(self.path, ignore_errors=True)
+                fs_tree.remove_tree(self.path)
             elif self._restore_owner is not None and os.path.isdir(self.path):
-                _chown_tree(self.path, *self._restore_owner)
+                # handed back: the owner's again, without a setuid/setgid or world-writable entry the agent made
+                fs_tree.chown_tree(self.path, *self._restore_owner)
+                fs_tree.strip_dangerous_modes(self.path)
                 os.chmod(self.path, self._restore_mode)
         finally:
             self._release_uid()
@@ -1395,17 +1428,6 @@ class _ExitProtocol(asyncio.subprocess.SubprocessStreamProtocol):
         super().process_exited()
         if not self._exited.done():
             self._exited.set_result(None)
-
-
-def _chown_tree(path: str, uid: int, gid: int) -> None:
-    """lchown `path` and everything below it (symlinks are not followed)."""
-    os.chown(path, uid, gid, follow_symlinks=False)
-    for root, dirs, files in os.walk(path):
-        for name in dirs + files:
-            try:
-                os.chown(os.path.join(root, name), uid, gid, follow_symlinks=False)
-            except FileNotFoundError:
-                pass
 
 
 async def _pump(stream: asyncio.StreamReader, capture: OutputCapture) -> None:

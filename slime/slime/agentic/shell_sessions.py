@@ -49,7 +49,6 @@ import json
 import logging
 import math
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -58,6 +57,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Self
 
+from slime.agentic import fs_tree
 from slime.agentic.sandbox import (
     SandboxBase,
     SandboxError,
@@ -435,7 +435,7 @@ class ShellSessions:
 
     def _remove_state_dir(self) -> None:
         if self._state_dir:
-            shutil.rmtree(self._state_dir, ignore_errors=True)
+            fs_tree.remove_tree(self._state_dir)
             self._state_dir = None
 
     async def _ensure_host(self) -> None:

@@ -16,11 +16,11 @@ import fcntl
 import logging
 import os
 import secrets
-import shutil
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from slime.agentic import fs_tree
 from slime.agentic.env_service.leases import LeaseStore
 from slime.agentic.env_service.providers import (
     EnvProvider,
@@ -133,7 +133,7 @@ class LeasePool:
             self.counters["reaped_at_start"] += 1
         if os.path.isdir(self.lease_root):
             for name in os.listdir(self.lease_root):  # also directories whose record was never written
-                shutil.rmtree(os.path.join(self.lease_root, name), ignore_errors=True)
+                fs_tree.remove_tree(os.path.join(self.lease_root, name))
         os.makedirs(self.lease_root, exist_ok=True)
         if self.counters["reaped_at_start"]:
             logger.info("env pool: reaped %d lease(s) left open by a previous run", self.counters["reaped_at_start"])
@@ -228,7 +228,7 @@ class LeasePool:
                 except Exception as e:
                     self.counters["close_errors"] += 1
                     logger.warning("env pool: closing lease %s failed: %r", lease.lease_id, e)
-            await asyncio.to_thread(shutil.rmtree, self._workdir(lease.lease_id), True)
+            await asyncio.to_thread(fs_tree.remove_tree, self._workdir(lease.lease_id))
             await asyncio.to_thread(self.store.closed, lease.lease_id, reason)
         self.counters["closed"] += 1
 
@@ -300,7 +300,7 @@ class LeasePool:
                 env, lease.env = lease.env, None
                 await self.provider.close(env)
             workdir = self._workdir(lease.lease_id)
-            await asyncio.to_thread(shutil.rmtree, workdir, True)
+            await asyncio.to_thread(fs_tree.remove_tree, workdir)
             os.makedirs(workdir, mode=0o700)
             env, reply = await self.provider.reset(LeaseContext(lease.lease_id, lease.task_key, workdir), request)
             lease.env = env

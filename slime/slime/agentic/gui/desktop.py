@@ -14,11 +14,11 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from slime.agentic import fs_tree
 from slime.agentic import sandbox as sb
 
 from .vm_client import VMClient, VMError
@@ -112,7 +112,7 @@ class LocalDesktop:
         if self.box is not None:
             await self.box.aclose()
         if self.socket_dir:
-            await asyncio.to_thread(shutil.rmtree, self.socket_dir, True)
+            await asyncio.to_thread(fs_tree.remove_tree, self.socket_dir)
             self.socket_dir = None
 
     def resources(self) -> dict:

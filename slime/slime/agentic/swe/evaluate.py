@@ -28,12 +28,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from slime.agentic import fs_tree
 from slime.agentic.sandbox import SandboxLimits, UidPool
 
 from . import repos
@@ -105,7 +105,7 @@ async def run_instance(instance: SweInstance, patch: str | None = None, *, apply
         finally:
             await asyncio.to_thread(runner.close)
     finally:
-        await asyncio.to_thread(shutil.rmtree, work, True)
+        await asyncio.to_thread(fs_tree.remove_tree, work)
     reason = verdict(tests, run.outcomes, timed_out=run.timed_out, report_problem=run.report.reason, timeout=timeout)
     return SweEvaluation(instance.instance_id, not reason, reason, run.outcomes, time.monotonic() - start,
                          run.timed_out, run.output_tail(OUTPUT_TAIL_CHARS))

@@ -40,7 +40,6 @@ import fnmatch
 import logging
 import os
 import random
-import shutil
 import sys
 import tempfile
 import time
@@ -58,6 +57,8 @@ from .patches import is_test_path
 from .projects import PROJECTS, Project, get_project
 from .statements import Failure, Symptom, analyse, rank, write_statement
 from .testrun import TreeRunner, junit_id
+
+from slime.agentic import fs_tree
 
 logger = logging.getLogger(__name__)
 
@@ -431,7 +432,7 @@ class ProjectGenerator:
             finally:
                 runner.close()
         finally:
-            shutil.rmtree(work, ignore_errors=True)
+            fs_tree.remove_tree(work)
         return kept
 
 

@@ -27,13 +27,13 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from slime.agentic import fs_tree
 from slime.agentic.sandbox import Sandbox, SandboxLimits, SandboxResult, UidPool
 from slime.agentic.terminal.junit import JUnitReport, read_junit_file
 
@@ -118,7 +118,7 @@ class TreeRunner:
             self.box = Sandbox(os.fspath(tree), limits=limits, uid_pool=uid_pool, mount_at=TESTBED,
                                rw_binds=[(str(self.results), RESULTS)])
         except BaseException:
-            shutil.rmtree(self.results, ignore_errors=True)
+            fs_tree.remove_tree(self.results)
             raise
         if self.box.uid is not None:
             os.chown(self.results, self.box.uid, self.box.uid)
@@ -144,7 +144,7 @@ class TreeRunner:
         try:
             self.box.close()
         finally:
-            shutil.rmtree(self.results, ignore_errors=True)
+            fs_tree.remove_tree(self.results)
 
     def __enter__(self) -> TreeRunner:
         return self

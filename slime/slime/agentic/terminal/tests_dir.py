@@ -27,6 +27,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from slime.agentic import fs_tree
 from slime.agentic.docker_sandbox import DockerSandbox, tar_bytes
 from slime.agentic.sandbox import SandboxError
 
@@ -83,7 +84,7 @@ class HostTestsDir:
         do here; every bubblewrap run has a fresh /tmp.)"""
         for entry in list(os.scandir(self.path)):
             if entry.is_dir(follow_symlinks=False):
-                shutil.rmtree(entry.path, ignore_errors=True)
+                fs_tree.remove_tree(entry.path)
             else:
                 try:
                     os.unlink(entry.path)

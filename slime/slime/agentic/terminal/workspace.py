@@ -73,7 +73,6 @@ import asyncio
 import logging
 import math
 import os
-import shutil
 import tempfile
 import time
 from collections.abc import Mapping
@@ -81,6 +80,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from slime.agentic import fs_tree
 from slime.agentic.docker_sandbox import ContainerGone, DockerSandbox
 from slime.agentic.sandbox import (
     Command,
@@ -215,7 +215,7 @@ class TaskWorkspace:
                 self.sandbox = DockerSandbox(**options)
                 self.tests = ContainerTestsDir(self.sandbox, TESTS_MOUNT)
         except BaseException:
-            shutil.rmtree(self.root, ignore_errors=True)
+            fs_tree.remove_tree(self.root)
             raise
         # the interpreter of $PYTHON for the staged scripts and the tests: the project's (bound read-only into the
         # bwrap sandbox), or the image's python3
@@ -256,7 +256,7 @@ class TaskWorkspace:
         try:
             self.sandbox.close()
         finally:
-            shutil.rmtree(self.root, ignore_errors=True)
+            fs_tree.remove_tree(self.root)
 
     async def aclose(self) -> None:
         await asyncio.to_thread(self.close)
