@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Awaitable, Callable
 
 from slime.agentic import rewards
+from slime.agentic.tool_json import loads_tool_json
 from slime.utils.types import Sample
 
 SYSTEM_PROMPT = ("You are a helpful assistant that can use Python tools to solve mathematical problems. When you need "
@@ -138,7 +139,7 @@ def parse_action(text: str, tool_names: frozenset[str] = frozenset({"code_interp
         try:
             # strict=False: raw newlines inside the code string are accepted as they are (upstream replaced every
             # newline by "\n" first, which broke pretty-printed JSON)
-            call = json.loads(match.group(1), strict=False)
+            call = loads_tool_json(match.group(1))
         except ValueError:
             continue
         if not isinstance(call, dict) or call.get("name") not in tool_names:
@@ -146,7 +147,7 @@ def parse_action(text: str, tool_names: frozenset[str] = frozenset({"code_interp
         arguments = call.get("arguments")
         if isinstance(arguments, str):
             try:
-                arguments = json.loads(arguments, strict=False)
+                arguments = loads_tool_json(arguments)
             except ValueError:
                 continue
         if isinstance(arguments, dict) and (call["name"] != "code_interpreter" or str(arguments.get("code", "")).strip()):

@@ -39,6 +39,7 @@ from typing import Protocol
 
 from slime.agentic import rewards
 from slime.agentic.env_service.client import EnvServiceError
+from slime.agentic.tool_json import loads_tool_json
 from slime.utils.types import Sample
 
 logger = logging.getLogger(__name__)
@@ -84,7 +85,7 @@ def parse_tool_calls(text: str) -> ParsedTurn:
             errors.append("the <tool_call> block is not closed with </tool_call>")
             continue
         try:
-            call = json.loads(body, strict=False)
+            call = loads_tool_json(body)
         except ValueError as e:
             errors.append(f"the tool call is not valid JSON ({e})")
             continue
@@ -94,7 +95,7 @@ def parse_tool_calls(text: str) -> ParsedTurn:
         arguments = call.get("arguments", {})
         if isinstance(arguments, str):
             try:
-                arguments = json.loads(arguments, strict=False)
+                arguments = loads_tool_json(arguments)
             except ValueError as e:
                 errors.append(f'the "arguments" string is not valid JSON ({e})')
                 continue
