@@ -30,6 +30,7 @@ namespace shows it only its own processes.
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import platform
 import struct
@@ -92,6 +93,7 @@ def _table(arch: str | None) -> dict:
     return _ARCHES[arch]
 
 
+@functools.cache  # built once per architecture: every sandbox start hands bwrap a copy of the same bytes
 def filter_program(arch: str | None = None) -> bytes:
     """The BPF program (an array of `struct sock_filter`, as `bwrap --seccomp` reads it) for `arch`."""
     table = _table(arch)
