@@ -31,7 +31,6 @@ from slime.agentic.terminal.agent import service_options
 from slime.agentic.terminal.provider import TerminalProvider
 from slime.agentic.terminal.tasks import DEFAULT_TASKS_DIR, load_task
 from slime.agentic.terminal.tests_dir import (
-    RESULTS_SUBDIR,
     ContainerTestsDir,
     HostTestsDir,
     staged_files,
@@ -181,7 +180,7 @@ def test_both_places_of_tests_stage_the_same_files_with_the_same_modes(tmp_path)
 
     host = tmp_path / "host"
     host.mkdir()
-    HostTestsDir(host, 4242).stage(files, dirs, results=True)
+    HostTestsDir(host, 4242).stage(files, dirs)
     on_host = {}
     for dirpath, dirnames, filenames in os.walk(host):
         for name in dirnames + filenames:
@@ -189,22 +188,22 @@ def test_both_places_of_tests_stage_the_same_files_with_the_same_modes(tmp_path)
             st = os.stat(path)
             on_host[os.path.relpath(path, host)] = (st.st_mode & 0o7777, st.st_uid)
     box = _FakeBox()
-    ContainerTestsDir(box, "/tests").stage(files, dirs, results=True, scratch=True)
+    ContainerTestsDir(box, "/tests").stage(files, dirs, scratch=True)
     (dest, data), = box.archives
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         in_tar = {m.name: (m.mode, m.uid) for m in tar.getmembers()}
-    assert dest == "/tests" and on_host == {**in_tar, RESULTS_SUBDIR: (0o700, 4242)}
+    # nothing of /tests is the sandbox user's: the results leave through the sealed channel, not a file
+    assert dest == "/tests" and on_host == in_tar
     assert all(uid == 0 for _, uid in in_tar.values())
     (script, args, kill_all), = box.scripts  # cleared before staging: every process killed, /tmp emptied
     assert kill_all and "rm -rf /tmp/* /dev/shm/*" in script
-    # the results folder: made by that root step for the container's sandbox user (its resolved uid:gid)
-    assert args == ("/tests", "1000:1001", RESULTS_SUBDIR)
+    assert args == ("/tests",)
     out = tmp_path / "clear"
+    (out / "old").mkdir(parents=True)
     from slime.agentic.terminal import tests_dir as tests_dir_mod
 
-    subprocess.run(["bash", "-c", tests_dir_mod._CLEAR, "slime-root", str(out), f"{os.getuid()}:{os.getgid()}",
-                    RESULTS_SUBDIR], check=True)
-    assert oct(os.stat(out / RESULTS_SUBDIR).st_mode & 0o7777) == "0o700"
+    subprocess.run(["bash", "-c", tests_dir_mod._CLEAR, "slime-root", str(out)], check=True)
+    assert os.listdir(out) == [] and oct(os.stat(out).st_mode & 0o7777) == "0o755"
 
 
 def test_default_docker_host(tmp_path, monkeypatch):

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import collections
 import io
+import json
 import logging
 import os
 import re
@@ -64,6 +65,7 @@ import subprocess
 import tarfile
 import threading
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from slime.agentic.sandbox import (
     DEFAULT_PATH,
@@ -694,6 +696,43 @@ class DockerSandbox(SandboxBase):
             return self._cli(root_exec_argv(self.name, script, args, keep=self._keep if kill_all else None,
                                             docker=self.docker, host=self.docker_host),
                              what="run a setup step", timeout=timeout)
+
+    def run_sealed(self, argv: Sequence[str], *, spec: bytes, env: Mapping[str, str] | None = None,
+                   cwd: str | None = None, limits: SandboxLimits | None = None,
+                   report_cap: int = 16 << 20) -> dict:
+        """The sealed test phase in the container (:mod:`slime.agentic.sealed_supervisor`): `argv` as the sandbox
+        user under a root supervisor that holds the report channel; returns the supervisor's result (exit,
+        timed_out, overflow, output, report as base64). Every process of the container but its own is SIGKILLed
+        afterwards. The image needs ``python3`` (the sandbox's `python`)."""
+        from slime.agentic import sealed_supervisor
+
+        self._check_free()
+        limits = limits or self.limits
+        inner_env = sandbox_env(self.inner_path, {**self.env, **(env or {})}, path=self.image_path)
+        uid, gid = self.owner
+        cfg = {
+            "argv": list(argv), "env": inner_env, "uid": uid, "gid": gid, "spec": spec.decode(),
+            "cwd": os.path.join(self.inner_path, cwd) if cwd else self.inner_path,
+            "rlimits": [[res, soft, hard] for res, (soft, hard) in limits.rlimits().items()
+                        if res != resource.RLIMIT_NPROC],  # the process count is the container's --pids-limit
+            "timeout": limits.timeout_s, "output_cap": limits.max_output_bytes, "report_cap": report_cap,
+        }
+        source = Path(sealed_supervisor.__file__).read_text()
+        argv_ = [*docker_cli(self.docker, self.docker_host), "exec", "-i", "-u", "0", self.name, self.python, "-c", source]
+        self._busy = True
+        try:
+            out = self._cli(argv_, what="run the sealed tests", input=json.dumps(cfg).encode(),
+                            timeout=limits.timeout_s + _CLI_TIMEOUT_S)
+        finally:
+            self._busy = False
+            if not self._closed:
+                self.kill_all("clean up after the tests")
+        lines = out.decode("utf-8", "replace").strip().splitlines()
+        try:
+            return json.loads(lines[-1])
+        except (IndexError, ValueError):
+            raise SandboxError(f"docker sandbox {self.name}: the sealed test supervisor did not answer "
+                               f"(is {self.python!r} in the image?): {out[-500:]!r}") from None
 
     def put_archive(self, dest_dir: str, data: bytes) -> None:
         """Unpack the tar `data` into `dest_dir` (an existing directory), owners and modes as in the tar."""

@@ -951,18 +951,22 @@ class SandboxBase:
         timeout: float | None = None,
         limits: SandboxLimits | None = None,
         cwd: str | None = None,
+        pass_fds: Sequence[int] = (),
     ) -> SandboxResult:
         """Run `command` (a string: `bash -lc`; a sequence: an argv) in the work directory (or `cwd` inside
-        it) and return once it and everything it started are gone."""
+        it) and return once it and everything it started are gone. `pass_fds`: descriptors of the caller's that the
+        command inherits under the same numbers (the caller keeps and closes them; not through a container)."""
+        if pass_fds and self.isolation == "docker":
+            raise SandboxError("descriptors cannot be passed into a container (docker exec does not carry them)")
         await self._settle()
         argv, full_env, exec_cwd, limits, rlimits = await self._prepare(command, env=env, timeout=timeout, limits=limits, cwd=cwd)
         self._busy = True
         try:
-            return await self._execute(argv, full_env, exec_cwd, limits, rlimits, input)
+            return await self._execute(argv, full_env, exec_cwd, limits, rlimits, input, tuple(pass_fds))
         finally:
             self._busy = False
 
-    async def _execute(self, argv, env, exec_cwd, limits, rlimits, input) -> SandboxResult:
+    async def _execute(self, argv, env, exec_cwd, limits, rlimits, input, pass_fds=()) -> SandboxResult:
         data = input.encode() if isinstance(input, str) else input
         out, err = OutputCapture(limits.max_output_bytes), OutputCapture(limits.max_output_bytes)
         loop = asyncio.get_running_loop()
@@ -980,7 +984,7 @@ class SandboxBase:
                 cwd=exec_cwd,
                 start_new_session=True,
                 preexec_fn=self._preexec(rlimits),
-                pass_fds=fds,
+                pass_fds=fds + pass_fds,
             )
         except (OSError, subprocess.SubprocessError) as e:
             raise SandboxError(f"could not start the sandbox ({argv[0]}): {e}") from e

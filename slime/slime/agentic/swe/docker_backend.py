@@ -22,9 +22,10 @@ tree) and no network.
   --cached`` against the base commit, bytecode and caches left out.
 * `evaluate` never uses the agent's container: a fresh one from the same image, the sealed patch rules of
   :mod:`.patches` first, then ``git apply`` of the patch; an instance with an ``eval_script`` (SWE-Gym's rows,
-  upstream's evaluation) runs it and is resolved when it exits 0; otherwise the ``test_patch`` is applied and exactly
-  FAIL_TO_PASS + PASS_TO_PASS run under pytest with a JUnit report read out of the container (bounded, not following
-  a symlink), resolved when every listed test passed (:func:`.evaluate.verdict`). Pinned projects run with the
+  upstream's evaluation) runs it and is resolved when it exits 0 (not sealed: the script's exit status is all there
+  is); otherwise the ``test_patch`` is applied and exactly FAIL_TO_PASS + PASS_TO_PASS run under pytest reporting
+  through the sealed channel (a root supervisor in the container holds it: :mod:`slime.agentic.sealed_report`),
+  resolved when every listed test passed and nothing was tampered with (:func:`.evaluate.verdict`). Pinned projects run with the
   harness-first runner of :mod:`.testrun`; other images with ``python -m pytest`` of their environment (plugins
   allowed: SWE-bench's projects need theirs). Test ids that are not pytest node ids (django's, sympy's) need an
   ``eval_script``.
@@ -45,16 +46,16 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from slime.agentic import sealed_report
 from slime.agentic.docker_sandbox import DEFAULT_IMAGE, DockerSandbox, check_image, check_user, tar_bytes
 from slime.agentic.sandbox import SandboxLimits
-from slime.agentic.terminal.junit import MAX_REPORT_BYTES, report_of_file
 
 from . import repos
 from .evaluate import OUTPUT_TAIL_CHARS, SweEvaluation, normalized_patch, verdict
 from .instances import SweInstance
 from .patches import validate_patch
 from .projects import Project, get_project
-from .testrun import JUNIT_FILE, MISSING, TESTBED, command_env, junit_id, output_tail, pytest_argv, pytest_env
+from .testrun import HARNESS, MISSING, TESTBED, command_env, output_tail, pytest_env, run_sealed_tests, sealed_pytest_argv
 
 SWEBENCH, SWE_GYM, AUTO = "swebench", "swe-gym", "auto"
 # SWE-bench's images keep the project's environment in conda's `testbed`; their eval scripts activate it first
@@ -63,7 +64,6 @@ CONDA_PREAMBLE = ("if [ -f /opt/miniconda3/bin/activate ]; then . /opt/miniconda
 # in the evaluation container: the patches, the eval script, the report (not under /tmp: `docker cp` writes to the
 # container's own file system, under the tmpfs that the sandbox mounts on /tmp, where no command can see it)
 EVAL_DIR = "/slime-eval"
-RESULTS_DIR = f"{EVAL_DIR}/results"
 DIFF_EXCLUDES = ("**/__pycache__/**", "**/*.py[cod]", "**/.pytest_cache/**")
 
 
@@ -235,7 +235,7 @@ class DockerSweBackend:
                 files["slime-eval/eval.sh"] = normalized_patch(eval_script)
             await asyncio.to_thread(box.put_archive, "/", tar_bytes(
                 {k: v.encode("utf-8", "surrogateescape") for k, v in files.items()},
-                dirs=["slime-eval", "slime-eval/results"]))
+                dirs=["slime-eval"]))
             await asyncio.to_thread(box.root_exec, 'chown -R "$1" "$2"', "%d:%d" % box.owner, EVAL_DIR)
             steps = [("patch", f"{EVAL_DIR}/patch.diff")] if patch and patch.strip() else []
             if eval_script is None and instance.test_patch.strip():
@@ -255,22 +255,21 @@ class DockerSweBackend:
                 reason = (f"the eval script timed out after {timeout:g} s" if run.timed_out else
                           "" if run.exit_code == 0 else f"the eval script exited with {run.exit_code}")
                 return result(not reason, reason, {}, run.timed_out, output_tail(run, OUTPUT_TAIL_CHARS))
+            # the sealed-report plugin, root's (the sandbox user cannot replace it), outside the tree
+            plugin = sealed_report.plugin_source().read_bytes()
+            await asyncio.to_thread(box.put_archive, "/", tar_bytes(
+                {f"{HARNESS.lstrip('/')}/{sealed_report.PLUGIN_FILE}": plugin}, dirs=[HARNESS.lstrip("/")]))
             if project is not None:
-                argv, env = pytest_argv(project, tests, box.python, results_dir=RESULTS_DIR), pytest_env()
+                argv, env = sealed_pytest_argv(project, tests, box.python), pytest_env()
             else:
                 argv = ["bash", "-c", CONDA_PREAMBLE + 'exec "$(command -v python || command -v python3)" -m pytest "$@"',
-                        "slime-pytest", "-p",
-                        "no:cacheprovider", "-o", "junit_family=xunit1", f"--junitxml={RESULTS_DIR}/{JUNIT_FILE}",
-                        "-q", *tests]
+                        "slime-pytest", "-p", sealed_report.PLUGIN_MODULE, "-p", "no:cacheprovider", "-q", *tests]
                 env = {k: v for k, v in pytest_env().items() if k != "PYTEST_DISABLE_PLUGIN_AUTOLOAD"}
-            run = await box.run(argv, env=env, limits=limits)
-            path = f"{RESULTS_DIR}/{JUNIT_FILE}"
-            found = await asyncio.to_thread(box.read_file, path, MAX_REPORT_BYTES)
-            report = report_of_file(path, None) if found is None else report_of_file(path, found[0], regular=found[1])
-            got = report.outcomes()
-            outcomes = {t: got.get(junit_id(t), MISSING) for t in tests}
-            reason = verdict(tests, outcomes, timed_out=run.timed_out, report_problem=report.reason, timeout=timeout)
-            return result(not reason, reason, outcomes, run.timed_out, output_tail(run, OUTPUT_TAIL_CHARS))
+                env["PYTHONPATH"] = HARNESS
+            run = await run_sealed_tests(box, argv, tests, env=env, limits=limits)
+            reason = verdict(tests, run.outcomes, timed_out=run.timed_out, report_problem=run.report.reason, timeout=timeout)
+            return SweEvaluation(instance.instance_id, not reason, reason, run.outcomes, time.monotonic() - start,
+                                 run.timed_out, run.output_tail(OUTPUT_TAIL_CHARS), run.tampered)
         finally:
             await asyncio.to_thread(box.close)
 

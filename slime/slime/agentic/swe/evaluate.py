@@ -8,16 +8,19 @@ new temporary directory, then
    ``git apply --check``; a patch that fails either is *not resolved*, with the reason;
 2. ``git apply`` of the patch, then of the instance's ``test_patch`` (the hidden tests come back only now);
 3. exactly ``FAIL_TO_PASS + PASS_TO_PASS`` run with pytest in the bubblewrap sandbox (an unprivileged uid, no
-   network, the project's interpreter, a wall-clock timeout; :mod:`.testrun`), the JUnit XML report read by
-   :mod:`slime.agentic.terminal.junit`;
+   network, the project's interpreter, a wall-clock timeout; :mod:`.testrun`), reporting through the sealed channel
+   (:mod:`slime.agentic.sealed_report`: the listed tests are the expected ids, two canaries run with them, the exit
+   status must agree with the report);
 4. resolved only when every listed test passed: a failed, erroring, skipped or missing (not in the report) test is
-   not a pass, and a timed-out run resolves nothing.
+   not a pass, a timed-out run resolves nothing, and a tampered run (``tampered``) is not resolved.
 
 The result (:class:`SweEvaluation`) holds the per-test outcomes, the reason when not resolved, and the wall time.
 
 Limits (as in SWE-bench, whose tests also run beside the candidate code): the tests import the patched package, so
-code of the patch runs inside the test process and could tamper with pytest at run time. What a patch can *name*
-is sealed (the rules above); what its code does when imported is not.
+code of the patch runs inside the test process. What a patch can *name* is sealed (the rules above); what its code
+does when imported is watched, not prevented: flipping outcomes wholesale flips a canary, replacing pytest's
+reporting functions or registering a reporting plugin is seen at the end of the run (all scored as tampering), but
+code that singles out the canaries in memory could still pass the other tests (sealed_report's docstring).
 
 :func:`working_tree_diff` gives an agent's changes as a patch (``git add -A`` + ``git diff --cached`` against the
 base commit), computed with a fresh git directory of the caller's, so nothing in the agent's ``.git`` (hooks,
@@ -53,13 +56,15 @@ class SweEvaluation:
     duration_s: float = 0.0
     timed_out: bool = False
     output_tail: str = ""
+    tampered: bool = False  # the sealed report shows tampering (reason says how)
 
     def passed(self, tests) -> list[str]:
         return [t for t in tests if self.outcomes.get(t) == "passed"]
 
     def as_dict(self) -> dict:
         return {"instance_id": self.instance_id, "resolved": self.resolved, "reason": self.reason,
-                "outcomes": dict(self.outcomes), "duration_s": round(self.duration_s, 3), "timed_out": self.timed_out}
+                "outcomes": dict(self.outcomes), "duration_s": round(self.duration_s, 3), "timed_out": self.timed_out,
+                "tampered": self.tampered}
 
 
 def normalized_patch(patch: str) -> str:
@@ -101,14 +106,14 @@ async def run_instance(instance: SweInstance, patch: str | None = None, *, apply
                                      {t: MISSING for t in tests}, time.monotonic() - start)
         runner = await asyncio.to_thread(TreeRunner, tree, project, limits=limits, uid_pool=uid_pool)
         try:
-            run = await runner.run(tests, timeout=timeout, requested=tests)
+            run = await runner.run_sealed(tests, timeout=timeout)
         finally:
             await asyncio.to_thread(runner.close)
     finally:
         await asyncio.to_thread(fs_tree.remove_tree, work)
     reason = verdict(tests, run.outcomes, timed_out=run.timed_out, report_problem=run.report.reason, timeout=timeout)
     return SweEvaluation(instance.instance_id, not reason, reason, run.outcomes, time.monotonic() - start,
-                         run.timed_out, run.output_tail(OUTPUT_TAIL_CHARS))
+                         run.timed_out, run.output_tail(OUTPUT_TAIL_CHARS), run.tampered)
 
 
 def verdict(tests, outcomes: dict[str, str], *, timed_out: bool, report_problem: str, timeout: float) -> str:

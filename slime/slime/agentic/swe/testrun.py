@@ -18,6 +18,12 @@ Why pytest is started the way it is (``python -P -B -s -c RUNNER``):
   ``.pytest_cache`` in the tree); ``PYTHONDONTWRITEBYTECODE=1``: no ``__pycache__`` in the tree either.
 * ``-o junit_family=xunit1``: the report also names each test's file and line (the generator needs them).
 
+The sealed evaluation (:meth:`TreeRunner.run_sealed`, :func:`run_sealed_tests`; also the Docker backend's) does not
+read a report file: the runner imports the sealed-report plugin (:mod:`slime.agentic.sealed_pytest`, from a
+root-owned directory bound at ``/slime-harness``) before the tree's import roots go on ``sys.path`` and hands it to
+pytest, which reports through a channel only the host holds (:mod:`slime.agentic.sealed_report`): the listed tests
+are the expected ids, two canaries run with them, and tampering scores the patch as not resolved.
+
 Test ids are pytest node ids (``tests/test_x.py::TestY::test_z[p]``), SWE-bench's convention; :func:`junit_id` maps
 one to the id the JUnit report gives it (``tests.test_x.TestY::test_z[p]``).
 """
@@ -33,7 +39,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from slime.agentic import fs_tree
+from slime.agentic import fs_tree, sealed_report
 from slime.agentic.sandbox import Sandbox, SandboxLimits, SandboxResult, UidPool
 from slime.agentic.terminal.junit import JUnitReport, read_junit_file
 
@@ -41,11 +47,17 @@ from .projects import Project
 
 TESTBED = "/testbed"  # where the tree is inside the sandbox (SWE-bench's path)
 RESULTS = "/results"
+HARNESS = "/slime-harness"  # root-owned, read-only to the sandbox user: the sealed-report plugin
 JUNIT_FILE = "junit.xml"
 DEFAULT_TIMEOUT_S = 300.0
 MISSING = "missing"  # the outcome of a requested test the report does not mention
 _RUNNER = ("import json, sys\nimport pytest\nsys.path[:0] = json.loads(sys.argv[1])\n"
            "raise SystemExit(pytest.main(sys.argv[2:]))\n")
+# the plugin is imported (and takes the report channel) before the tree's roots are on sys.path
+_SEALED_RUNNER = (f"import json, sys\nimport pytest\nsys.path.insert(0, sys.argv[1])\n"
+                  f"import {sealed_report.PLUGIN_MODULE} as plugin\ndel sys.path[0]\n"
+                  "sys.path[:0] = json.loads(sys.argv[2])\n"
+                  "raise SystemExit(pytest.main(sys.argv[3:], plugins=[plugin]))\n")
 
 
 def pytest_env() -> dict[str, str]:
@@ -91,12 +103,18 @@ class PytestRun:
     duration_s: float
     xml: bytes = b""  # the report's bytes (the generator reads the xunit1 details from them)
     outcomes: dict[str, str] = field(default_factory=dict)  # requested node id -> outcome (MISSING if absent)
+    sealed: sealed_report.SealedRun | None = None  # a sealed run: what the host observed (no `result`)
+    tampered: bool = False
 
     @property
     def timed_out(self) -> bool:
+        if self.sealed is not None:
+            return self.sealed.timed_out
         return bool(self.result and self.result.timed_out)
 
     def output_tail(self, limit: int = 4000) -> str:
+        if self.sealed is not None:
+            return self.sealed.output[-limit:]
         return output_tail(self.result, limit)
 
 
@@ -104,6 +122,39 @@ def pytest_argv(project: Project, args: Sequence[str], python: str, *, results_d
     roots = [os.path.normpath(os.path.join(TESTBED, r)) for r in project.import_roots]
     return [python, "-P", "-B", "-s", "-c", _RUNNER, json.dumps(roots), "-p", "no:cacheprovider",
             "-o", "junit_family=xunit1", f"--junitxml={results_dir}/{JUNIT_FILE}", "-q", *args]
+
+
+def sealed_pytest_argv(project: Project | None, tests: Sequence[str], python: str, *, harness: str = HARNESS) -> list[str]:
+    """The harness-first runner with the sealed-report plugin (`project` pinned: its import roots first); exactly
+    `tests` run."""
+    roots = [os.path.normpath(os.path.join(TESTBED, r)) for r in (project.import_roots if project else ())]
+    return [python, "-P", "-B", "-s", "-c", _SEALED_RUNNER, harness, json.dumps(roots), "-p", "no:cacheprovider",
+            "-q", *tests]
+
+
+def stage_harness(directory: str | os.PathLike) -> Path:
+    """`directory` (created, root-owned 0755) holding the sealed-report plugin (0644): bound at :data:`HARNESS`."""
+    path = Path(directory)
+    path.mkdir(mode=0o755, exist_ok=True)
+    os.chmod(path, 0o755)
+    target = path / sealed_report.PLUGIN_FILE
+    target.write_bytes(sealed_report.plugin_source().read_bytes())
+    os.chmod(target, 0o644)
+    return path
+
+
+async def run_sealed_tests(box, argv: Sequence[str], tests: Sequence[str], *, env: dict[str, str],
+                           limits: SandboxLimits | None = None) -> PytestRun:
+    """`argv` (a sealed runner of exactly `tests`) in `box` with a report channel; the verdict of
+    :func:`slime.agentic.sealed_report.judge` with `tests` as the expected ids. Outcomes of `tests` are filled in
+    (MISSING for all when the run does not count)."""
+    spec = sealed_report.ReportSpec.new("run")
+    run = await sealed_report.run_sealed(box, argv, spec=spec, env=env, limits=limits)
+    verdict = sealed_report.judge(run.report, spec, expected=tests, exit_code=run.exit_code, timed_out=run.timed_out,
+                                  overflow=run.overflow)
+    got = verdict.outcomes()
+    return PytestRun(verdict.junit(), None, run.duration_s, outcomes={t: got.get(t, MISSING) for t in tests},
+                     sealed=run, tampered=verdict.tampered)
 
 
 class TreeRunner:
@@ -115,18 +166,20 @@ class TreeRunner:
         self.project = project
         self.results = Path(tempfile.mkdtemp(prefix="slime-swe-results-"))
         try:
+            harness = stage_harness(self.results / "harness")  # root's: a bind the sandbox user cannot write
+            (self.results / "report").mkdir()
             self.box = Sandbox(os.fspath(tree), limits=limits, uid_pool=uid_pool, mount_at=TESTBED,
-                               rw_binds=[(str(self.results), RESULTS)])
+                               rw_binds=[(str(self.results / "report"), RESULTS), (str(harness), HARNESS)])
         except BaseException:
             fs_tree.remove_tree(self.results)
             raise
         if self.box.uid is not None:
-            os.chown(self.results, self.box.uid, self.box.uid)
+            os.chown(self.results / "report", self.box.uid, self.box.uid)
 
     async def run(self, args: Sequence[str], *, timeout: float = DEFAULT_TIMEOUT_S,
                   requested: Sequence[str] = ()) -> PytestRun:
         """pytest with `args` (node ids or paths); outcomes of `requested` node ids are filled in."""
-        report_path = self.results / JUNIT_FILE
+        report_path = self.results / "report" / JUNIT_FILE
         if report_path.exists() or report_path.is_symlink():
             report_path.unlink()
         argv = pytest_argv(self.project, args, self.box.python)
@@ -139,6 +192,12 @@ class TreeRunner:
             got = report.outcomes()
             run.outcomes = {t: got.get(junit_id(t), MISSING) for t in requested}
         return run
+
+    async def run_sealed(self, tests: Sequence[str], *, timeout: float = DEFAULT_TIMEOUT_S) -> PytestRun:
+        """Exactly `tests`, sealed (module docstring): the evaluation's run."""
+        limits = replace(self.box.limits, timeout_s=timeout, cpu_seconds=max(self.box.limits.cpu_seconds, math.ceil(timeout) + 1))
+        argv = sealed_pytest_argv(self.project, tests, self.box.python)
+        return await run_sealed_tests(self.box, argv, tests, env=pytest_env(), limits=limits)
 
     def close(self) -> None:
         try:
@@ -153,5 +212,5 @@ class TreeRunner:
         self.close()
 
 
-__all__ = ["MISSING", "TESTBED", "PytestRun", "TreeRunner", "command_env", "junit_id", "output_tail",
-           "pytest_argv", "pytest_env"]
+__all__ = ["HARNESS", "MISSING", "TESTBED", "PytestRun", "TreeRunner", "command_env", "junit_id", "output_tail",
+           "pytest_argv", "pytest_env", "run_sealed_tests", "sealed_pytest_argv", "stage_harness"]

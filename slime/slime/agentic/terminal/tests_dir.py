@@ -3,20 +3,21 @@ episode (the agent can neither read the tests nor plant anything there), filled 
 (``setup.sh``, ``solution.sh``) or the evaluation runs, emptied again afterwards, and emptied before every staging
 whatever is found there.
 
-Two places hold it, one class each with the same methods (``clear``, ``stage``, ``read_report``):
+Two places hold it, one class each with the same methods (``clear``, ``stage``):
 
 * :class:`HostTestsDir`: the bubblewrap sandbox binds a host directory at ``/tests``; staging copies files on the
-  host and the JUnit report is read there. Nothing of the agent's runs between its commands (each one's pid
+  host. Nothing of the agent's runs between its commands (each one's pid
   namespace died with it) and every run has a fresh ``/tmp``.
 * :class:`ContainerTestsDir`: the Docker sandbox's ``/tests`` is a directory of the container; staging sends one
-  tar through ``docker cp`` (owners and modes set in the tar) and the report comes back the same way. Every clear
+  tar through ``docker cp`` (owners and modes set in the tar). Every clear
   first SIGKILLs every process of the container but its own (whoever's, however it hid), and before the tests the
   scratch places that live as long as the container (``/tmp``, ``/dev/shm``) are emptied, so the tests (``HOME=/tmp``)
   read no dotfile of the agent's and nothing of the agent's runs beside them.
 
 What is staged is decided once (:func:`staged_files`) and written to either place the same way: root-owned,
 read-only to the sandbox user, mode 0755 for a file whose source is executable by its owner, else 0644, directories
-0755; with ``results=True`` a ``.results`` directory owned by the sandbox user (mode 0700) receives the report.
+0755. Nothing in it is writable by the sandbox user: the tests' results leave through the sealed report channel
+(:mod:`slime.agentic.sealed_report`), never through a file.
 """
 
 from __future__ import annotations
@@ -29,16 +30,10 @@ from pathlib import Path
 
 from slime.agentic import fs_tree
 from slime.agentic.docker_sandbox import DockerSandbox, tar_bytes
-from slime.agentic.sandbox import SandboxError
 
-from .junit import MAX_REPORT_BYTES, JUnitReport, read_junit_xml, report_of_file
-
-RESULTS_SUBDIR = ".results"
-JUNIT_NAME = "junit.xml"
 _SKIP = shutil.ignore_patterns("__pycache__", ".pytest_cache", "*.pyc")
-# `bash -c CLEAR slime-root MOUNT [OWNER RESULTS]`: empty MOUNT; with OWNER (uid:gid), create MOUNT/RESULTS for it
-# (here, not in the tar: the container runs as uid 0, so `docker cp -a` makes everything it unpacks root's)
-_CLEAR = 'set -e; rm -rf "$1"; mkdir -m 0755 "$1"; [ -z "${2:-}" ] || { mkdir -m 0700 "$1/$3"; chown "$2" "$1/$3"; }'
+# `bash -c CLEAR slime-root MOUNT`: empty MOUNT (root's, 0755)
+_CLEAR = 'set -e; rm -rf "$1"; mkdir -m 0755 "$1"'
 # the places of the container that outlive a command (in the bubblewrap sandbox every run has its own /tmp)
 _CLEAR_SCRATCH = _CLEAR + "; shopt -s dotglob nullglob; rm -rf /tmp/* /dev/shm/*"
 
@@ -93,8 +88,7 @@ class HostTestsDir:
         os.chown(self.path, os.geteuid(), os.getegid())
         os.chmod(self.path, 0o755)
 
-    def stage(self, files: Mapping[str, Path], dirs: Mapping[str, Path] | None = None, results: bool = False,
-              scratch: bool = False) -> None:
+    def stage(self, files: Mapping[str, Path], dirs: Mapping[str, Path] | None = None, scratch: bool = False) -> None:
         subdirs, staged = staged_files(files, dirs)
         self.clear(scratch)
         for rel in subdirs:
@@ -103,14 +97,6 @@ class HostTestsDir:
         for rel, (src, mode) in staged.items():
             shutil.copyfile(src, self.path / rel)
             os.chmod(self.path / rel, mode)
-        if results:
-            out = self.path / RESULTS_SUBDIR
-            out.mkdir(mode=0o700)
-            if self.uid is not None:
-                os.chown(out, self.uid, self.uid)
-
-    def read_report(self) -> JUnitReport:
-        return read_junit_xml(self.path / RESULTS_SUBDIR / JUNIT_NAME)
 
 
 class ContainerTestsDir:
@@ -119,28 +105,18 @@ class ContainerTestsDir:
     def __init__(self, box: DockerSandbox, mount: str = "/tests"):
         self.box, self.mount = box, mount
 
-    def clear(self, scratch: bool = False, results: bool = False) -> None:
+    def clear(self, scratch: bool = False) -> None:
         """SIGKILL every process of the container but its own, then empty it (and, with `scratch`, /tmp and
-        /dev/shm; with `results`, create the results folder of the sandbox user), as root."""
-        args = (self.mount, "{}:{}".format(*self.box.owner), RESULTS_SUBDIR) if results else (self.mount,)
-        self.box.root_exec(_CLEAR_SCRATCH if scratch else _CLEAR, *args, kill_all=True)
+        /dev/shm), as root."""
+        self.box.root_exec(_CLEAR_SCRATCH if scratch else _CLEAR, self.mount, kill_all=True)
 
-    def stage(self, files: Mapping[str, Path], dirs: Mapping[str, Path] | None = None, results: bool = False,
-              scratch: bool = False) -> None:
+    def stage(self, files: Mapping[str, Path], dirs: Mapping[str, Path] | None = None, scratch: bool = False) -> None:
         subdirs, staged = staged_files(files, dirs)
         contents = {rel: src.read_bytes() for rel, (src, _) in staged.items()}
         modes = {rel: mode for rel, (_, mode) in staged.items()}
         data = tar_bytes(contents, dirs=subdirs, modes=modes, mtime=time.time())
-        self.clear(scratch, results)
+        self.clear(scratch)
         self.box.put_archive(self.mount, data)
 
-    def read_report(self) -> JUnitReport:
-        path = f"{self.mount}/{RESULTS_SUBDIR}/{JUNIT_NAME}"
-        try:
-            found = self.box.read_file(path, MAX_REPORT_BYTES)
-        except SandboxError as e:
-            return JUnitReport((), f"cannot read the JUnit XML report {path}: {e}")
-        return report_of_file(path, None) if found is None else report_of_file(path, found[0], regular=found[1])
 
-
-__all__ = ["JUNIT_NAME", "RESULTS_SUBDIR", "ContainerTestsDir", "HostTestsDir", "staged_files"]
+__all__ = ["ContainerTestsDir", "HostTestsDir", "staged_files"]

@@ -70,6 +70,7 @@ API: ``async`` first, with ``*_sync`` wrappers (the sandbox's convention)::
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import math
 import os
@@ -92,9 +93,11 @@ from slime.agentic.sandbox import (
     _run_coroutine,  # the sandbox's sync wrappers' helper: the same convention here
 )
 
+from slime.agentic import sealed_report  # a module, not its names: sealed_report imports .junit of this package
+
 from .junit import JUnitReport, pass_rate_reward
 from .tasks import TerminalTask, load_task
-from .tests_dir import JUNIT_NAME, RESULTS_SUBDIR, ContainerTestsDir, HostTestsDir
+from .tests_dir import ContainerTestsDir, HostTestsDir
 
 logger = logging.getLogger(__name__)
 
@@ -103,6 +106,10 @@ TESTS_MOUNT = "/tests"
 DEFAULT_SETUP_TIMEOUT_S = 120.0
 DEFAULT_SOLUTION_TIMEOUT_S = 120.0
 OUTPUT_TAIL_CHARS = 4000
+HARNESS_SUBDIR = ".slime"  # /tests/.slime: the sealed-report plugin (root-owned, on the tests' PYTHONPATH)
+JUNIT_XML = "/tmp/slime-junit.xml"  # where a run-tests.sh's --junitxml goes; nobody reads it back
+# task content -> the test ids collected in a fresh workspace before any episode (sealed_report: expected ids)
+_EXPECTED_TESTS: dict[str, tuple[str, ...]] = {}
 
 
 class TaskSetupError(RuntimeError):
@@ -125,6 +132,7 @@ class EvalOutcome:
     duration_s: float = 0.0
     reason: str = ""  # why there is no usable report (empty when the tests ran and were read)
     outcomes: dict[str, str] = field(default_factory=dict)  # test id -> passed/failed/error/skipped
+    tampered: bool = False  # the sealed report shows tampering (reason says how): reward -1
 
     @property
     def passed(self) -> int:
@@ -152,6 +160,7 @@ class EvalOutcome:
             "errors": self.report.errors, "skipped": self.report.skipped, "accuracy": self.accuracy,
             "reward": self.reward, "success": self.success, "timed_out": self.timed_out, "exit_code": self.exit_code,
             "duration_s": round(self.duration_s, 3), "reason": self.reason, "outcomes": dict(self.outcomes),
+            "tampered": self.tampered,
         }
 
 
@@ -305,6 +314,7 @@ class TaskWorkspace:
         self._check_open()
         if self.task.setup_script is None:
             self.setup_s = 0.0
+            await self.expected_tests()
             return None
         start = time.monotonic()
         result = await self._run_staged(self.task.setup_script, "setup.sh", self.setup_timeout_s)
@@ -312,6 +322,7 @@ class TaskWorkspace:
         if not result.ok:
             what = f"timed out after {self.setup_timeout_s:g} s" if result.timed_out else f"exited with {result.exit_code}"
             raise TaskSetupError(f"task {self.task.name!r}: setup.sh {what}:\n{_tail(result, 2000)}", result)
+        await self.expected_tests()
         return result
 
     async def run(self, command: Command, **kwargs) -> SandboxResult:
@@ -329,12 +340,13 @@ class TaskWorkspace:
     # -- evaluation
 
     def _test_env(self) -> dict[str, str]:
-        junit = f"{TESTS_MOUNT}/{RESULTS_SUBDIR}/{JUNIT_NAME}"
         env = {
             "PYTHON": self.python,
             "TEST_DIR": TESTS_MOUNT,
-            "JUNIT_XML": junit,
-            "PYTEST_ADDOPTS": f"-p no:cacheprovider --junitxml={junit}",
+            "JUNIT_XML": JUNIT_XML,
+            # the sealed-report plugin first, before any conftest or test module is imported
+            "PYTEST_ADDOPTS": f"-p {sealed_report.PLUGIN_MODULE} -p no:cacheprovider --junitxml={JUNIT_XML}",
+            "PYTHONPATH": f"{TESTS_MOUNT}/{HARNESS_SUBDIR}",
             "PYTHONDONTWRITEBYTECODE": "1",
             "PYTHONNOUSERSITE": "1",
             "HOME": "/tmp",
@@ -345,25 +357,58 @@ class TaskWorkspace:
 
     def _stage_tests(self) -> None:
         # scratch: in a container, /tmp (the tests' HOME) and /dev/shm are emptied, as a bwrap run's are fresh
-        self.tests.stage({"run-tests.sh": self.task.run_tests_script}, {".": self.task.tests_dir}, results=True,
-                         scratch=True)
+        self.tests.stage({"run-tests.sh": self.task.run_tests_script,
+                          f"{HARNESS_SUBDIR}/{sealed_report.PLUGIN_FILE}": sealed_report.plugin_source()},
+                         {".": self.task.tests_dir}, scratch=True)
 
-    async def run_tests(self, timeout: float | None = None) -> EvalOutcome:
-        """Run the task's tests in the sandbox and read their JUnit XML (see the module docstring)."""
-        self._check_open()
+    def _content_key(self) -> str:
+        """What the expected test ids depend on: the task's tests, run-tests.sh and setup.sh, and the backend."""
+        digest = hashlib.sha256()
+        backend = getattr(self.sandbox, "image", None) or self.sandbox.isolation
+        digest.update(f"{backend}\0{self.python}\0".encode())
+        paths = [self.task.run_tests_script, self.task.setup_script]
+        paths += sorted(p for p in Path(self.task.tests_dir).rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+        for path in paths:
+            if path is not None:
+                digest.update(os.fsencode(os.path.relpath(path, self.task.tests_dir)) + b"\0" + Path(path).read_bytes() + b"\0")
+        return digest.hexdigest()
+
+    async def _sealed_tests(self, spec: sealed_report.ReportSpec, timeout: float) -> sealed_report.SealedRun:
+        """run-tests.sh with the report channel (sealed_report.run_sealed); /tests staged before, emptied after."""
         await self.sandbox._settle()  # a cleanup a cancelled command left running ends first
         self.sandbox._check_free()  # the agent's shells must have ended (see the module docstring)
+        await asyncio.to_thread(self._stage_tests)
+        try:
+            # the wall-clock limit is the task's; the per-process CPU limit must not cut a long test run shorter
+            limits = replace(self.sandbox.limits, timeout_s=timeout, cpu_seconds=max(self.sandbox.limits.cpu_seconds, math.ceil(timeout) + 1))
+            return await sealed_report.run_sealed(self.sandbox, ["bash", f"{TESTS_MOUNT}/run-tests.sh"], spec=spec,
+                                                  env=self._test_env(), cwd=TESTS_MOUNT, limits=limits)
+        finally:
+            await asyncio.to_thread(self._clear_tests)
+
+    async def expected_tests(self) -> tuple[str, ...]:
+        """The test ids of the task as collected in this workspace before the episode (nothing of the agent's has run
+        yet), once per task content and backend in this process. Raises TaskSetupError when they cannot be collected."""
+        key = self._content_key()
+        if key not in _EXPECTED_TESTS:
+            spec = sealed_report.ReportSpec.new("collect")
+            run = await self._sealed_tests(spec, float(self.task.max_test_timeout_sec))
+            ids, problem = sealed_report.collected_ids(run.report, spec, exit_code=run.exit_code)
+            if problem:
+                raise TaskSetupError(f"task {self.task.name!r}: cannot list its tests before the episode: {problem}"
+                                     f"\n{run.output[-2000:]}")
+            _EXPECTED_TESTS[key] = ids
+        return _EXPECTED_TESTS[key]
+
+    async def run_tests(self, timeout: float | None = None) -> EvalOutcome:
+        """Run the task's tests in the sandbox and judge their sealed report (see the module docstring)."""
+        self._check_open()
+        expected = await self.expected_tests()
         timeout = float(timeout if timeout is not None else self.task.max_test_timeout_sec)
         start = time.monotonic()
+        spec = sealed_report.ReportSpec.new("run")
         try:
-            await asyncio.to_thread(self._stage_tests)
-            try:
-                # the wall-clock limit is the task's; the per-process CPU limit must not cut a long test run shorter
-                limits = replace(self.sandbox.limits, timeout_s=timeout, cpu_seconds=max(self.sandbox.limits.cpu_seconds, math.ceil(timeout) + 1))
-                result = await self.sandbox.run(["bash", f"{TESTS_MOUNT}/run-tests.sh"], limits=limits, env=self._test_env(), cwd=TESTS_MOUNT)
-                report = await asyncio.to_thread(self.tests.read_report)
-            finally:
-                await asyncio.to_thread(self._clear_tests)
+            run = await self._sealed_tests(spec, timeout)
         except ContainerGone as e:
             # the episode stopped its container (a root agent killed its idle process; the OOM killer): no test
             # can pass, the sample is scored; a container removed under us, or a daemon that does not answer, raise
@@ -373,21 +418,24 @@ class TaskWorkspace:
             reason = f"the container stopped during the episode, no test could run ({e})"
             return EvalOutcome(task=self.task.name, report=JUnitReport((), reason), timed_out=False, exit_code=None,
                                output_tail="", duration_s=self.last_eval_s, reason=reason, outcomes={})
-        reason = report.reason
-        if result.timed_out:
-            reason = f"the tests timed out after {timeout:g} s" + (f" ({reason})" if reason else "")
-        elif reason and result.exit_code != 0:
-            reason = f"{reason}; run-tests.sh exited with {result.exit_code}"
+        verdict = sealed_report.judge(run.report, spec, expected=expected, exit_code=run.exit_code,
+                                      timed_out=run.timed_out, overflow=run.overflow)
+        if run.timed_out:
+            verdict = replace(verdict, reason=f"the tests timed out after {timeout:g} s")
+        if verdict.tampered:
+            logger.warning("terminal task %s: the evaluation was tampered with: %s", self.task.name, verdict.reason)
+        report = verdict.junit()
         self.last_eval_s = time.monotonic() - start
         return EvalOutcome(
             task=self.task.name,
             report=report,
-            timed_out=result.timed_out,
-            exit_code=result.exit_code,
-            output_tail=_tail(result),
+            timed_out=run.timed_out,
+            exit_code=run.exit_code,
+            output_tail=run.output[-OUTPUT_TAIL_CHARS:],
             duration_s=self.last_eval_s,
-            reason=reason,
+            reason=verdict.reason,
             outcomes=report.outcomes(),
+            tampered=verdict.tampered,
         )
 
     # -- sync wrappers
