@@ -90,9 +90,9 @@ def test_tests_hidden_unwritable_and_planted_files_discarded(tmp_path):
         assert (outcome.passed, outcome.total, outcome.reward) == (0, 3, -1.0), outcome.as_dict()
         assert outcome.reason == "" and not outcome.timed_out
         assert sorted(outcome.outcomes) == [
-            "test_outputs::test_answer_counts_error_level_only",
-            "test_outputs::test_answer_file_exists",
-            "test_outputs::test_answer_is_a_single_number",
+            "test_outputs.py::test_answer_counts_error_level_only",
+            "test_outputs.py::test_answer_file_exists",
+            "test_outputs.py::test_answer_is_a_single_number",
         ]
         assert list(ws.tests_host.iterdir()) == [], "the tests location is emptied after evaluation"
         # the same workspace then solved: evaluation can be repeated
@@ -139,7 +139,7 @@ def test_user_task_with_plain_pytest_gets_partial_credit(tmp_path):
         outcome = ws.run_tests_sync()
     assert (outcome.passed, outcome.total) == (2, 3), outcome.as_dict()
     assert outcome.reward == pytest.approx(1 / 3)
-    assert outcome.outcomes["test_outputs::test_other"] == "failed"
+    assert outcome.outcomes["test_outputs.py::test_other"] == "failed"
     assert os.listdir(boxes) == []
 
 
@@ -181,10 +181,14 @@ def test_failing_or_hanging_setup_is_reported_and_cleaned_up(tmp_path):
 def test_no_report_when_run_tests_does_not_run_pytest(tmp_path):
     d = write_task(tmp_path, "no-pytest", yaml_text="instruction: x\n", tests="def test_x():\n    pass\n",
                    run_tests="#!/bin/bash\necho 'tests skipped'\nexit 0\n")
-    with TaskWorkspace.create_sync(d, base_dir=tmp_path) as ws:
-        outcome = ws.run_tests_sync()
-    assert outcome.reward == -1.0 and outcome.total == 0 and not outcome.timed_out
-    assert "no JUnit XML report" in outcome.reason and "tests skipped" in outcome.output_tail
+    # the expected test ids are listed in the fresh workspace, before the episode: a task whose tests never report
+    # through the sealed channel cannot be graded and is refused at setup, saying why
+    boxes = tmp_path / "boxes"
+    boxes.mkdir()
+    with pytest.raises(TaskSetupError, match="did not report through the sealed channel") as err:
+        TaskWorkspace.create_sync(d, base_dir=boxes)
+    assert "tests skipped" in str(err.value)
+    assert os.listdir(boxes) == []
 
 
 def test_async_api_runs_workspaces_concurrently(tmp_path):

@@ -13,6 +13,8 @@ def source(name):
 def test_old_name_is_gone():
     for name in ("config.py", "main.py", "report.py"):
         assert not re.search(r"\bload_cfg\b", source(name)), f"load_cfg still used in {name}"
+        # renamed, not deleted: a file stripped of the function would pass the check above
+        assert re.search(r"\bload_config\b", source(name)), f"load_config is not used in {name}"
 
 
 def test_new_name_defined_and_used():
