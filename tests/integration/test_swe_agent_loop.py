@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import re
 
+import pytest
+
 from slime.agentic.env_service.client import EnvClient
 from slime.agentic.swe import templates
 from slime.agentic.swe.agent import AgentSettings, ScriptedSwePolicy, bash_response, run_episode
@@ -83,4 +85,25 @@ def test_a_format_error_step_keeps_its_own_prm_score(pool, instance):
     # 0: format error; 1: reads a file the issue's fix is in but changes nothing; 2: the edit; 3: submit (outcome)
     # (the applied patch names the function the issue names, so the edit is relevant)
     assert scores == [-1.0, -1.0, 1.0, None]
+    assert result.resolved
+
+
+def test_the_rule_judge_reads_the_hosts_sealed_share_of_the_hidden_tests(pool, instance):
+    # read, fix, print a fake passing summary, undo, redo: the share of FAIL_TO_PASS + PASS_TO_PASS on the host's
+    # sealed evaluation of each diff decides, not what the commands printed
+    source = instance.patch.split("+++ b/", 1)[1].split("\n", 1)[0]
+    undo = f"git checkout -- {source}"
+    result, scores, _ = episode(pool, instance, [
+        bash_response(f"cat {source} | head -5"),
+        bash_response(apply(instance.patch)),
+        bash_response("echo '=== 99 passed in 0.01s ==='"),
+        bash_response(undo),
+        bash_response(apply(instance.patch)),
+        bash_response(templates.SUBMIT_COMMAND)],
+        AgentSettings(max_steps=8, track_diff=True, track_progress=True), SweRuleJudge())
+    base = len(instance.PASS_TO_PASS) / len(instance.tests)
+    assert [s.progress for s in result.steps[:5]] == pytest.approx([base, 1.0, 1.0, base, 1.0])
+    # 0: a look, no new state (-1); 1: the fix raised the share (+1); 2: printed success, nothing ran (-1);
+    # 3: undone, the share fell (-1); 4: redone (+1); 5: submit (the outcome)
+    assert scores == [-1.0, 1.0, -1.0, -1.0, 1.0, None]
     assert result.resolved

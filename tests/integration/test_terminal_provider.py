@@ -109,3 +109,36 @@ def test_the_shell_keeps_state_and_a_lease_takes_no_calls_after_evaluation(pool)
             break
         asyncio.run(asyncio.sleep(0.1))
     assert os.listdir(leases) == []
+
+
+def test_the_rule_judge_scores_the_host_observed_progress_and_the_model_cannot_call_the_harness_tool(pool):
+    from slime.agentic.terminal.agent import tool_call_text
+    from slime.agentic.terminal.prm import TerminalRuleJudge, TurnJudging
+
+    def shell(command):
+        return tool_call_text("shell_exec", {"id": "main", "command": command, "block": True})
+
+    turns = [
+        shell("ls /app"),                                              # a look: the state is unchanged -> 0
+        tool_call_text("progress", {}),                                # the model names the harness tool: refused
+        shell("echo '3 passed in 0.01s'; echo '[The command finished with exit status 0.]'"),  # printed success -> 0
+        shell("grep -c '\\[ERROR\\]' /app/app.log > /app/answer.txt"),  # the fix: the hidden tests' share rises -> +1
+        shell("echo 0 > /app/answer.txt"),                             # undone in part: it falls -> -1
+        shell("grep -c '\\[ERROR\\]' /app/app.log > /app/answer.txt"),  # redone -> +1
+    ]
+
+    async def go():
+        judging = TurnJudging(TerminalRuleJudge(), "count")
+        async with EnvClient(pool.url) as env:
+            task, task_meta = meta("count-error-lines")
+            episode = await run_episode(ScriptedTurnPolicy(turns), env, "count-error-lines:x", task_meta,
+                                        AgentSettings(), on_turn=judging.on_turn, track_progress=True)
+        return episode, await judging.scores()
+
+    episode, scores = asyncio.run(go())
+    refused = [m for m in episode.messages if m["role"] == "tool" and m.get("name") == "progress"]
+    assert refused and refused[0]["content"].startswith("[TOOL_ERROR] unknown tool"), refused
+    assert scores == [0.0, -1.0, 0.0, 1.0, -1.0, 1.0, None], scores  # the refused call is a tool error: -1
+    # the share after each turn (before the first one first); "0" in answer.txt still passes 2 of the 3 tests
+    assert [s["progress"] for s in episode.states] == pytest.approx([0.0, 0.0, 0.0, 0.0, 1.0, 2 / 3, 1.0, 1.0])
+    assert episode.reward == 1.0

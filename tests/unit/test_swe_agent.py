@@ -85,12 +85,17 @@ def test_the_format_error_keeps_upstreams_shape():
     assert templates.SUBMIT_COMMAND == "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached"
 
 
-def test_tests_ran_needs_a_test_command_and_its_summary():
-    assert is_test_run("python -m pytest -q tests", "3 failed, 2 passed in 0.12s")  # -q summary
-    assert is_test_run("pytest tests/x.py", "==== 1 passed in 0.01s ====")
-    assert is_test_run("python -m unittest", "Ran 4 tests in 0.002s\n\nOK")
-    assert not is_test_run("cat pytest.ini", "[pytest]")
-    assert not is_test_run("echo 1 passed in 0.1s", "1 passed in 0.1s")
+def test_tests_ran_is_what_the_host_ran_and_its_status_never_the_printed_summary():
+    assert is_test_run("python -m pytest -q tests", 1)  # some failed
+    assert is_test_run("pytest tests/x.py", 0)
+    assert is_test_run("cd /testbed && PYTHONPATH=src python3 -m pytest -x", 0)
+    assert is_test_run("timeout 60 tox -e py", 0) and is_test_run("python -m unittest", 0)
+    assert is_test_run("git diff | cat; pytest -q", 1)
+    assert not is_test_run("python -m pytest tests", 2)  # interrupted / collection errors: not a test run's status
+    assert not is_test_run("pytest --bad-flag", 4)
+    assert not is_test_run("cat pytest.ini", 0)
+    assert not is_test_run("echo '1 passed in 0.1s' # pytest", 0)  # printed, not run
+    assert not is_test_run("echo 5 passed in 0.1s", 0)
 
 
 # ------------------------------------------------------------------------------------------------ context
@@ -386,3 +391,30 @@ def test_the_gold_agent_applies_the_patch_by_a_here_document_then_submits():
     assert parse_bash_block(submit) == SUBMIT_COMMAND
     with pytest.raises(ValueError, match="here-document marker"):
         gold_patch_responses(patch + "+GOLD_PATCH_EOF\n")
+
+
+def test_the_rule_judge_credits_a_state_once_and_decides_by_the_hosts_test_share_when_it_moves():
+    from slime.agentic.swe.agent import StepRecord
+
+    problem = "`parse_thing` in pkg/mod.py returns 1."
+    judge = SweRuleJudge()
+
+    def step(i, command, rc=0, state="s0", tests=False, before=None, after=None, changed=True):
+        return StepRecord(i, "r", command, rc, "", diff_changed=changed, tests_ran=tests, state=state,
+                          progress_before=before, progress=after)
+
+    edit = "sed -i 's/1/2/' pkg/mod.py"
+    run_tests = "python -m pytest -q tests"
+    records = [step(0, edit, state="a"),                                   # a new state: +1
+               step(1, run_tests, rc=1, state="a", tests=True, changed=False),  # tests in a state not tested: +1
+               step(2, run_tests, rc=1, state="a", tests=True, changed=False),  # the same again: -1
+               step(3, edit, state="b"),                                   # another new state: +1
+               step(4, edit, state="a"),                                   # back to a state seen before: -1
+               step(5, run_tests, rc=1, state="a", tests=True, changed=False)]  # its tests already ran: -1
+    scores = [asyncio.run(judge.score_step(problem, records[:i + 1])) for i in range(len(records))]
+    assert scores == [1.0, 1.0, -1.0, 1.0, -1.0, -1.0]
+    # the host's share of the hidden tests moved: its sign decides, whatever else holds
+    up = step(0, "sed -i 's/a/b/' README.md", state="c", before=0.5, after=1.0)  # irrelevant by name, yet it fixed
+    down = step(0, edit, state="d", before=1.0, after=0.5)
+    same = step(0, "echo '3 passed in 0.1s'", state="e", before=0.5, after=0.5)  # printed success, no runner
+    assert [asyncio.run(judge.score_step(problem, [r])) for r in (up, down, same)] == [1.0, -1.0, -1.0]

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import secrets
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -179,6 +180,21 @@ def reap_sandbox_uid(resources: dict) -> None:
 
 
 LEASE_LABEL = "slime.lease"  # on every container of a lease: its lease id
+# `reset` answers a fresh token under this key; the harness's own tools (the step judge's progress: what the task's
+# hidden tests say of the current state) answer only a call that carries it. The loop keeps it out of the model's
+# messages, so a policy that names such a tool gets a tool error, never a look at the grader.
+HARNESS_TOKEN_KEY = "harness_token"
+PROGRESS_TOOL = "progress"  # the harness's tool of the terminal provider (the SWE provider's is `diff` + progress)
+
+
+def new_harness_token() -> str:
+    return secrets.token_hex(16)
+
+
+def harness_call(arguments: dict, token: str) -> bool:
+    """Whether a tool call's `arguments` carry the lease's harness token."""
+    given = arguments.get(HARNESS_TOKEN_KEY) if isinstance(arguments, dict) else None
+    return isinstance(given, str) and secrets.compare_digest(given, token)
 REAP_TIMEOUT_S = 10.0  # each docker call of a reap at start (and the daemon's probe): before /healthz answers
 
 

@@ -36,15 +36,18 @@ index (a format-error step gets its own score: upstream shifted every later scor
 from __future__ import annotations
 
 import logging
+import hashlib
 import math
 import os
 import re
+import shlex
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 
 from slime.agentic import rewards
 from slime.agentic.env_service.client import EnvServiceError
+from slime.agentic.env_service.providers import HARNESS_TOKEN_KEY
 from slime.agentic.terminal.agent import Turn, engine_weight_version, failed_sample, turn_sample
 from slime.utils.types import Sample
 
@@ -57,8 +60,8 @@ logger = logging.getLogger(__name__)
 DEFAULT_MAX_STEPS = 20
 DEFAULT_HEAD_RATIO = 0.3
 _BASH_BLOCK = re.compile(r"```bash[ \t]*\r?\n(.*?)```", re.DOTALL)
-_TESTS_RAN = re.compile(r"(\b\d+ (passed|failed|errors?|skipped|xfailed|xpassed|deselected)\b.* in [\d.]+s"
-                        r"|\bno tests ran\b|^Ran \d+ tests? in )", re.M)
+_TEST_RUNNERS = frozenset({"pytest", "py.test", "tox", "nox"})
+_SEGMENTS = re.compile(r"&&|\|\||[;|&\n]")
 
 
 # ------------------------------------------------------------------------------------------------ parsing
@@ -87,9 +90,36 @@ def submitted_patch(output: str) -> str | None:
     return patch if patch_format_problem(patch) is None else None
 
 
-def is_test_run(command: str, output: str) -> bool:
-    """A test run: pytest/unittest in the command and a test summary in its output."""
-    return bool(re.search(r"\b(pytest|unittest|tox|nox)\b", command)) and bool(_TESTS_RAN.search(output))
+def runs_tests(command: str) -> bool:
+    """Whether the command the host ran starts a test runner as a program of one of its pipeline segments (``pytest``,
+    ``py.test``, ``tox``, ``nox``, ``python -m pytest|unittest``; after ``VAR=value`` prefixes, ``cd ... &&``,
+    ``timeout N``). ``echo pytest`` or ``cat pytest.ini`` do not."""
+    for segment in _SEGMENTS.split(command):
+        try:
+            words = shlex.split(segment)
+        except ValueError:
+            words = segment.split()
+        while words and (re.fullmatch(r"[A-Za-z_]\w*=.*", words[0]) or words[0] in ("env", "time", "command")):
+            words = words[1:]
+        if words[:1] == ["timeout"]:
+            words = [w for w in words[1:] if not w.startswith("-")][1:]
+        if not words:
+            continue
+        program = os.path.basename(words[0])
+        if program in _TEST_RUNNERS:
+            return True
+        if re.fullmatch(r"python[\d.]*", program) and "-m" in words[:-1]:
+            if words[words.index("-m") + 1] in ("pytest", "unittest"):
+                return True
+    return False
+
+
+def is_test_run(command: str, returncode: int | None) -> bool:
+    """A test run, from what the host observed (never from the output, which the agent's code prints): the command
+    it ran starts a test runner (:func:`runs_tests`) and ended with a test runner's own status (0: all passed, 1:
+    some failed). What a test runner the agent shadowed (a ``pytest.py`` of its own) does is not known here: the
+    rule judge credits a test run once per state of the repository."""
+    return runs_tests(command) and returncode in (0, 1)
 
 
 # ------------------------------------------------------------------------------------------------ context
@@ -333,7 +363,11 @@ class StepRecord:
     submit: bool = False
     timed_out: bool = False
     diff_changed: bool | None = None  # None: not tracked
-    tests_ran: bool = False
+    tests_ran: bool = False  # host-observed (is_test_run: the command and its exit status)
+    state: str | None = None  # with track_diff: sha256 of the repository's diff after the step ("" before any)
+    # with track_progress: the share of the listed tests the diff passes (the host's sealed evaluation) before/after
+    progress_before: float | None = None
+    progress: float | None = None
 
     @property
     def format_error(self) -> bool:
@@ -371,12 +405,21 @@ class AgentSettings:
     max_steps: int = DEFAULT_MAX_STEPS  # upstream's step_limit
     exec_timeout_s: float = DEFAULT_EXEC_TIMEOUT_S
     track_diff: bool = False  # ask for the diff after every command (the rule judge's "progress")
+    track_progress: bool = False  # and the share of the listed tests it passes (the harness's sealed look)
 
     @classmethod
     def from_args(cls, args, **overrides) -> AgentSettings:
         steps = getattr(args, "max_turns", None) or os.environ.get("MAX_STEPS") or DEFAULT_MAX_STEPS
         timeout = getattr(args, "tool_timeout", None) or os.environ.get("SWE_EXEC_TIMEOUT") or DEFAULT_EXEC_TIMEOUT_S
         return cls(max_steps=int(steps), exec_timeout_s=float(timeout), **overrides)
+
+
+async def _diff(env, lease: str, token: str | None) -> tuple[str, float | None]:
+    """The repository's diff, and with the harness token the share of the listed tests it passes."""
+    arguments = {"progress": True, HARNESS_TOKEN_KEY: token} if token else {}
+    reply = await env.exec_tool(lease, "diff", arguments)
+    progress = reply.get("progress")
+    return str(reply.get("patch", "")), float(progress) if isinstance(progress, (int, float)) else None
 
 
 async def _exec(env, lease: str, command: str, timeout: float) -> tuple[int, str, bool]:
@@ -403,6 +446,8 @@ async def run_episode(policy, env, instance_id: str, settings: AgentSettings, *,
                     templates.instance_message(episode.problem_statement, reset.get("cwd") or "/testbed")]
         episode.messages = messages
         last_diff = ""
+        token = reset.get(HARNESS_TOKEN_KEY) if settings.track_progress else None
+        progress = (await _diff(env, lease, token))[1] if token else None  # the base tree's share
         episode.exit_status = "max_steps"
         for k in range(settings.max_steps):
             await env.heartbeat(lease)
@@ -425,7 +470,7 @@ async def run_episode(policy, env, instance_id: str, settings: AgentSettings, *,
                 continue
             step.returncode, step.output, step.timed_out = await _exec(env, lease, step.command,
                                                                        settings.exec_timeout_s)
-            step.tests_ran = is_test_run(step.command, step.output)
+            step.tests_ran = is_test_run(step.command, step.returncode)
             if is_submit(step.command):
                 step.submit = True
                 patch = submitted_patch(step.output)
@@ -437,9 +482,11 @@ async def run_episode(policy, env, instance_id: str, settings: AgentSettings, *,
                 break
             step.observation = templates.observation(step.returncode, step.output, settings.max_steps - (k + 1))
             messages.append({"role": "user", "content": step.observation})
-            if settings.track_diff:
-                diff = str((await env.exec_tool(lease, "diff", {})).get("patch", ""))
+            if settings.track_diff or token:
+                diff, now = await _diff(env, lease, token)
                 step.diff_changed, last_diff = diff != last_diff, diff
+                step.state = hashlib.sha256(diff.encode("utf-8", "surrogateescape")).hexdigest()
+                step.progress_before, step.progress, progress = progress, now, now if now is not None else progress
             if on_step is not None:
                 await on_step(episode, step)
         if episode.status == "completed" and episode.exit_status == "max_steps":
@@ -595,7 +642,8 @@ async def generate(args, sample: Sample, sampling_params: dict) -> list[Sample]:
         from .prm import StepJudging
 
         judging = StepJudging(judge, seed * 100_003 + (sample.index or 0))
-    settings = AgentSettings.from_args(args, track_diff=bool(getattr(judge, "needs_diff", False)))
+    settings = AgentSettings.from_args(args, track_diff=bool(getattr(judge, "needs_diff", False)),
+                                       track_progress=bool(getattr(judge, "needs_progress", False)))
     try:
         url, key = _env_url(args)
         async with EnvClient(url, key) as env:

@@ -19,17 +19,27 @@ gives +1 when the command ran without unexpected errors, is relevant to the issu
 needed information, tests, or makes a correct edit), else -1 (errors, irrelevant commands, going in circles, wrong
 edits, wasted steps); reasoning first, then `\\boxed{1}` or `\\boxed{-1}`.
 
-`SweRuleJudge` (CPU, deterministic): +1 when the command ran without error (no timeout; exit status 0, or a test
-run whose failing tests set it), is relevant (it names a file, module or function named in the issue or in a
-traceback the agent has seen, or runs the tests) and made progress (the repository's diff changed, or tests ran);
-otherwise -1. It asks the loop for the diff after every command (`needs_diff`).
+`SweRuleJudge` (CPU, deterministic), from facts the host observed, never from what the agent's commands printed:
+
+* the host's sealed evaluation of the repository's diff after each step (the provider's `diff` tool with the lease's
+  harness token: the share of FAIL_TO_PASS + PASS_TO_PASS that pass, once per distinct diff): a step that raised the
+  share scores +1, one that lowered it -1 (potential-based: breaking and fixing again nets nothing);
+* otherwise, +1 when the command ran without error (no timeout; exit status 0, or a test run's own status), is
+  relevant (it names a file, module or function named in the issue or in a traceback the agent has seen, or runs
+  the tests) and made progress: it left the repository in a state (diff) not seen before in the episode, or it ran
+  the tests (:func:`.agent.is_test_run`: the command starts a test runner and exited 0 or 1) in a state whose tests
+  were not run before; otherwise -1. The same unchanged state never earns twice. It asks the loop for the diff and
+  the share after every command (`needs_diff`, `needs_progress`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 from slime.agentic.prm import PendingJudgements, StepJudge
+
+_BASE_STATE = hashlib.sha256(b"").hexdigest()  # the empty diff: the base tree
 
 ISSUE_CHARS = 8000
 HISTORY_STEPS = 8
@@ -130,9 +140,11 @@ def names_in(text: str) -> set[str]:
 
 
 class SweRuleJudge:
-    """The CPU judge (module docstring): error-free AND relevant AND progress -> +1, else -1."""
+    """The CPU judge (module docstring): the tests' share moved -> its sign; else error-free AND relevant AND
+    progress (a new state, or the tests run in a state not tested before) -> +1, else -1."""
 
     needs_diff = True
+    needs_progress = True
 
     def __init__(self, args=None):  # also a `--step-judge module:factory` factory: factory(args)
         self.stats = {"steps": 0, "unjudged_steps": 0}
@@ -157,8 +169,16 @@ class SweRuleJudge:
         return any(name in current.command for name in names)
 
     @staticmethod
-    def progress(record) -> bool:
-        return bool(record.diff_changed) or record.tests_ran
+    def progress(records: list) -> bool:
+        """A state not seen before in the episode, or tests run in a state whose tests were not run before (without
+        tracked states: the diff changed, or tests ran)."""
+        current, earlier = records[-1], records[:-1]
+        if current.state is None:
+            return bool(current.diff_changed) or current.tests_ran
+        seen = {_BASE_STATE, *(r.state for r in earlier)}
+        if current.state not in seen:
+            return True
+        return current.tests_ran and not any(r.tests_ran and r.state == current.state for r in earlier)
 
     async def score_step(self, problem: str, records: list, *, seed: int = 0) -> float | None:
         self.stats["steps"] += 1
@@ -168,7 +188,10 @@ class SweRuleJudge:
                 self.stats["unjudged_steps"] += 1
             return score
         current = records[-1]
-        good = self.ran_without_error(current) and self.relevant(problem, records) and self.progress(current)
+        if current.progress is not None and current.progress_before is not None \
+                and current.progress != current.progress_before:
+            return 1.0 if current.progress > current.progress_before else -1.0
+        good = self.ran_without_error(current) and self.relevant(problem, records) and self.progress(records)
         return 1.0 if good else -1.0
 
 

@@ -33,18 +33,27 @@ Backend `docker` (:mod:`.docker_backend`): the same tools and replies from a con
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import math
 import os
 import shlex
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from slime.agentic import sandbox as sb
-from slime.agentic.env_service.providers import LEASE_LABEL, LeaseContext, LeaseReaper, ProviderError
+from slime.agentic.env_service.providers import (
+    HARNESS_TOKEN_KEY,
+    LEASE_LABEL,
+    LeaseContext,
+    LeaseReaper,
+    ProviderError,
+    harness_call,
+    new_harness_token,
+)
 
 from . import repos
 from .docker_backend import AUTO, CONDA_PREAMBLE, DockerSweBackend
-from .evaluate import evaluate_patch, working_tree_diff
+from .evaluate import evaluate_patch, run_instance, working_tree_diff
 from .instances import SHIPPED_INSTANCES, InstanceFormatError, SweInstance, load_instances
 from .testrun import TESTBED, command_env
 
@@ -92,6 +101,8 @@ class SweEnv:
     lease_id: str = ""
     preamble: str = ""  # put before every command (docker: the image's conda environment)
     evaluated: bool = False
+    harness_token: str = field(default_factory=new_harness_token)
+    progress: dict = field(default_factory=dict)  # sha256 of a diff -> share of the listed tests it passes
 
 
 class SweProvider:
@@ -154,7 +165,7 @@ class SweProvider:
             env = SweEnv(instance, tree, box, lease.lease_id)
         return env, {"instance_id": instance.instance_id, "repo": instance.repo,
                      "problem_statement": instance.problem_statement, "user_msg": instance.problem_statement,
-                     "cwd": TESTBED, "tool_schemas": [BASH_SCHEMA, DIFF_SCHEMA]}
+                     "cwd": TESTBED, "tool_schemas": [BASH_SCHEMA, DIFF_SCHEMA], HARNESS_TOKEN_KEY: env.harness_token}
 
     async def close(self, env: SweEnv) -> None:
         await env.box.aclose()
@@ -189,8 +200,32 @@ class SweProvider:
             patch, problem = await self.tree_diff(env)
             if problem:
                 return _tool_error(f"diff: {problem}")
-            return {"observation": patch, "patch": patch, "returncode": 0}
+            reply = {"observation": patch, "patch": patch, "returncode": 0}
+            if arguments.get("progress") and harness_call(arguments, env.harness_token):
+                reply["progress"] = await self.progress(env, patch)
+            return reply
         return _tool_error(f"unknown tool: {name} (tools: bash, diff)")
+
+    async def progress(self, env: SweEnv, patch: str) -> float:
+        """The share of the instance's listed tests that pass with `patch` (the harness's look at the state, for the
+        rule step judge): the sealed evaluation in a fresh tree or container, once per distinct patch. The empty
+        patch is the base tree (its PASS_TO_PASS tests pass); a refused or tampered patch passes nothing."""
+        key = hashlib.sha256(patch.encode("utf-8", "surrogateescape")).hexdigest()
+        if key not in env.progress:
+            tests = list(env.instance.tests)
+            if env.tree is None:
+                run = self.docker.run_instance if not patch.strip() else self.docker.evaluate
+                result = await run(env.instance, patch if patch.strip() else None, timeout=self.eval_timeout_s,
+                                   labels={LEASE_LABEL: env.lease_id})
+            elif not patch.strip():
+                result = await run_instance(env.instance, None, timeout=self.eval_timeout_s,
+                                            base_dir=str(Path(env.tree).parent))
+            else:
+                result = await evaluate_patch(env.instance, patch, timeout=self.eval_timeout_s,
+                                              base_dir=str(Path(env.tree).parent))
+            passed = 0 if result.tampered else len(result.passed(tests))
+            env.progress[key] = passed / len(tests) if tests else 0.0
+        return env.progress[key]
 
     def _timeout(self, value) -> float | None:
         if value is None:

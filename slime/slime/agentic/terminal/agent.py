@@ -39,6 +39,7 @@ from typing import Protocol
 
 from slime.agentic import rewards
 from slime.agentic.env_service.client import EnvServiceError
+from slime.agentic.env_service.providers import HARNESS_TOKEN_KEY, PROGRESS_TOOL
 from slime.agentic.tool_json import loads_tool_json
 from slime.utils.types import Sample
 
@@ -288,6 +289,9 @@ class Episode:
     accuracy: float = 0.0
     evaluation: dict | None = None
     error: str | None = None
+    # with `track_progress`: the harness's look at the state before the first turn and after each turn
+    # ({"fingerprint", "progress"}: the provider's `progress` tool, facts the host observed)
+    states: list[dict] = field(default_factory=list)
 
     @property
     def reward(self) -> float:
@@ -306,14 +310,27 @@ class AgentSettings:
                    max_parse_errors=int(getattr(args, "max_parse_errors", None) or DEFAULT_MAX_PARSE_ERRORS))
 
 
+async def _state(env, lease: str, token: str | None) -> dict:
+    """The provider's `progress` tool (the harness's, with the lease's token): {"fingerprint", "progress"}."""
+    if not token:
+        return {"fingerprint": None, "progress": None}
+    got = await env.exec_tool(lease, PROGRESS_TOOL, {HARNESS_TOKEN_KEY: token})
+    return {"fingerprint": got.get("fingerprint"), "progress": got.get("progress")}
+
+
 async def run_episode(policy: TurnPolicy, env, task_key: str, task_meta: dict, settings: AgentSettings, *,
-                      request_id: str | None = None, on_turn: Callable[..., Awaitable[None]] | None = None) -> Episode:
-    """One episode on a fresh lease of `env` (an `EnvClient`); the lease is always closed."""
+                      request_id: str | None = None, on_turn: Callable[..., Awaitable[None]] | None = None,
+                      track_progress: bool = False) -> Episode:
+    """One episode on a fresh lease of `env` (an `EnvClient`); the lease is always closed. `track_progress`: the
+    state is looked at before the first turn and after each turn (`Episode.states`, for the rule step judge)."""
     episode = Episode(task_key)
     lease = (await env.allocate(task_key, request_id))["lease_id"]
     try:
         reset = await env.reset(lease, task_meta)
         tools = reset.get("tool_schemas") or []
+        token = reset.get(HARNESS_TOKEN_KEY) if track_progress else None
+        if track_progress:
+            episode.states.append(await _state(env, lease, token))
         messages = [{"role": "system", "content": settings.system_prompt},
                     {"role": "user", "content": reset.get("user_msg", "")}]
         while True:
@@ -343,6 +360,8 @@ async def run_episode(policy: TurnPolicy, env, task_key: str, task_meta: dict, s
             for reason in parsed.errors:
                 episode.parse_errors += 1
                 messages.append({"role": "tool", "name": PARSE_ERROR_NAME, "content": parse_error_observation(reason)})
+            if track_progress:
+                episode.states.append(await _state(env, lease, token))
             if on_turn is not None:
                 await on_turn(episode, turn, parsed, results)
             if turn.finish_reason == "abort":
@@ -466,7 +485,8 @@ async def generate(args, sample: Sample, sampling_params: dict) -> list[Sample]:
     try:
         async with _client(args) as env:
             episode = await run_episode(policy, env, task_key, task_meta, AgentSettings.from_args(args),
-                                        request_id=request_id, on_turn=judging.on_turn if judging else None)
+                                        request_id=request_id, on_turn=judging.on_turn if judging else None,
+                                        track_progress=bool(getattr(judge, "needs_progress", False)))
         prm_scores = await judging.scores() if judging else None
     except Exception as e:  # the environment failed: one FAILED sample that trains nothing, the batch goes on
         if judging is not None:

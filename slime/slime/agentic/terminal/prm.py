@@ -12,9 +12,15 @@ characters), its tool calls, their results, and whether a parse error was record
   whole reply is searched for the vote (upstream searched only its last 50 characters); `--prm-m` votes are taken
   (upstream made one call whatever m said); a failed call or a reply without a vote leaves the turn unjudged
   (upstream scored it 0).
-* `TerminalRuleJudge` (CPU, no model): -1 for a turn with a parse error or a tool error (`[TOOL_ERROR]`, a
-  command that finished with a non-zero exit status, one still running at its timeout); +1 for a turn whose every
-  call ran cleanly; the final answer (no call) is left to the outcome (None).
+* `TerminalRuleJudge` (CPU, no model), from facts the host observed, never from what the agent printed: after each
+  turn the harness looks at the state (the provider's `progress` tool: a fingerprint of /app, and for each new
+  fingerprint the share of the task's hidden tests that pass on a copy of /app, sealed like the final evaluation).
+  A turn that raised that share scores +1, one that lowered it -1 (potential-based: going back and forth earns
+  nothing); a turn with a parse error or a failed call (`[TOOL_ERROR]`, a non-zero exit status shown, a command
+  still running at its timeout: an agent can print these only to lower its own score) -1; any other turn 0, so
+  the same unchanged state never earns twice; the final answer (no call) is left to the outcome (None). Without
+  the share (the Docker backend takes no snapshot), a clean turn that left /app in a state not seen before in the
+  episode scores +1 and other clean turns 0: weaker, an agent can farm it by touching files.
 
 Scores combine with the outcome per turn through `rewards.compose_step_target` (`--prm-step-coef`), as in the
 tool-call setting; `--advantage-estimator step_wise` normalises them per (task group, turn index).
@@ -54,6 +60,10 @@ def turn_record(turn_idx: int, assistant_text: str, calls: list, results: list[t
             "parse_error_recorded": parse_errors > 0}
 
 
+# the harness's facts about the state after a turn: kept out of what an LLM judge is shown
+STATE_KEYS = ("state", "states_seen")
+
+
 def select_history(records: list[dict], mode: str = "head_tail", k: int = 3) -> list[dict]:
     """The earlier turns the judge sees: `head_tail` the first 2 and the last 2 (each once), `last` the last k."""
     if mode == "head_tail":
@@ -70,8 +80,11 @@ def judge_messages(task_instruction: str, history: list[dict], current: dict) ->
         return {**record, "tool_results": [{**r, "result": _cut(str(r["result"]), RESULT_CHARS)}
                                            for r in record["tool_results"]]}
 
-    payload = {"task_instruction": task_instruction, "history": [bounded(r) for r in history],
-               "current": bounded(current)}
+    def shown(record: dict) -> dict:
+        return bounded({k: v for k, v in record.items() if k not in STATE_KEYS})
+
+    payload = {"task_instruction": task_instruction, "history": [shown(r) for r in history],
+               "current": shown(current)}
     return [{"role": "system", "content": SYSTEM},
             {"role": "user", "content": json.dumps(payload, ensure_ascii=False, indent=1) + "\n\n" + RUBRIC}]
 
@@ -94,7 +107,9 @@ class TerminalLLMJudge:
 
 
 class TerminalRuleJudge:
-    """The CPU judge: what the environment answered decides (see the module docstring). Deterministic."""
+    """The CPU judge: the host's look at the state decides (see the module docstring). Deterministic."""
+
+    needs_progress = True  # run_episode looks at the state after every turn (`Episode.states`)
 
     def __init__(self, args=None):  # also a `--step-judge module:factory` factory: factory(args)
         self.stats = {"steps": 0, "unjudged_steps": 0}
@@ -113,7 +128,17 @@ class TerminalRuleJudge:
         if not current["tool_results"]:
             self.stats["unjudged_steps"] += 1
             return None  # the final answer: the tests judge it
-        return -1.0 if any(self.failed(str(r["result"])) for r in current["tool_results"]) else 1.0
+        if any(self.failed(str(r["result"])) for r in current["tool_results"]):
+            return -1.0
+        before, after = (current.get("state") or (None, None))
+        if before is None or after is None:
+            return 0.0  # no look at the state was taken: no evidence of progress either way
+        if before.get("progress") is not None and after.get("progress") is not None:
+            delta = float(after["progress"]) - float(before["progress"])
+            return 1.0 if delta > 0 else -1.0 if delta < 0 else 0.0
+        # no test share (Docker): a state never seen before in the episode, once
+        seen = current.get("states_seen") or ()
+        return 1.0 if after.get("fingerprint") is not None and after["fingerprint"] not in seen else 0.0
 
 
 class TurnJudging(PendingJudgements):
@@ -125,6 +150,11 @@ class TurnJudging(PendingJudgements):
         self.records: list[dict] = []
 
     async def on_turn(self, episode, turn, parsed, results) -> None:
-        self.records.append(turn_record(len(self.records), turn.text, parsed.calls, results, len(parsed.errors)))
+        record = turn_record(len(self.records), turn.text, parsed.calls, results, len(parsed.errors))
+        states = getattr(episode, "states", None) or []
+        if len(states) >= 2:  # the host's look before and after this turn, and the fingerprints seen before it
+            record["state"] = (states[-2], states[-1])
+            record["states_seen"] = tuple(s.get("fingerprint") for s in states[:-1])
+        self.records.append(record)
         self.start(len(self.records) - 1,
                    self.judge.score_turn(self.task_instruction, list(self.records), seed=self.seed))

@@ -28,11 +28,20 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from slime.agentic.docker_sandbox import DEFAULT_IMAGE, ContainerGone, check_user, task_image
-from slime.agentic.env_service.providers import LEASE_LABEL, LeaseContext, LeaseReaper, ProviderError
+from slime.agentic.env_service.providers import (
+    HARNESS_TOKEN_KEY,
+    LEASE_LABEL,
+    PROGRESS_TOOL,
+    LeaseContext,
+    LeaseReaper,
+    ProviderError,
+    harness_call,
+    new_harness_token,
+)
 from slime.agentic.shell_sessions import (
     DEFAULT_BLOCK_TIMEOUT,
     DEFAULT_MAX_OUTPUT_CHARS,
@@ -53,6 +62,8 @@ class TerminalEnv:
     workspace: TaskWorkspace
     shell: ShellSessions
     evaluated: bool = False
+    harness_token: str = field(default_factory=new_harness_token)
+    progress: dict = field(default_factory=dict)  # /app fingerprint -> pass fraction of a state evaluation (or None)
 
 
 def _flag(value) -> bool:
@@ -121,12 +132,25 @@ class TerminalProvider:
                               max_output_chars=self.max_output_chars)
         env = TerminalEnv(task, workspace, shell)
         return env, {"user_msg": f"Task name:{task.name}\nTask instruction: {task.instruction}",
-                     "tool_schemas": shell.tool_schemas(self.include_kill_tool), "task_name": task.name}
+                     "tool_schemas": shell.tool_schemas(self.include_kill_tool), "task_name": task.name,
+                     HARNESS_TOKEN_KEY: env.harness_token}
 
     async def exec_tool(self, env: TerminalEnv, tool_call: dict) -> dict:
         if env.evaluated:
             raise ProviderError(409, "this lease was evaluated: reset it to start a new episode", code="EVALUATED")
-        return {"observation": await env.shell.call_tool(tool_call.get("name"), tool_call.get("arguments") or {})}
+        name, arguments = tool_call.get("name"), tool_call.get("arguments") or {}
+        if name == PROGRESS_TOOL and harness_call(arguments, env.harness_token):
+            return await self.progress(env)
+        return {"observation": await env.shell.call_tool(name, arguments)}
+
+    async def progress(self, env: TerminalEnv) -> dict:
+        """The harness's look at the state (the rule step judge's facts): /app's fingerprint and, once per distinct
+        fingerprint, the share of the task's tests that pass on a copy of it (None on the Docker backend)."""
+        fingerprint = await env.workspace.state_fingerprint()
+        if fingerprint not in env.progress:
+            outcome = await env.workspace.evaluate_state()
+            env.progress[fingerprint] = None if outcome is None else (0.0 if outcome.tampered else outcome.accuracy)
+        return {"observation": "", "fingerprint": fingerprint, "progress": env.progress[fingerprint]}
 
     async def evaluate(self, env: TerminalEnv, request: dict) -> dict:
         try:

@@ -74,6 +74,7 @@ import hashlib
 import logging
 import math
 import os
+import subprocess
 import tempfile
 import time
 from collections.abc import Mapping
@@ -195,6 +196,7 @@ class TaskWorkspace:
     ):
         self.task = task if isinstance(task, TerminalTask) else load_task(task)
         self.setup_timeout_s = float(setup_timeout_s)
+        self._box_options = {"limits": limits, "uid_pool": uid_pool, "env": env}  # for snapshot evaluations
         self.autoload_pytest_plugins = autoload_pytest_plugins
         self.setup_s: float | None = None  # measured: setup.sh's wall time
         self.last_eval_s: float | None = None  # measured: the last run_tests' wall time (staging, pytest, parsing)
@@ -355,11 +357,13 @@ class TaskWorkspace:
             env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
         return env
 
+    def _staged_test_files(self) -> dict[str, Path]:
+        return {"run-tests.sh": self.task.run_tests_script,
+                f"{HARNESS_SUBDIR}/{sealed_report.PLUGIN_FILE}": sealed_report.plugin_source()}
+
     def _stage_tests(self) -> None:
         # scratch: in a container, /tmp (the tests' HOME) and /dev/shm are emptied, as a bwrap run's are fresh
-        self.tests.stage({"run-tests.sh": self.task.run_tests_script,
-                          f"{HARNESS_SUBDIR}/{sealed_report.PLUGIN_FILE}": sealed_report.plugin_source()},
-                         {".": self.task.tests_dir}, scratch=True)
+        self.tests.stage(self._staged_test_files(), {".": self.task.tests_dir}, scratch=True)
 
     def _content_key(self) -> str:
         """What the expected test ids depend on: the task's tests, run-tests.sh and setup.sh, and the backend."""
@@ -437,6 +441,62 @@ class TaskWorkspace:
             outcomes=report.outcomes(),
             tampered=verdict.tampered,
         )
+
+    # -- the state during the episode (the rule step judge's host-observed facts)
+
+    async def state_fingerprint(self) -> str:
+        """A digest of /app's entries (path, type, size, mode, mtime, link target), read by the host (``find`` as
+        root: on the host directory, or in the container) while the episode goes on. Content edits that keep size
+        and mtime are not seen: only the agent can make one, and it only hides its own progress."""
+        self._check_open()
+        listing = r"%P\0%y\0%s\0%m\0%T@\0%l\0"  # find's own escapes: NUL-separated fields
+        if self.app_host is not None:
+            proc = await asyncio.to_thread(subprocess.run, ["find", str(self.app_host), "-xdev", "-mindepth", "1",
+                                                            "-printf", listing], capture_output=True, timeout=60)
+            data = proc.stdout
+        else:
+            data = await asyncio.to_thread(self.sandbox.root_exec, 'find "$1" -xdev -mindepth 1 -printf "$2"',
+                                           APP_DIR, listing)
+        return hashlib.sha256(data).hexdigest()
+
+    async def evaluate_state(self, timeout: float | None = None) -> EvalOutcome | None:
+        """The task's tests on a copy of /app as it is now, in a sandbox of its own (a fresh uid, a fresh /tests),
+        while the episode's sandbox and its shells live on: the rule step judge's measure of progress. Sealed like
+        :meth:`run_tests`. None on the Docker backend (no snapshot of a container is taken)."""
+        self._check_open()
+        if self.app_host is None:
+            return None
+        expected = await self.expected_tests()
+        timeout = float(timeout if timeout is not None else self.task.max_test_timeout_sec)
+        scratch = Path(tempfile.mkdtemp(prefix="state-", dir=self.root))
+        try:
+            app, tests_host = scratch / "app", scratch / "tests"
+            copied = await asyncio.to_thread(subprocess.run, ["cp", "-a", "--", str(self.app_host), str(app)],
+                                             capture_output=True, timeout=120)
+            if copied.returncode != 0:
+                logger.warning("terminal task %s: cannot copy /app for a state evaluation: %s", self.task.name,
+                               copied.stderr.decode(errors="replace")[-300:])
+                return None
+            tests_host.mkdir(mode=0o755)
+            box = await asyncio.to_thread(Sandbox, str(app), mount_at=APP_DIR,
+                                          rw_binds=[(str(tests_host), TESTS_MOUNT)], **self._box_options)
+            try:
+                tests = HostTestsDir(tests_host, box.uid)
+                await asyncio.to_thread(tests.stage, self._staged_test_files(), {".": self.task.tests_dir})
+                spec = sealed_report.ReportSpec.new("run")
+                limits = replace(box.limits, timeout_s=timeout, cpu_seconds=max(box.limits.cpu_seconds, math.ceil(timeout) + 1))
+                run = await sealed_report.run_sealed(box, ["bash", f"{TESTS_MOUNT}/run-tests.sh"], spec=spec,
+                                                     env=self._test_env(), cwd=TESTS_MOUNT, limits=limits)
+            finally:
+                await asyncio.to_thread(box.close)
+        finally:
+            await asyncio.to_thread(fs_tree.remove_tree, scratch)
+        verdict = sealed_report.judge(run.report, spec, expected=expected, exit_code=run.exit_code,
+                                      timed_out=run.timed_out, overflow=run.overflow)
+        report = verdict.junit()
+        return EvalOutcome(task=self.task.name, report=report, timed_out=run.timed_out, exit_code=run.exit_code,
+                           output_tail=run.output[-OUTPUT_TAIL_CHARS:], duration_s=run.duration_s,
+                           reason=verdict.reason, outcomes=report.outcomes(), tampered=verdict.tampered)
 
     # -- sync wrappers
 
