@@ -243,3 +243,25 @@ def test_a_module_that_patches_pytests_reports_at_import_is_caught(tmp_path):
     """, spec)
     v = judge(data, spec, expected=["test_t.py::test_a"], exit_code=proc.returncode)
     assert v.tampered and "replaced" in v.reason
+
+
+def test_a_tampered_evaluation_is_counted_in_the_training_metrics():
+    import asyncio
+
+    from slime.agentic.swe.agent import reward_func as swe_reward
+    from slime.agentic.terminal.agent import reward_func as terminal_reward
+    from slime.rollout.default_rollout import _reward_component_means
+    from slime.utils.types import Sample
+
+    def sample(meta):
+        return Sample(metadata=meta)
+
+    honest = {"accuracy": 1.0, "resolved": True, "evaluation": {"tampered": False}}
+    forged = {"accuracy": 0.0, "resolved": False, "evaluation": {"tampered": True, "reason": "tampering: ..."}}
+    for reward_func in (terminal_reward, swe_reward):
+        samples = [sample(dict(honest)), sample(dict(forged))]
+        rewards = asyncio.run(reward_func(None, samples))
+        assert [r["tampered"] for r in rewards] == [0.0, 1.0] and rewards[1]["score"] == -1.0
+        for s, r in zip(samples, rewards):
+            s.reward = r
+        assert _reward_component_means("rollout/reward", samples)["rollout/reward/tampered"] == 0.5

@@ -86,7 +86,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Self, Union
 
-from slime.agentic import fs_tree, seccomp
+from slime.agentic import cgroups, fs_tree, seccomp
 
 logger = logging.getLogger(__name__)
 
@@ -122,6 +122,10 @@ class SandboxBusy(SandboxError):
 # ------------------------------------------------------------------------------------------------ limits
 
 
+GROUP_ROOT_PROCESSES = 2  # root processes of a start that stay in the sandbox's group: bwrap and its pid-1 init
+NPROC_SLACK = 8  # with a group, RLIMIT_NPROC sits this far above the process budget: the group's count binds first
+
+
 @dataclass(frozen=True)
 class SandboxLimits:
     """Per-run limits. Each process inside gets the rlimits; the wall-clock timeout and the output caps apply
@@ -135,6 +139,11 @@ class SandboxLimits:
     open_files: int = 256  # RLIMIT_NOFILE
     tmp_size_bytes: int = 256 << 20  # size of the private tmpfs /tmp (bwrap mode)
     max_output_bytes: int = 64 << 10  # per stream, head and tail kept (half each)
+    # whole-sandbox budgets (a control group per sandbox, slime.agentic.cgroups; taken from the limits the sandbox
+    # is made with, not per run): memory of all its processes together (None: memory_bytes), CPUs (a CFS quota).
+    # The process budget is max_processes (+ bwrap's own two root processes); RLIMIT_NPROC then sits above it.
+    memory_budget_bytes: int | None = None
+    cpu_budget: float = 1.0
 
     def __post_init__(self) -> None:
         def positive(name: str, minimum: float = 1) -> None:
@@ -155,6 +164,19 @@ class SandboxLimits:
             positive(name, minimum)
             if not isinstance(getattr(self, name), int):
                 raise ValueError(f"SandboxLimits.{name} must be an int, got {getattr(self, name)!r}")
+        positive("cpu_budget", 0.01)
+        if self.memory_budget_bytes is not None:
+            positive("memory_budget_bytes", 32 << 20)
+            if not isinstance(self.memory_budget_bytes, int):
+                raise ValueError(f"SandboxLimits.memory_budget_bytes must be an int, got {self.memory_budget_bytes!r}")
+
+    @property
+    def memory_budget(self) -> int:
+        return self.memory_budget_bytes if self.memory_budget_bytes is not None else self.memory_bytes
+
+    @property
+    def process_budget(self) -> int:
+        return self.max_processes + GROUP_ROOT_PROCESSES
 
     def rlimits(self, hard_limits: Mapping[int, int] | None = None) -> dict[int, tuple[int, int]]:
         """(soft, hard) per resource, lowered to `hard_limits` (default: this process's hard limits)."""
@@ -278,6 +300,7 @@ class SandboxResult:
     stderr_bytes: int = 0
     isolation: str = "bwrap"
     uid: int | None = None
+    budget_exceeded: str = ""  # which whole-sandbox budget this run hit, in words (empty: none)
 
     @property
     def truncated(self) -> bool:
@@ -547,6 +570,7 @@ class Capability:
     root: bool = False
     prlimit: str | None = None  # util-linux; without it the rlimits are set in a (slower) Python pre-exec hook
     seccomp: bool = False  # bwrap mode: the seccomp filter (slime.agentic.seccomp) is installed on every start
+    budgets: bool = False  # bwrap mode: a control group per sandbox keeps its whole-sandbox budgets (slime.agentic.cgroups)
 
 
 SECCOMP_ENV = "SLIME_SANDBOX_SECCOMP"  # "off": run without the seccomp filter (a weaker, logged guarantee)
@@ -588,8 +612,28 @@ def detect_capability(isolation: str = "bwrap") -> Capability:
             problem = f"bubblewrap probe failed ({e}), {_OPT_IN}"
         if not problem:
             problem, with_seccomp = _probe_seccomp(bwrap, setpriv)
-            return Capability("bwrap", not problem, problem, bwrap, setpriv, root, prlimit, with_seccomp)
+        if not problem:
+            problem, with_budgets = _probe_budgets()
+            return Capability("bwrap", not problem, problem, bwrap, setpriv, root, prlimit, with_seccomp, with_budgets)
     return Capability("bwrap", not problem, problem, bwrap, setpriv, root, prlimit)
+
+
+def _probe_budgets() -> tuple[str, bool]:
+    """(problem, budgets kept): control groups can hold each sandbox's memory, process and CPU budgets here, or the
+    user opted out (SLIME_SANDBOX_BUDGETS=off: per-process rlimits only, logged by name), or the sandbox refuses."""
+    weaker = ("without a control group per sandbox only the per-process rlimits apply: many processes together can "
+              "hold several times the memory limit, and CPU is not shared out")
+    if os.environ.get(cgroups.BUDGETS_ENV, "").strip().lower() in ("off", "0", "false", "no"):
+        logger.warning("sandbox: %s=off (opted in): %s", cgroups.BUDGETS_ENV, weaker)
+        return "", False
+    support = cgroups.detect()
+    if support.version is None:
+        return f"{support.problem}; set {cgroups.BUDGETS_ENV}=off to start anyway: {weaker}", False
+    try:  # the hierarchy may be mounted but refuse new groups (a read-only or delegated mount)
+        cgroups.SandboxCgroup(64 << 20, 8, 1.0, support=support).close()
+    except OSError as e:
+        return f"cannot make a control group here ({e}); set {cgroups.BUDGETS_ENV}=off to start anyway: {weaker}", False
+    return "", True
 
 
 def _probe_seccomp(bwrap: str, setpriv: str) -> tuple[str, bool]:
@@ -791,6 +835,16 @@ class SandboxBase:
         fds, self._pending_fds = self._pending_fds, ()
         return fds
 
+    cgroup = None  # a SandboxCgroup where the backend keeps whole-sandbox budgets itself (bwrap, rlimits as root)
+
+    def budget_exceeded(self, since: dict | None = None) -> str:
+        """Which whole-sandbox budget was hit since `since` (a :meth:`budget_mark`; default: since the start), in
+        words; "" when none or when this backend keeps no group (Docker enforces its own: --memory, --pids-limit)."""
+        return self.cgroup.exceeded(since) if self.cgroup is not None else ""
+
+    def budget_mark(self) -> dict | None:
+        return self.cgroup.events() if self.cgroup is not None else None
+
     @property
     def _signal_statuses(self) -> bool:
         """Whether an exit status 128+N means "killed by signal N": bubblewrap and `docker exec` report their
@@ -968,6 +1022,7 @@ class SandboxBase:
 
     async def _execute(self, argv, env, exec_cwd, limits, rlimits, input, pass_fds=()) -> SandboxResult:
         data = input.encode() if isinstance(input, str) else input
+        mark = self.budget_mark()
         out, err = OutputCapture(limits.max_output_bytes), OutputCapture(limits.max_output_bytes)
         loop = asyncio.get_running_loop()
         exited = loop.create_future()  # the process itself ended (Process.wait() also waits for its pipes)
@@ -1046,6 +1101,7 @@ class SandboxBase:
             stderr_bytes=err.total - (len(stderr) - len(command_stderr)),
             isolation=self.isolation,
             uid=self.uid,
+            budget_exceeded=self.budget_exceeded(mark) if mark is not None else "",
         )
 
     async def run_python(
@@ -1170,10 +1226,15 @@ class Sandbox(SandboxBase):
         self._spawned: SandboxProcess | None = None  # the last process `spawn` started
 
         def undo() -> None:
+            if self.cgroup is not None:
+                self.cgroup.close()
             if self._owned and getattr(self, "path", None):
                 fs_tree.remove_tree(self.path)
 
         with self._starting(undo):
+            if isolation == "bwrap" and self.capability.budgets:
+                self.cgroup = cgroups.SandboxCgroup(self.limits.memory_budget, self.limits.process_budget,
+                                                    self.limits.cpu_budget)
             if self._owned:
                 base = os.fspath(base_dir) if base_dir is not None else tempfile.gettempdir()
                 # absolute: bwrap binds it by path and refuses a relative one (a relative base_dir is fine)
@@ -1211,7 +1272,11 @@ class Sandbox(SandboxBase):
                 fs_tree.strip_dangerous_modes(self.path)
                 os.chmod(self.path, self._restore_mode)
         finally:
-            self._release_uid()
+            try:
+                if self.cgroup is not None:
+                    self.cgroup.close()
+            finally:
+                self._release_uid()
 
     # -- running
 
@@ -1254,6 +1319,9 @@ class Sandbox(SandboxBase):
         _close_all(self._take_fds())  # a start that never happened (cancelled between _prepare and the exec)
         self._pending_fds = () if fd is None else (fd,)
         rlimits = limits.rlimits()
+        if self.cgroup is not None:  # the group's process count binds first (and is counted: budget_exceeded)
+            soft, hard = rlimits[resource.RLIMIT_NPROC]
+            rlimits[resource.RLIMIT_NPROC] = (soft + NPROC_SLACK, hard if hard == resource.RLIM_INFINITY else hard + NPROC_SLACK)
         if self.isolation == "rlimits":
             if self.uid is None:
                 # our own uid: RLIMIT_NPROC counts every process we already have, so allow that many more
@@ -1270,6 +1338,8 @@ class Sandbox(SandboxBase):
         exec_cwd = "/" if self.isolation == "bwrap" else (os.path.join(self.path, cwd) if cwd else self.path)
         if self.capability.prlimit:  # else _execute sets them in a pre-exec hook
             argv = prlimit_argv(rlimits, self.capability.prlimit) + argv
+        if self.cgroup is not None:  # first of all: everything the start runs is in the sandbox's group
+            argv = self.cgroup.join_argv() + argv
         return argv, full_env, exec_cwd, limits, rlimits
 
     @property

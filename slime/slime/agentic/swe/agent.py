@@ -680,7 +680,9 @@ async def reward_func(args, item: Sample | list[Sample]):
         score = 1.0 if resolved else -1.0
         reward = {"score": score, "acc": float(resolved), "submitted": float(meta.get("patch_source") == "submitted"),
                   "format_error": float(int(meta.get("format_errors", 0)) > 0),
-                  "truncated": float(meta.get("status") == "truncated")}
+                  "truncated": float(meta.get("status") == "truncated"),
+                  # the sealed evaluation saw tampering (the score is -1 already): rollout/reward/tampered
+                  "tampered": float(bool((meta.get("evaluation") or {}).get("tampered")))}
         reward.update(rewards.step_reward_fields(meta, score, float(getattr(args, "prm_step_coef", 1.0))))
         out.append(reward)
     return out if isinstance(item, list) else out[0]

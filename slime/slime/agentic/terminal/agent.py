@@ -514,7 +514,9 @@ async def reward_func(args, item: Sample | list[Sample]):
         score = 2.0 * accuracy - 1.0
         reward = {"score": score, "acc": accuracy, "solved": float(accuracy >= 1.0),
                   "parse_error": float(int(meta.get("parse_error_count", 0)) > 0),
-                  "truncated": float(meta.get("status") == "truncated")}
+                  "truncated": float(meta.get("status") == "truncated"),
+                  # the sealed evaluation saw tampering (accuracy 0, score -1 already): rollout/reward/tampered
+                  "tampered": float(bool((meta.get("evaluation") or {}).get("tampered")))}
         # the step_wise estimator's target of this turn: outcome + coef * prm (unjudged: the outcome alone)
         reward.update(rewards.step_reward_fields(meta, score, float(getattr(args, "prm_step_coef", 1.0))))
         out.append(reward)
