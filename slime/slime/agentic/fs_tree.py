@@ -33,12 +33,39 @@ def _run(argv: list[str], what: str, timeout: float) -> bool:
     return True
 
 
+def mounts_below(path: str | os.PathLike) -> list[str]:
+    """Mount points at or below `path` (from /proc/self/mountinfo), deepest first."""
+    root = os.path.abspath(os.fspath(path))
+    found = []
+    try:
+        with open("/proc/self/mountinfo", "rb") as f:
+            for line in f:
+                point = line.split(b" ")[4].decode("utf-8", "surrogateescape")
+                # mountinfo escapes space, tab, newline and backslash as octal
+                point = point.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
+                if point == root or point.startswith(root.rstrip("/") + "/"):
+                    found.append(point)
+    except OSError:
+        return []
+    return sorted(set(found), key=lambda p: p.count("/"), reverse=True)
+
+
+def unmount_below(path: str | os.PathLike, timeout: float = TIMEOUT_S) -> bool:
+    """Detach (`umount -l`) every filesystem mounted at or below `path`: a sandbox's capped disk or /tmp that a
+    crashed owner left. True when none is left."""
+    for point in mounts_below(path):
+        _run(["umount", "-l", "--", point], f"unmounting {point!r}", timeout)
+    return not mounts_below(path)
+
+
 def remove_tree(path: str | os.PathLike, timeout: float = TIMEOUT_S) -> bool:
-    """`rm -rf --one-file-system PATH` (a symlink at PATH itself is removed, not followed). True when nothing is left;
-    a missing path is already removed."""
+    """`rm -rf --one-file-system PATH` (a symlink at PATH itself is removed, not followed), after detaching whatever
+    is mounted below it (a sandbox's own disk). True when nothing is left; a missing path is already removed."""
     path = os.fspath(path)
     if not os.path.lexists(path):
         return True
+    if not os.path.islink(path) and mounts_below(path):
+        unmount_below(path, timeout)
     _run(["rm", "-rf", "--one-file-system", "--", path], f"removing {path!r}", timeout)
     return not os.path.lexists(path)
 

@@ -86,7 +86,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Self, Union
 
-from slime.agentic import cgroups, fs_tree, seccomp
+from slime.agentic import cgroups, fs_tree, sandbox_disk, seccomp
 
 logger = logging.getLogger(__name__)
 
@@ -144,6 +144,11 @@ class SandboxLimits:
     # The process budget is max_processes (+ bwrap's own two root processes); RLIMIT_NPROC then sits above it.
     memory_budget_bytes: int | None = None
     cpu_budget: float = 1.0
+    # the disk budget of a work directory the sandbox makes (its own ext4, slime.agentic.sandbox_disk) and the file
+    # count of its private /tmp (with tmp_size_bytes); a caller's own directory is the caller's to cap
+    disk_budget_bytes: int = 1 << 30
+    file_budget: int = 100_000
+    tmp_files: int = 20_000
 
     def __post_init__(self) -> None:
         def positive(name: str, minimum: float = 1) -> None:
@@ -160,6 +165,9 @@ class SandboxLimits:
             ("open_files", 16),
             ("tmp_size_bytes", 1 << 20),
             ("max_output_bytes", 2),
+            ("disk_budget_bytes", 16 << 20),
+            ("file_budget", 256),
+            ("tmp_files", 64),
         ):
             positive(name, minimum)
             if not isinstance(getattr(self, name), int):
@@ -756,9 +764,11 @@ def build_bwrap_argv(
     bwrap: str = "bwrap",
     setpriv: str = "setpriv",
     seccomp_fd: int | None = None,
+    tmp_dir: str | None = None,
 ) -> list[str]:
     """The full argv: bwrap's namespaces and mounts, then setpriv's drop to `uid`, then `command`. Pure.
-    `seccomp_fd`: a descriptor the child inherits holding the filter program (`seccomp.filter_fd`)."""
+    `seccomp_fd`: a descriptor the child inherits holding the filter program (`seccomp.filter_fd`). `tmp_dir`: a
+    host directory (the sandbox's capped tmpfs) bound at /tmp instead of a fresh bwrap tmpfs."""
     if not command:
         raise ValueError("empty command")
     inner_workdir = inner_workdir or workdir
@@ -770,7 +780,10 @@ def build_bwrap_argv(
             argv += ["--symlink", target, link]
         else:  # a host without the merged /usr
             argv += ["--ro-bind", link, link]
-    argv += ["--perms", "1777", "--size", str(limits.tmp_size_bytes), "--tmpfs", "/tmp"]
+    if tmp_dir is not None:
+        argv += ["--bind", tmp_dir, "/tmp"]
+    else:
+        argv += ["--perms", "1777", "--size", str(limits.tmp_size_bytes), "--tmpfs", "/tmp"]
     argv += ["--dev", "/dev", "--proc", "/proc"]
     mounted = set(SYSTEM_PATHS) | {"/tmp", "/dev", "/proc"}  # mount points (exact paths)
     read_only = set(SYSTEM_PATHS)  # nothing can be created below these
@@ -1225,20 +1238,26 @@ class Sandbox(SandboxBase):
         self._closed = False
         self._spawned: SandboxProcess | None = None  # the last process `spawn` started
 
+        self.disk: sandbox_disk.CappedDirectory | None = None
+        self.tmp: sandbox_disk.CappedTmp | None = None
+
         def undo() -> None:
-            if self.cgroup is not None:
-                self.cgroup.close()
+            self._close_budgets()
             if self._owned and getattr(self, "path", None):
                 fs_tree.remove_tree(self.path)
 
         with self._starting(undo):
-            if isolation == "bwrap" and self.capability.budgets:
+            budgets = isolation == "bwrap" and self.capability.budgets
+            if budgets:
                 self.cgroup = cgroups.SandboxCgroup(self.limits.memory_budget, self.limits.process_budget,
                                                     self.limits.cpu_budget)
             if self._owned:
                 base = os.fspath(base_dir) if base_dir is not None else tempfile.gettempdir()
                 # absolute: bwrap binds it by path and refuses a relative one (a relative base_dir is fine)
                 self.path = os.path.abspath(tempfile.mkdtemp(prefix="slime-sandbox-", dir=base))
+                if budgets:
+                    self.disk = sandbox_disk.CappedDirectory(self.path, self.limits.disk_budget_bytes,
+                                                             self.limits.file_budget)
             else:
                 self.path = os.path.abspath(os.fspath(workdir))
                 if not os.path.isdir(self.path):
@@ -1246,6 +1265,10 @@ class Sandbox(SandboxBase):
                 st = os.stat(self.path)
                 self._restore_owner = (st.st_uid, st.st_gid)
                 self._restore_mode = st.st_mode & 0o7777
+            if budgets:  # /tmp: beside a work directory of ours, else in the caller's base or the system's temp dir
+                where = self.path + ".tmp" if self._owned else tempfile.mkdtemp(
+                    prefix="slime-sandbox-tmp-", dir=os.fspath(base_dir) if base_dir is not None else None)
+                self.tmp = sandbox_disk.CappedTmp(where, self.limits.tmp_size_bytes, self.limits.tmp_files)
             os.chmod(self.path, 0o700)
             if self.uid is not None and not fs_tree.chown_tree(self.path, self.uid, self.uid):
                 raise SandboxError(f"could not give the work directory {self.path} to the sandbox uid {self.uid}")
@@ -1265,6 +1288,8 @@ class Sandbox(SandboxBase):
             if self.uid is not None and (self.isolation == "rlimits" or spawned is not None):
                 _kill_uid_processes(self.uid)
             if self._owned:
+                if self.disk is not None:
+                    self.disk.close()  # what the sandbox wrote goes with its filesystem
                 fs_tree.remove_tree(self.path)
             elif self._restore_owner is not None and os.path.isdir(self.path):
                 # handed back: the owner's again, without a setuid/setgid or world-writable entry the agent made
@@ -1273,10 +1298,28 @@ class Sandbox(SandboxBase):
                 os.chmod(self.path, self._restore_mode)
         finally:
             try:
-                if self.cgroup is not None:
-                    self.cgroup.close()
+                self._close_budgets()
             finally:
                 self._release_uid()
+
+    def _close_budgets(self) -> None:
+        """The group, the /tmp and the disk (before the work directory itself goes: unmounted, it is empty)."""
+        if self.cgroup is not None:
+            self.cgroup.close()
+        if self.tmp is not None:
+            self.tmp.close()
+        if self.disk is not None:
+            self.disk.close()
+
+    def budget_exceeded(self, since: dict | None = None) -> str:
+        """SandboxBase's, plus the disk: a work directory or /tmp that is full now."""
+        problems = [super().budget_exceeded(since)]
+        for where, capped in (("work directory", self.disk), ("/tmp", self.tmp)):
+            if capped is not None and capped.mounted:
+                spent = capped.usage().spent()
+                if spent:
+                    problems.append(f"{spent} in its {where}")
+        return "; ".join(p for p in problems if p)
 
     # -- running
 
@@ -1301,6 +1344,7 @@ class Sandbox(SandboxBase):
                 bwrap=self.capability.bwrap or "bwrap",
                 setpriv=self.capability.setpriv or "setpriv",
                 seccomp_fd=seccomp_fd,
+                tmp_dir=self.tmp.path if self.tmp is not None else None,
             )
         if self.uid is not None:
             return setpriv_argv(self.uid, self.uid, self.capability.setpriv or "setpriv") + argv
@@ -1309,6 +1353,8 @@ class Sandbox(SandboxBase):
     async def _prepare(self, command: Command, *, env, timeout, limits, cwd):
         """(argv, env, exec cwd, limits, rlimits) for `command`: what `run` and `spawn` execute."""
         limits = self._begin(timeout, limits)
+        if self.tmp is not None:  # every start gets an empty /tmp (what the last one left stays until now: its budget)
+            await asyncio.to_thread(self.tmp.clear)
         full_env = sandbox_env(self.inner_path, {**self.env, **(env or {})})
         fd = seccomp.filter_fd() if self.isolation == "bwrap" and self.capability.seccomp else None
         try:

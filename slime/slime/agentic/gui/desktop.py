@@ -40,10 +40,11 @@ DEFAULT_OPENERS = {".html": CHROMIUM, ".htm": CHROMIUM,
 
 def desktop_limits(lifetime_s: float = 6 * 3600.0) -> sb.SandboxLimits:
     """Limits for a desktop: a browser needs a large address space (its allocators reserve far more than they use)
-    and many threads; the lifetime bounds the whole lease."""
+    and many threads; the lifetime bounds the whole lease. What the desktop's processes really use together is held
+    by the sandbox's group: 3 GiB of memory (chromium with a few tabs uses about 1 GiB) and 2 CPUs."""
     return sb.SandboxLimits(timeout_s=lifetime_s, cpu_seconds=int(lifetime_s), memory_bytes=1 << 40,
                             max_processes=2048, open_files=8192, tmp_size_bytes=1 << 30,
-                            file_size_bytes=1 << 30)
+                            file_size_bytes=1 << 30, memory_budget_bytes=3 << 30, cpu_budget=2.0)
 
 
 @dataclass
