@@ -484,3 +484,28 @@ def test_reap_removes_a_container_that_a_cut_short_reset_never_recorded(docker_h
         provider.reap({"lease_id": "run-cutshort", "container": box.name})  # already gone: nothing to do
     finally:
         box.close()
+
+
+def test_a_container_keeps_the_same_whole_sandbox_budgets(docker_host):
+    """Issue 37: memory spread over many processes, a process flood and a file flood of /tmp, each held by the
+    container's own limits (--memory, --pids-limit, /tmp's nr_inodes) and reported as the bwrap sandbox reports them
+    (Docker's group, read on this host)."""
+    limits = sb.SandboxLimits(memory_budget_bytes=256 << 20, max_processes=40, tmp_files=300, cpu_budget=0.5)
+    hog = "python3 -c 'import time; b = bytearray(60 << 20); b[::4096] = bytes(len(b[::4096])); time.sleep(1)'"
+
+    async def go():
+        box = await asyncio.to_thread(DockerSandbox, docker_host=docker_host, limits=limits)
+        try:
+            assert box.cgroup is not None, "Docker's group of the container is not on this host"
+            memory = await box.run(f"for i in $(seq 8); do {hog} & done; wait", timeout=60)
+            flood = await box.run("for i in $(seq 200); do sleep 1 & done; wait", timeout=60)
+            files = await box.run("cd /tmp && for i in $(seq 1000); do : > t$i || break; done; echo made $i")
+            return memory, flood, files, box.budget_exceeded()
+        finally:
+            await box.aclose()
+
+    memory, flood, files, overall = asyncio.run(go())
+    assert "went over its memory budget (256 MiB" in memory.budget_exceeded, memory
+    assert "reached its process budget (40 processes" in flood.budget_exceeded, flood
+    assert int(files.stdout.split()[-1]) <= 300 and "No space left on device" in files.stderr
+    assert "memory budget" in overall and "process budget" in overall

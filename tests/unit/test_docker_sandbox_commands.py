@@ -7,6 +7,8 @@ as a sandbox uid leased for the test (as that uid `kill -9 -1` reaches nothing e
 
 from __future__ import annotations
 
+import dataclasses
+
 import asyncio
 import io
 import itertools
@@ -47,11 +49,16 @@ def test_run_argv_isolates_the_container_and_never_pulls():
     assert argv[:4] == ["/usr/bin/docker", "-H", "unix:///s.sock", "run"]
     joined = " ".join(argv)
     for piece in ("-d", "--pull never", "--name slime-abc", "--network none", f"--memory {1 << 30}",
-                  f"--memory-swap {1 << 30}", "--pids-limit 48", "--user 0 --security-opt no-new-privileges",
+                  f"--memory-swap {1 << 30}", "--pids-limit 48", "--cpus 1", "--user 0 --security-opt no-new-privileges",
                   "--label slime.sandbox=1", "--label slime.lease=run-1", "--init"):
         assert piece in joined, piece
     tmpfs = argv[argv.index("--tmpfs") + 1]
-    assert tmpfs == f"/tmp:rw,exec,nosuid,nodev,size={64 << 20},mode=1777"
+    assert tmpfs == f"/tmp:rw,exec,nosuid,nodev,size={64 << 20},nr_inodes=20000,mode=1777"
+    # the whole-sandbox budgets when given apart from the per-process limits
+    budgets = dataclasses.replace(LIMITS, memory_budget_bytes=512 << 20, cpu_budget=0.5, tmp_files=300)
+    joined = " ".join(ds.run_argv("img", "n", limits=budgets))
+    assert f"--memory {512 << 20} --memory-swap {512 << 20}" in joined and "--cpus 0.5" in joined
+    assert "nr_inodes=300," in joined
     assert argv[-5:] == ["--entrypoint", "sleep", "--", "img:1", "infinity"]  # options end before the image
     assert "-H" not in ds.run_argv("img", "n", limits=LIMITS)
     assert "--init" not in ds.run_argv("img", "n", limits=LIMITS, init=False)

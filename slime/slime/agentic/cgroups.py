@@ -108,7 +108,69 @@ def _read_counter(path: Path, key: str) -> int:
     return 0
 
 
-class SandboxCgroup:
+class _Counters:
+    """What a group's counters say: `dirs` (controller or "unified" -> directory), `version`, and the budgets it was
+    given (for the words)."""
+
+    dirs: dict
+    version: int | None
+    memory_bytes: int
+    processes: int
+    _baseline: dict
+
+    def events(self) -> dict[str, int]:
+        """Counters since the group was made: OOM kills, forks refused at the process budget."""
+        if self.version == 2:
+            d = self.dirs.get("unified")
+            if d is None:
+                return {"oom_kill": 0, "pids_max": 0}
+            return {"oom_kill": _read_counter(d / "memory.events", "oom_kill"),
+                    "pids_max": _read_counter(d / "pids.events", "max")}
+        memory, pids = self.dirs.get("memory"), self.dirs.get("pids")
+        return {"oom_kill": _read_counter(memory / "memory.oom_control", "oom_kill") if memory else 0,
+                "pids_max": _read_counter(pids / "pids.events", "max") if pids else 0}
+
+    def exceeded(self, since: dict[str, int] | None = None) -> str:
+        """Which budget was hit since `since` (default: since the group was made), in words; "" when none."""
+        before, now = since or self._baseline, self.events()
+        problems = []
+        if now["oom_kill"] > before.get("oom_kill", 0):
+            problems.append(f"went over its memory budget ({self.memory_bytes >> 20} MiB for all its processes "
+                            f"together): the kernel killed {now['oom_kill'] - before.get('oom_kill', 0)} process(es)")
+        if now["pids_max"] > before.get("pids_max", 0):
+            problems.append(f"reached its process budget ({self.processes} processes and threads together): "
+                            f"{now['pids_max'] - before.get('pids_max', 0)} fork(s) refused")
+        return "; ".join(problems)
+
+
+class ContainerCgroup(_Counters):
+    """The group Docker made for a container, read on the host (cgroupfs driver: ``<hierarchy>/docker/ID``; systemd
+    driver: ``.../system.slice/docker-ID.scope``): its OOM kills and refused forks, as for a sandbox of ours. None of
+    it where the daemon's groups are not on this host (a remote daemon): :meth:`find` returns None then."""
+
+    def __init__(self, dirs: dict, version: int, memory_bytes: int, processes: int):
+        self.dirs, self.version = dirs, version
+        self.memory_bytes, self.processes = int(memory_bytes), int(processes)
+        self._baseline = self.events()
+
+    @classmethod
+    def find(cls, container_id: str, memory_bytes: int, processes: int, root: str = str(CGROUP_ROOT)) -> ContainerCgroup | None:
+        base = Path(root)
+        names = (Path("docker") / container_id, Path("system.slice") / f"docker-{container_id}.scope")
+        for unified in (base, base / "unified"):
+            for name in names:
+                if (unified / name / "memory.events").is_file():
+                    return cls({"unified": unified / name}, 2, memory_bytes, processes)
+        dirs = {}
+        for controller in ("memory", "pids"):
+            found = [base / controller / name for name in names if (base / controller / name / "cgroup.procs").is_file()]
+            if not found:
+                return None
+            dirs[controller] = found[0]
+        return cls(dirs, 1, memory_bytes, processes)
+
+
+class SandboxCgroup(_Counters):
     """The group of one sandbox (module docstring). `memory_bytes`, `processes`, `cpus`: the budgets."""
 
     def __init__(self, memory_bytes: int, processes: int, cpus: float, *, support: CgroupSupport | None = None,
@@ -119,6 +181,7 @@ class SandboxCgroup:
         self.memory_bytes, self.processes, self.cpus = int(memory_bytes), int(processes), float(cpus)
         self.name = name or f"slime-sandbox-{secrets.token_hex(6)}"
         self.dirs: dict[str, Path] = {}
+        self.version = self.support.version
         try:
             for controller, parent in self.support.parents:
                 path = Path(parent) / self.name
@@ -155,30 +218,6 @@ class SandboxCgroup:
         """The head of an exec chain that puts itself (and so all it starts) into the group, then execs the rest."""
         script = "for f do [ \"$f\" = -- ] && break; echo $$ > \"$f\" || exit 125; shift; done; shift; exec \"$@\""
         return ["/bin/sh", "-c", script, "slime-cgroup", *self.procs_files(), "--"]
-
-    def events(self) -> dict[str, int]:
-        """Counters since the group was made: OOM kills, forks refused at the process budget."""
-        if self.support.version == 2:
-            d = self.dirs.get("unified")
-            if d is None:
-                return {"oom_kill": 0, "pids_max": 0}
-            return {"oom_kill": _read_counter(d / "memory.events", "oom_kill"),
-                    "pids_max": _read_counter(d / "pids.events", "max")}
-        memory, pids = self.dirs.get("memory"), self.dirs.get("pids")
-        return {"oom_kill": _read_counter(memory / "memory.oom_control", "oom_kill") if memory else 0,
-                "pids_max": _read_counter(pids / "pids.events", "max") if pids else 0}
-
-    def exceeded(self, since: dict[str, int] | None = None) -> str:
-        """Which budget was hit since `since` (default: since the group was made), in words; "" when none."""
-        before, now = since or self._baseline, self.events()
-        problems = []
-        if now["oom_kill"] > before.get("oom_kill", 0):
-            problems.append(f"went over its memory budget ({self.memory_bytes >> 20} MiB for all its processes "
-                            f"together): the kernel killed {now['oom_kill'] - before.get('oom_kill', 0)} process(es)")
-        if now["pids_max"] > before.get("pids_max", 0):
-            problems.append(f"reached its process budget ({self.processes} processes and threads together): "
-                            f"{now['pids_max'] - before.get('pids_max', 0)} fork(s) refused")
-        return "; ".join(problems)
 
     def members(self) -> list[int]:
         out: set[int] = set()
@@ -218,4 +257,4 @@ def sweep_stale(prefix: str = "slime-sandbox-") -> int:
     return removed
 
 
-__all__ = ["BUDGETS_ENV", "CgroupSupport", "SandboxCgroup", "detect", "sweep_stale"]
+__all__ = ["BUDGETS_ENV", "CgroupSupport", "ContainerCgroup", "SandboxCgroup", "detect", "sweep_stale"]

@@ -67,6 +67,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from slime.agentic import cgroups
 from slime.agentic.sandbox import (
     DEFAULT_PATH,
     Command,
@@ -275,15 +276,19 @@ def run_argv(
     init: bool = True,
 ) -> list[str]:
     """``docker run -d``: the container that holds one sandbox, idle (``sleep infinity``) until commands are
-    exec'd into it. No network, memory (no swap on top), a process cap, a private size-capped /tmp (exec allowed:
+    exec'd into it. No network, the sandbox's memory budget (no swap on top), a process cap, a CPU quota, a private
+    /tmp capped in bytes and files (exec allowed:
     tests write and run scripts there), no privilege gain through setuid files, a tiny init as PID 1 (it reaps the
     orphans commands leave, which would otherwise count against the process cap as zombies). `image` and `name`
     are checked (ValueError), and ``--`` ends the options before the image."""
     _check(name, _NAME_RE, "container name")
     argv = [*docker_cli(docker, host), "run", "-d", "--pull", "never", "--name", name, "--hostname", "sandbox"]
-    argv += ["--network", "none", "--memory", str(limits.memory_bytes), "--memory-swap", str(limits.memory_bytes)]
-    argv += ["--pids-limit", str(limits.max_processes)]
-    argv += ["--tmpfs", f"/tmp:rw,exec,nosuid,nodev,size={limits.tmp_size_bytes},mode=1777"]
+    # the whole-sandbox budgets, as the bwrap sandbox's control group keeps them: memory of all processes together
+    # (no swap on top), processes and threads, CPUs; the private /tmp's bytes and files
+    memory = limits.memory_budget
+    argv += ["--network", "none", "--memory", str(memory), "--memory-swap", str(memory)]
+    argv += ["--pids-limit", str(limits.max_processes), "--cpus", f"{limits.cpu_budget:g}"]
+    argv += ["--tmpfs", f"/tmp:rw,exec,nosuid,nodev,size={limits.tmp_size_bytes},nr_inodes={limits.tmp_files},mode=1777"]
     # the init and the idle process run as root (uid 0; not "0:0", which `docker cp -a` cannot look up) whatever the
     # image's USER: a sandbox user's `kill -9 -1` (the wrapper's own sweep, or the agent's) cannot reach them, so
     # only a root agent can stop the container
@@ -541,8 +546,11 @@ class DockerSandbox(SandboxBase):
         self._nonce = ""
         self._root_lock = threading.Lock()  # one root step at a time: two sweeps must not kill each other
         with self._starting(lambda: remove_container(self.name, docker_host=self.docker_host, docker=self.docker)):
-            self._cli(run_argv(image, self.name, limits=self.limits, labels=labels, docker=self.docker,
-                               host=self.docker_host, init=init), what="start the container")
+            container_id = self._cli(run_argv(image, self.name, limits=self.limits, labels=labels, docker=self.docker,
+                                              host=self.docker_host, init=init), what="start the container")
+            # Docker's group for it, read on this host (when the daemon's groups are here): budget_exceeded()
+            self.cgroup = cgroups.ContainerCgroup.find(container_id.decode().strip(), self.limits.memory_budget,
+                                                       self.limits.max_processes)
             self.owner = self._resolve_owner()
             uid, gid = self.owner
             out = self._cli(prepare_argv(self.name, self.inner_path, f"{uid}:{gid}" if uid != 0 else None, root_dirs,

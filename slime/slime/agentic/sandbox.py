@@ -1591,6 +1591,18 @@ def _split(kwargs: dict) -> tuple[dict, dict]:
     return box, kwargs
 
 
+def capped_work_directory(path: str | os.PathLike, limits: SandboxLimits | None = None) -> sandbox_disk.CappedDirectory | None:
+    """`path` (made here; it must not exist) as a filesystem of its own with the limits' disk and file budgets, for a
+    caller that fills a work directory before lending it (`Sandbox(path)`: a SWE checkout), where bwrap sandboxes
+    keep budgets; else a plain directory and None. The caller closes what it gets after the sandbox."""
+    limits = limits or SandboxLimits()
+    os.mkdir(path, 0o755)
+    capability = detect_capability("bwrap")
+    if not (capability.available and capability.budgets):
+        return None
+    return sandbox_disk.CappedDirectory(path, limits.disk_budget_bytes, limits.file_budget)
+
+
 async def run(command: Command, **kwargs) -> SandboxResult:
     """One shot: a fresh sandbox (Sandbox keyword arguments accepted), the command, then everything removed."""
     box_kwargs, run_kwargs = _split(dict(kwargs))
@@ -1632,6 +1644,7 @@ __all__ = [
     "SandboxUnavailable",
     "UidPool",
     "build_bwrap_argv",
+    "capped_work_directory",
     "default_uid_pool",
     "detect_capability",
     "interpreter_dirs",

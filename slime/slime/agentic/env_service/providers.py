@@ -187,6 +187,14 @@ HARNESS_TOKEN_KEY = "harness_token"
 PROGRESS_TOOL = "progress"  # the harness's tool of the terminal provider (the SWE provider's is `diff` + progress)
 
 
+def budget_reply(observation: str, exceeded: str) -> dict:
+    """A tool call's reply once the sandbox went over a whole-sandbox budget (slime.agentic.cgroups, sandbox_disk):
+    the observation says so, and ``episode_over`` tells the agent loop to stop and have the episode scored (-1)."""
+    note = f"[The sandbox {exceeded}. The episode is over: no more commands run.]"
+    return {"observation": f"{observation}\n{note}" if observation else note, "episode_over": True,
+            "budget_exceeded": exceeded}
+
+
 def new_harness_token() -> str:
     return secrets.token_hex(16)
 

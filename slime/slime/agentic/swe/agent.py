@@ -422,16 +422,18 @@ async def _diff(env, lease: str, token: str | None) -> tuple[str, float | None]:
     return str(reply.get("patch", "")), float(progress) if isinstance(progress, (int, float)) else None
 
 
-async def _exec(env, lease: str, command: str, timeout: float) -> tuple[int, str, bool]:
+async def _exec(env, lease: str, command: str, timeout: float) -> tuple[int, str, bool, bool]:
+    """(return code, output, timed out, the environment ended the episode: a whole-sandbox budget)."""
     try:
         reply = await env.exec_tool(lease, "bash", {"command": command, "timeout": timeout})
     except EnvServiceError as e:
         if e.status != 504:
             raise
         # the service's own limit for one call: an observation, never a repeat of the command
-        return -1, timeout_message(timeout), True
-    return int(reply.get("returncode", -1)), str(reply.get("output", reply.get("observation", ""))), \
-        bool(reply.get("timed_out"))
+        return -1, timeout_message(timeout), True, False
+    output = str(reply.get("observation", "")) if reply.get("episode_over") else \
+        str(reply.get("output", reply.get("observation", "")))
+    return int(reply.get("returncode", -1)), output, bool(reply.get("timed_out")), bool(reply.get("episode_over"))
 
 
 async def run_episode(policy, env, instance_id: str, settings: AgentSettings, *, request_id: str | None = None,
@@ -468,9 +470,16 @@ async def run_episode(policy, env, instance_id: str, settings: AgentSettings, *,
                 if on_step is not None:
                     await on_step(episode, step)
                 continue
-            step.returncode, step.output, step.timed_out = await _exec(env, lease, step.command,
-                                                                       settings.exec_timeout_s)
+            step.returncode, step.output, step.timed_out, over = await _exec(env, lease, step.command,
+                                                                             settings.exec_timeout_s)
             step.tests_ran = is_test_run(step.command, step.returncode)
+            if over:  # a whole-sandbox budget: the episode is over and scored (not resolved)
+                step.observation = step.output
+                messages.append({"role": "user", "content": step.observation})
+                episode.exit_status = "budget_exceeded"
+                if on_step is not None:
+                    await on_step(episode, step)
+                break
             if is_submit(step.command):
                 step.submit = True
                 patch = submitted_patch(step.output)
@@ -491,7 +500,11 @@ async def run_episode(policy, env, instance_id: str, settings: AgentSettings, *,
                 await on_step(episode, step)
         if episode.status == "completed" and episode.exit_status == "max_steps":
             episode.status = "truncated"
-        if episode.status != "aborted":
+        if episode.status != "aborted" and episode.exit_status == "budget_exceeded":
+            # the environment ended the episode: its evaluation says why (no diff of a tree that may be full)
+            episode.evaluation = await env.evaluate(lease, patch="")
+            episode.resolved = False
+        elif episode.status != "aborted":
             if not episode.patch:  # upstream's fallback: whatever the agent changed, submitted or not
                 episode.patch = str((await env.exec_tool(lease, "diff", {})).get("patch", ""))
                 episode.patch_source = "git_diff_fallback" if episode.patch.strip() else "none"

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from slime.agentic import fs_tree
-from slime.agentic.sandbox import SandboxLimits, UidPool
+from slime.agentic.sandbox import SandboxLimits, UidPool, capped_work_directory
 
 from . import repos
 from .instances import SweInstance
@@ -92,7 +92,10 @@ async def run_instance(instance: SweInstance, patch: str | None = None, *, apply
     if not tests:  # pytest without node ids would run the whole suite: nothing listed, nothing to resolve
         return SweEvaluation(instance.instance_id, False, "the instance lists no test", {}, time.monotonic() - start)
     work = Path(tempfile.mkdtemp(prefix="slime-swe-eval-", dir=base_dir))
+    disk = None
     try:
+        # the tests may write: the tree is a filesystem of its own with the sandbox's disk budget
+        disk = await asyncio.to_thread(capped_work_directory, work / "testbed", limits)
         tree = await asyncio.to_thread(repos.checkout, instance, work / "testbed")
         steps = ([("patch", patch)] if patch and patch.strip() else []) + \
                 ([("test_patch", instance.test_patch)] if apply_test_patch and instance.test_patch.strip() else [])
@@ -110,6 +113,8 @@ async def run_instance(instance: SweInstance, patch: str | None = None, *, apply
         finally:
             await asyncio.to_thread(runner.close)
     finally:
+        if disk is not None:
+            await asyncio.to_thread(disk.close)
         await asyncio.to_thread(fs_tree.remove_tree, work)
     reason = verdict(tests, run.outcomes, timed_out=run.timed_out, report_problem=run.report.reason, timeout=timeout)
     return SweEvaluation(instance.instance_id, not reason, reason, run.outcomes, time.monotonic() - start,

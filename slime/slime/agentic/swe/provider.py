@@ -41,12 +41,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from slime.agentic import sandbox as sb
+from slime.agentic import sandbox_disk
 from slime.agentic.env_service.providers import (
     HARNESS_TOKEN_KEY,
     LEASE_LABEL,
     LeaseContext,
     LeaseReaper,
     ProviderError,
+    budget_reply,
     harness_call,
     new_harness_token,
 )
@@ -103,6 +105,8 @@ class SweEnv:
     evaluated: bool = False
     harness_token: str = field(default_factory=new_harness_token)
     progress: dict = field(default_factory=dict)  # sha256 of a diff -> share of the listed tests it passes
+    over_budget: str = ""  # the whole-sandbox budget the episode went over (it is then over: not resolved)
+    disk: sandbox_disk.CappedDirectory | None = None  # the tree's own filesystem (bwrap with budgets)
 
 
 class SweProvider:
@@ -155,20 +159,29 @@ class SweProvider:
             env = SweEnv(instance, None, box, lease.lease_id, CONDA_PREAMBLE)
         else:
             tree = Path(lease.workdir) / "testbed"
+            disk = await asyncio.to_thread(sb.capped_work_directory, tree, self.limits)
             try:
                 await asyncio.to_thread(repos.checkout, instance, tree)
-            except repos.RepoError as e:
-                raise ProviderError(422, f"{instance.instance_id}: {e}", code="SETUP_FAILED") from None
-            # the sandbox chowns the tree to its uid (git in the sandbox then owns its repository) and back at close
-            box = await asyncio.to_thread(sb.Sandbox, tree, limits=self.limits, mount_at=TESTBED,
-                                          env=command_env(repos.project_of(instance)))
-            env = SweEnv(instance, tree, box, lease.lease_id)
+                # the sandbox chowns the tree to its uid (git in the sandbox then owns its repository) and back at close
+                box = await asyncio.to_thread(sb.Sandbox, tree, limits=self.limits, mount_at=TESTBED,
+                                              env=command_env(repos.project_of(instance)))
+            except BaseException as e:
+                if disk is not None:
+                    await asyncio.to_thread(disk.close)
+                if isinstance(e, repos.RepoError):
+                    raise ProviderError(422, f"{instance.instance_id}: {e}", code="SETUP_FAILED") from None
+                raise
+            env = SweEnv(instance, tree, box, lease.lease_id, disk=disk)
         return env, {"instance_id": instance.instance_id, "repo": instance.repo,
                      "problem_statement": instance.problem_statement, "user_msg": instance.problem_statement,
                      "cwd": TESTBED, "tool_schemas": [BASH_SCHEMA, DIFF_SCHEMA], HARNESS_TOKEN_KEY: env.harness_token}
 
     async def close(self, env: SweEnv) -> None:
-        await env.box.aclose()
+        try:
+            await env.box.aclose()
+        finally:
+            if env.disk is not None:
+                await asyncio.to_thread(env.disk.close)
 
     def resources(self, env: SweEnv) -> dict:
         if env.tree is None:
@@ -237,6 +250,15 @@ class SweProvider:
         return timeout if 0 < timeout <= self.max_timeout_s else None
 
     async def bash(self, env: SweEnv, arguments: dict) -> dict:
+        if env.over_budget:
+            return {**budget_reply("", env.over_budget), "returncode": -1, "output": "", "timed_out": False}
+        reply = await self._bash(env, arguments)
+        env.over_budget = env.box.budget_exceeded()
+        if env.over_budget:
+            return {**reply, **budget_reply(reply.get("observation", ""), env.over_budget)}
+        return reply
+
+    async def _bash(self, env: SweEnv, arguments: dict) -> dict:
         command = arguments.get("command")
         if not isinstance(command, str) or not command.strip():
             return _tool_error("bash: 'command' must be a non-empty string")
@@ -270,6 +292,11 @@ class SweProvider:
         if patch is not None and not isinstance(patch, str):  # a bad request leaves the lease usable
             raise ProviderError(400, "patch must be a string (a unified git diff) or absent")
         env.evaluated = True
+        env.over_budget = env.over_budget or env.box.budget_exceeded()
+        if env.over_budget:  # the episode ended there: nothing is evaluated, it resolves nothing
+            return {"score": -1.0, "resolved": False, "patch_source": "none", "patch_chars": 0,
+                    "reason": f"the sandbox {env.over_budget}", "instance_id": env.instance.instance_id,
+                    "outcomes": {}, "output_tail": "", "budget_exceeded": env.over_budget, "tampered": False}
         source = "submitted"
         if patch is None:
             (patch, problem), source = await self.tree_diff(env), "git_diff_fallback"

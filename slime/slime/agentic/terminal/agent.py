@@ -345,10 +345,13 @@ async def run_episode(policy: TurnPolicy, env, task_key: str, task_meta: dict, s
             parsed = parse_tool_calls(turn.text)
             messages.append({"role": "assistant", "content": turn.text})
             results = []
+            over = False
             for call in parsed.calls:
                 await env.heartbeat(lease)
                 try:
-                    observation = str((await env.exec_tool(lease, call.name, call.arguments)).get("observation", ""))
+                    reply = await env.exec_tool(lease, call.name, call.arguments)
+                    observation = str(reply.get("observation", ""))
+                    over = bool(reply.get("episode_over"))
                 except EnvServiceError as e:
                     if e.status != 504:
                         raise
@@ -357,13 +360,18 @@ async def run_episode(policy: TurnPolicy, env, task_key: str, task_meta: dict, s
                 episode.tool_calls += 1
                 results.append((call, observation))
                 messages.append({"role": "tool", "name": call.name, "content": results[-1][1]})
+                if over:  # the environment ended the episode (a whole-sandbox budget): the rest is not run
+                    break
             for reason in parsed.errors:
                 episode.parse_errors += 1
                 messages.append({"role": "tool", "name": PARSE_ERROR_NAME, "content": parse_error_observation(reason)})
-            if track_progress:
+            if track_progress and not over:
                 episode.states.append(await _state(env, lease, token))
             if on_turn is not None:
                 await on_turn(episode, turn, parsed, results)
+            if over:
+                episode.status, episode.stop_reason = "completed", "budget_exceeded"
+                break
             if turn.finish_reason == "abort":
                 episode.status, episode.stop_reason = "aborted", "engine_abort"
                 break

@@ -17,7 +17,8 @@ characters), its tool calls, their results, and whether a parse error was record
   fingerprint the share of the task's hidden tests that pass on a copy of /app, sealed like the final evaluation).
   A turn that raised that share scores +1, one that lowered it -1 (potential-based: going back and forth earns
   nothing); a turn with a parse error or a failed call (`[TOOL_ERROR]`, a non-zero exit status shown, a command
-  still running at its timeout: an agent can print these only to lower its own score) -1; any other turn 0, so
+  still running at its timeout, a whole-sandbox budget gone over: an agent can print these only to lower its own
+  score) -1; any other turn 0, so
   the same unchanged state never earns twice; the final answer (no call) is left to the outcome (None). Without
   the share (the Docker backend takes no snapshot), a clean turn that left /app in a state not seen before in the
   episode scores +1 and other clean turns 0: weaker, an agent can farm it by touching files.
@@ -118,6 +119,7 @@ class TerminalRuleJudge:
     def failed(observation: str) -> bool:
         text = observation.strip()
         return (text.startswith("[TOOL_ERROR]") or "[The command is still running after" in text
+                or "The episode is over: no more commands run.]" in text[-400:]  # a whole-sandbox budget
                 or bool(_NONZERO_EXIT.search(text[-200:])))
 
     async def score_turn(self, task_instruction: str, records: list[dict], *, seed: int = 0) -> float | None:
@@ -152,7 +154,8 @@ class TurnJudging(PendingJudgements):
     async def on_turn(self, episode, turn, parsed, results) -> None:
         record = turn_record(len(self.records), turn.text, parsed.calls, results, len(parsed.errors))
         states = getattr(episode, "states", None) or []
-        if len(states) >= 2:  # the host's look before and after this turn, and the fingerprints seen before it
+        if len(states) == len(self.records) + 2:  # the host's look before and after this turn (none after a turn
+            # that ended the episode), and the fingerprints seen before it
             record["state"] = (states[-2], states[-1])
             record["states_seen"] = tuple(s.get("fingerprint") for s in states[:-1])
         self.records.append(record)

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from slime.agentic.docker_sandbox import DEFAULT_IMAGE, ContainerGone, check_user, task_image
+from slime.agentic.sandbox import SandboxLimits
 from slime.agentic.env_service.providers import (
     HARNESS_TOKEN_KEY,
     LEASE_LABEL,
@@ -39,6 +40,7 @@ from slime.agentic.env_service.providers import (
     LeaseContext,
     LeaseReaper,
     ProviderError,
+    budget_reply,
     harness_call,
     new_harness_token,
 )
@@ -64,6 +66,7 @@ class TerminalEnv:
     evaluated: bool = False
     harness_token: str = field(default_factory=new_harness_token)
     progress: dict = field(default_factory=dict)  # /app fingerprint -> pass fraction of a state evaluation (or None)
+    over_budget: str = ""  # the whole-sandbox budget the episode went over (it is then over: reward -1)
 
 
 def _flag(value) -> bool:
@@ -77,7 +80,9 @@ class TerminalProvider:
     def __init__(self, tasks_dir: str | os.PathLike | None = None, block_timeout: float = DEFAULT_BLOCK_TIMEOUT,
                  max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS, include_kill_tool: bool | str = False,
                  setup_timeout_s: float = 120.0, backend: str = "bwrap", image: str = DEFAULT_IMAGE,
-                 docker_user: str | None = None, docker_host: str | None = None):
+                 docker_user: str | None = None, docker_host: str | None = None,
+                 memory_budget_mb: float | None = None, cpu_budget: float | None = None,
+                 max_processes: int | None = None, disk_budget_mb: float | None = None, file_budget: int | None = None):
         if backend not in BACKENDS:
             raise ValueError(f"terminal provider: backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
         self.backend = backend
@@ -94,6 +99,13 @@ class TerminalProvider:
         self.include_kill_tool = _flag(include_kill_tool)
         self.setup_timeout_s = float(setup_timeout_s)
         self._tasks: dict[Path, TerminalTask] = {}
+        # each lease's whole-sandbox budgets (the sandbox's defaults where not given); going over one ends the episode
+        budgets = {"memory_budget_bytes": None if memory_budget_mb is None else int(float(memory_budget_mb) * (1 << 20)),
+                   "cpu_budget": None if cpu_budget is None else float(cpu_budget),
+                   "max_processes": None if max_processes is None else int(max_processes),
+                   "disk_budget_bytes": None if disk_budget_mb is None else int(float(disk_budget_mb) * (1 << 20)),
+                   "file_budget": None if file_budget is None else int(file_budget)}
+        self.limits = SandboxLimits(**{k: v for k, v in budgets.items() if v is not None})
 
     def task_for(self, task_meta: dict) -> TerminalTask:
         if not isinstance(task_meta, dict):
@@ -125,7 +137,7 @@ class TerminalProvider:
                       "labels": {LEASE_LABEL: lease.lease_id}}
         try:
             workspace = await TaskWorkspace.create(task, base_dir=lease.workdir, setup_timeout_s=self.setup_timeout_s,
-                                                   docker=docker)
+                                                   docker=docker, limits=self.limits)
         except TaskSetupError as e:
             raise ProviderError(422, str(e), code="SETUP_FAILED") from None
         shell = ShellSessions(workspace.sandbox, workdir=APP_DIR, block_timeout=self.block_timeout,
@@ -141,7 +153,11 @@ class TerminalProvider:
         name, arguments = tool_call.get("name"), tool_call.get("arguments") or {}
         if name == PROGRESS_TOOL and harness_call(arguments, env.harness_token):
             return await self.progress(env)
-        return {"observation": await env.shell.call_tool(name, arguments)}
+        if env.over_budget:
+            return budget_reply("", env.over_budget)
+        observation = await env.shell.call_tool(name, arguments)
+        env.over_budget = env.workspace.sandbox.budget_exceeded()
+        return budget_reply(observation, env.over_budget) if env.over_budget else {"observation": observation}
 
     async def progress(self, env: TerminalEnv) -> dict:
         """The harness's look at the state (the rule step judge's facts): /app's fingerprint and, once per distinct
@@ -159,6 +175,13 @@ class TerminalProvider:
             if not env.workspace.sandbox.stopped_in_episode(e):
                 raise
         env.evaluated = True
+        env.over_budget = env.over_budget or env.workspace.sandbox.budget_exceeded()
+        if env.over_budget:  # the episode ended there: no test runs, the reward is -1
+            reason = f"the sandbox {env.over_budget}"
+            return {"score": 0.0, "task": env.task.name, "passed": 0, "total": 0, "failed": 0, "errors": 0,
+                    "skipped": 0, "accuracy": 0.0, "reward": -1.0, "success": False, "timed_out": False,
+                    "exit_code": None, "duration_s": 0.0, "reason": reason, "outcomes": {}, "tampered": False,
+                    "budget_exceeded": env.over_budget}
         timeouts = request.get("task_timeouts") or {}
         limit = timeouts.get("eval") if isinstance(timeouts, dict) else None
         outcome = await env.workspace.run_tests(timeout=float(limit) if isinstance(limit, (int, float)) and limit > 0

@@ -91,7 +91,8 @@ from slime.agentic.sandbox import (
     SandboxLimits,
     SandboxResult,
     UidPool,
-    _run_coroutine,  # the sandbox's sync wrappers' helper: the same convention here
+    _run_coroutine,
+    capped_work_directory,  # the sandbox's sync wrappers' helper: the same convention here
 )
 
 from slime.agentic import sealed_report  # a module, not its names: sealed_report imports .junit of this package
@@ -469,9 +470,12 @@ class TaskWorkspace:
         expected = await self.expected_tests()
         timeout = float(timeout if timeout is not None else self.task.max_test_timeout_sec)
         scratch = Path(tempfile.mkdtemp(prefix="state-", dir=self.root))
+        disk = None
         try:
             app, tests_host = scratch / "app", scratch / "tests"
-            copied = await asyncio.to_thread(subprocess.run, ["cp", "-a", "--", str(self.app_host), str(app)],
+            # a filesystem of its own with the disk budget (the tests may write), then the copy into it
+            disk = await asyncio.to_thread(capped_work_directory, app, self.sandbox.limits)
+            copied = await asyncio.to_thread(subprocess.run, ["cp", "-a", "--", f"{self.app_host}/.", str(app)],
                                              capture_output=True, timeout=120)
             if copied.returncode != 0:
                 logger.warning("terminal task %s: cannot copy /app for a state evaluation: %s", self.task.name,
@@ -490,6 +494,8 @@ class TaskWorkspace:
             finally:
                 await asyncio.to_thread(box.close)
         finally:
+            if disk is not None:
+                await asyncio.to_thread(disk.close)
             await asyncio.to_thread(fs_tree.remove_tree, scratch)
         verdict = sealed_report.judge(run.report, spec, expected=expected, exit_code=run.exit_code,
                                       timed_out=run.timed_out, overflow=run.overflow)
