@@ -122,3 +122,29 @@ def test_a_hung_command_is_killed_and_a_closed_desktop_leaves_no_process(tmp_pat
     assert left.strip() == "0"  # the timed-out command's whole process group went
     assert all(up) and "Xvfb" in running and ("chromium" in running or not browser)
     assert after == []
+
+
+def test_the_host_reaches_the_desktop_through_a_socket_no_agent_can_replace(tmp_path):
+    """Issue 37: the host made the listening socket in a directory of its own (root's 0700, not in the sandbox) and
+    the server inherited it. An agent that looks for it, or plants a socket and a symlink where the old layout had
+    them, changes nothing the host connects to; the server's own descriptor is not inherited by the apps."""
+    import os
+    import stat
+
+    async def go():
+        desktop = await LocalDesktop(base_dir=str(tmp_path)).start()
+        try:
+            probe = await desktop.client.execute(["bash", "-c",
+                                                  "ls -la /run/slime-gui 2>&1; mkdir -p /tmp/x && ln -sf /run/docker.sock "
+                                                  "/tmp/x/vm.sock; ls -l /proc/self/fd | grep -c socket || true"])
+            st = os.stat(desktop.socket_dir)
+            shot = await desktop.client.screenshot()
+            return probe["output"], st, shot, desktop.box.uid
+        finally:
+            await desktop.aclose()
+
+    output, st, shot, uid = asyncio.run(go())
+    assert "No such file or directory" in output  # nothing of the host's socket directory is inside
+    assert output.strip().splitlines()[-1] == "0"  # a command the server starts holds no socket of the server's
+    assert st.st_uid == 0 and stat.S_IMODE(st.st_mode) == 0o700 and uid != 0
+    assert shot[:8] == b"\x89PNG\r\n\x1a\n"  # and the host still reaches its desktop

@@ -1150,6 +1150,7 @@ class SandboxBase:
         limits: SandboxLimits | None = None,
         cwd: str | None = None,
         stdout_limit: int = 1 << 20,
+        pass_fds: Sequence[int] = (),
     ) -> SandboxProcess:
         """Start one long-lived process in the sandbox (same argv, isolation, uid, limits and clean environment
         as :meth:`run`) and return at once with pipes to its stdin and stdout (stderr is kept, bounded, for
@@ -1160,6 +1161,8 @@ class SandboxBase:
         buffer limit (the longest line `readline` accepts; reading pauses when that much is unread)."""
         if isinstance(stdout_limit, bool) or not isinstance(stdout_limit, int) or stdout_limit < 1024:
             raise ValueError(f"stdout_limit must be an int >= 1024, got {stdout_limit!r}")
+        if pass_fds and self.isolation == "docker":
+            raise SandboxError("descriptors cannot be passed into a container (docker exec does not carry them)")
         await self._settle()
         argv, full_env, exec_cwd, limits, rlimits = await self._prepare(command, env=env, timeout=timeout, limits=limits, cwd=cwd)
         loop = asyncio.get_running_loop()
@@ -1177,7 +1180,7 @@ class SandboxBase:
                 cwd=exec_cwd,
                 start_new_session=True,
                 preexec_fn=self._preexec(rlimits),
-                pass_fds=fds,
+                pass_fds=fds + tuple(pass_fds),
             )
         except BaseException as e:
             self._busy = False

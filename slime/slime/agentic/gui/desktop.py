@@ -2,7 +2,9 @@
 
 * :class:`LocalDesktop`: the local provider. One bubblewrap sandbox per desktop (an unprivileged uid of its own, no
   network, a private /tmp) holding its own Xvfb display, the apps and the VM server (:mod:`.vm_server`), which the
-  host reaches on a unix socket in a short directory bound into the sandbox. The scratch home (``/home/user``
+  host reaches on a unix socket it made itself, in a directory of its own that is never bound into the sandbox (the
+  server inherits the listening descriptor), so no agent can swap the socket for a link to another service of the
+  host. The scratch home (``/home/user``
   inside) is a fresh directory per desktop: a reset is a new desktop, so nothing of an episode survives into the
   next. Closing it kills every process the sandbox's uid started (Xvfb, browsers, apps) and removes the home.
 * :class:`OSWorldVM`: an OSWorld VM on a cluster, reached at ``http://<ip>:5000``; its lifecycle (create, revert to
@@ -14,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +30,6 @@ HERE = Path(__file__).resolve().parent
 APPS_DIR = HERE.parents[3] / "gui-rl" / "apps"  # the shipped apps
 INNER_APPS = "/opt/slime-gui/apps"
 INNER_SERVER = "/opt/slime-gui/vm_server.py"
-INNER_SOCKET_DIR = "/run/slime-gui"
 HOME = "/home/user"
 # what /setup/open_file runs per suffix (argv prefix; the path is appended)
 CHROMIUM = ["chromium", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
@@ -70,23 +72,26 @@ class LocalDesktop:
         return Path(self.box.path) if self.box is not None else None
 
     async def start(self) -> LocalDesktop:
-        # a short host path: a unix socket's path is limited to 107 bytes, and lease directories are deep
+        # the host makes the listening socket, in a directory of its own (root's, 0700, never bound into the sandbox),
+        # and hands the server its descriptor: nothing of the sandbox can replace the path the host connects through
+        # (a short host path: a unix socket's path is limited to 107 bytes, and lease directories are deep)
         self.socket_dir = tempfile.mkdtemp(prefix="sgui-", dir="/tmp")
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
+            listener.bind(os.path.join(self.socket_dir, "vm.sock"))
+            listener.listen(64)
             binds = [(str(HERE / "vm_server.py"), INNER_SERVER)]
             if self.apps_dir and Path(self.apps_dir).is_dir():
                 binds.append((str(Path(self.apps_dir).resolve()), INNER_APPS))
             self.box = await asyncio.to_thread(
                 sb.Sandbox, None, limits=self.limits, base_dir=self.base_dir, mount_at=HOME, ro_binds=binds,
-                rw_binds=[(self.socket_dir, INNER_SOCKET_DIR)],
                 env={"SLIME_GUI_OPENERS": json.dumps(self.openers), "XDG_SESSION_TYPE": "x11", "DISPLAY": ":0"})
-            if self.box.uid is not None:
-                os.chown(self.socket_dir, self.box.uid, self.box.uid)
-            argv = [self.box.python, "-u", INNER_SERVER, "--socket", f"{INNER_SOCKET_DIR}/vm.sock",
+            argv = [self.box.python, "-u", INNER_SERVER, "--listen-fd", str(listener.fileno()),
                     "--width", str(self.width), "--height", str(self.height)]
             if self.window_manager:
                 argv += ["--window-manager", self.window_manager]
-            self.proc = await self.box.spawn(argv)
+            self.proc = await self.box.spawn(argv, pass_fds=(listener.fileno(),))
+            listener.close()
             try:
                 line = await asyncio.wait_for(self.proc.stdout.readline(), self.start_timeout_s)
             except asyncio.TimeoutError:
@@ -97,6 +102,7 @@ class LocalDesktop:
             self.client = VMClient(uds=os.path.join(self.socket_dir, "vm.sock"))
             return self
         except BaseException:
+            listener.close()
             await self.aclose()
             raise
 

@@ -40,6 +40,7 @@ import json
 import os
 import shlex
 import signal
+import socket
 import socketserver
 import subprocess
 import sys
@@ -419,16 +420,25 @@ def start_display(width: int, height: int, window_manager: str | None) -> subpro
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--socket", required=True, help="the unix socket to answer on")
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--socket", help="the unix socket to make and answer on")
+    where.add_argument("--listen-fd", type=int, help="an inherited, listening unix socket to answer on (the host made "
+                                                      "it where nothing of the sandbox can reach its path)")
     parser.add_argument("--width", type=int, default=1280)
     parser.add_argument("--height", type=int, default=720)
     parser.add_argument("--window-manager", default="", help="a command line, started after Xvfb (default: none)")
     args = parser.parse_args(argv)
     xvfb = start_display(args.width, args.height, args.window_manager or None)
-    if os.path.exists(args.socket):
-        os.unlink(args.socket)
-    server = UnixHTTPServer(args.socket, Handler)
-    os.chmod(args.socket, 0o600)
+    if args.listen_fd is not None:
+        server = UnixHTTPServer("", Handler, bind_and_activate=False)
+        server.socket.close()
+        server.socket = socket.socket(fileno=args.listen_fd)
+        server.socket.set_inheritable(False)  # the apps it starts do not get it
+    else:
+        if os.path.exists(args.socket):
+            os.unlink(args.socket)
+        server = UnixHTTPServer(args.socket, Handler)
+        os.chmod(args.socket, 0o600)
 
     def stop(*_):
         threading.Thread(target=server.shutdown, daemon=True).start()
