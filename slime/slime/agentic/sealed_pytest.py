@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import ctypes
 import fcntl
-import inspect
 import json
 import os
 import socket
@@ -61,9 +60,17 @@ _REPORTING_HOOKS = ("pytest_runtest_makereport", "pytest_runtest_logreport", "py
                     "pytest_collection_modifyitems", "pytest_runtestloop", "pytest_sessionfinish")
 
 
+def _static(owner, attr: str):
+    """`attr` as stored (a classmethod read with getattr is a new bound method each time), without importing inspect."""
+    for holder in (owner.__mro__ if isinstance(owner, type) else (owner,)):
+        found = vars(holder).get(attr)
+        if found is not None:
+            return found
+    return None
+
+
 def _watched_now() -> dict:
-    # getattr_static: a classmethod read with getattr is a new bound method each time
-    return {name: inspect.getattr_static(owner, attr, None) for name, (owner, attr) in _WATCHED.items()}
+    return {name: _static(owner, attr) for name, (owner, attr) in _WATCHED.items()}
 
 
 _SNAPSHOT = _watched_now()
@@ -119,6 +126,10 @@ class SealedCanary(pytest.Item):
         if self.expect == "fail":
             raise AssertionError("sealed-grading canary: this test must fail")
 
+    def repr_failure(self, excinfo, style=None):
+        # a line, not a traceback: formatting one reads source files (~50 ms a run)
+        return "sealed-grading canary: this test must fail"
+
     def reportinfo(self):
         return self.path, None, self.name
 
@@ -157,12 +168,15 @@ def pytest_collectreport(report) -> None:
 
 
 def pytest_runtest_logreport(report) -> None:
+    canary = report.nodeid.rpartition("::")[2] in _CANARIES
+    # the message of a task's own failure only (rendering a traceback reads source files: ~20 ms for the canary's)
+    message = report.longreprtext[-500:] if report.failed and not canary else ""
     _send({"t": "case", "id": report.nodeid, "when": report.when, "outcome": report.outcome,
-           "xfail": hasattr(report, "wasxfail"), "msg": str(report.longrepr)[-500:] if report.longrepr else ""})
+           "xfail": hasattr(report, "wasxfail"), "msg": message})
     # pytest's Session counted the failing canary (its hook is tryfirst, this one runs after it): uncount it, so the
     # exit status stays that of the task's own tests
     session = _state["session"]
-    if session is not None and report.failed and _CANARIES.get(report.nodeid.rpartition("::")[2]) == "fail":
+    if session is not None and report.failed and canary and _CANARIES[report.nodeid.rpartition("::")[2]] == "fail":
         session.testsfailed = max(0, session.testsfailed - 1)
 
 

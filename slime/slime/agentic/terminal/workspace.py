@@ -71,9 +71,11 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import logging
 import math
 import os
+import stat as stat_mod
 import subprocess
 import tempfile
 import time
@@ -110,8 +112,37 @@ DEFAULT_SOLUTION_TIMEOUT_S = 120.0
 OUTPUT_TAIL_CHARS = 4000
 HARNESS_SUBDIR = ".slime"  # /tests/.slime: the sealed-report plugin (root-owned, on the tests' PYTHONPATH)
 JUNIT_XML = "/tmp/slime-junit.xml"  # where a run-tests.sh's --junitxml goes; nobody reads it back
-# task content -> the test ids collected in a fresh workspace before any episode (sealed_report: expected ids)
+# task content -> the test ids collected in a fresh workspace before any episode (sealed_report: expected ids); also
+# kept on disk (root's cache: nothing of a sandbox can write it), so a task's listing is made once per machine
 _EXPECTED_TESTS: dict[str, tuple[str, ...]] = {}
+EXPECTED_CACHE_ENV = "SLIME_TERMINAL_EXPECTED_CACHE"
+
+
+def expected_cache_dir() -> Path:
+    return Path(os.environ.get(EXPECTED_CACHE_ENV) or Path.home() / ".cache" / "slime" / "terminal-expected")
+
+
+def _cached_expected(key: str) -> tuple[str, ...] | None:
+    path = expected_cache_dir() / f"{key}.json"
+    try:
+        st = os.lstat(path)
+        if not stat_mod.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+            return None
+        ids = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return tuple(ids) if isinstance(ids, list) and ids and all(isinstance(i, str) for i in ids) else None
+
+
+def _store_expected(key: str, ids: tuple[str, ...]) -> None:
+    directory = expected_cache_dir()
+    try:
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp = directory / f".{key}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps(list(ids)))
+        os.replace(tmp, directory / f"{key}.json")
+    except OSError as e:  # a read-only home: the listing is made again next time
+        logger.debug("terminal: cannot cache the expected tests: %s", e)
 
 
 class TaskSetupError(RuntimeError):
@@ -392,9 +423,12 @@ class TaskWorkspace:
             await asyncio.to_thread(self._clear_tests)
 
     async def expected_tests(self) -> tuple[str, ...]:
-        """The test ids of the task as collected in this workspace before the episode (nothing of the agent's has run
-        yet), once per task content and backend in this process. Raises TaskSetupError when they cannot be collected."""
+        """The test ids of the task as collected in a fresh workspace before the episode (nothing of the agent's has run
+        yet), once per task content and backend (kept in this process and in root's cache directory,
+        ``~/.cache/slime/terminal-expected``). Raises TaskSetupError when they cannot be collected."""
         key = self._content_key()
+        if key not in _EXPECTED_TESTS and (cached := _cached_expected(key)) is not None:
+            _EXPECTED_TESTS[key] = cached
         if key not in _EXPECTED_TESTS:
             spec = sealed_report.ReportSpec.new("collect")
             run = await self._sealed_tests(spec, float(self.task.max_test_timeout_sec))
@@ -403,6 +437,7 @@ class TaskWorkspace:
                 raise TaskSetupError(f"task {self.task.name!r}: cannot list its tests before the episode: {problem}"
                                      f"\n{run.output[-2000:]}")
             _EXPECTED_TESTS[key] = ids
+            await asyncio.to_thread(_store_expected, key, ids)
         return _EXPECTED_TESTS[key]
 
     async def run_tests(self, timeout: float | None = None) -> EvalOutcome:
