@@ -83,3 +83,16 @@ def strip_dangerous_modes(path: str | os.PathLike, timeout: float = TIMEOUT_S) -
     return _run(["find", os.fspath(path), "-xdev", "!", "-type", "l", "(", "-perm", "-4000", "-o", "-perm", "-2000",
                  "-o", "-perm", "-0002", ")", "-exec", "chmod", "u-s,g-s,o-w", "--", "{}", "+"],
                 f"clearing setuid/setgid/world-writable modes under {os.fspath(path)!r}", timeout)
+
+
+def empty_directory(path: str | os.PathLike, timeout: float = TIMEOUT_S) -> None:
+    """Remove every entry of `path` (the directory itself stays): subtrees with :func:`remove_tree`, the rest
+    unlinked (a symlink itself, never its target)."""
+    for entry in list(os.scandir(path)):
+        if entry.is_dir(follow_symlinks=False):
+            remove_tree(entry.path, timeout)
+        else:
+            try:
+                os.unlink(entry.path)
+            except FileNotFoundError:
+                pass

@@ -45,6 +45,15 @@ def _check(argv: list[str], what: str) -> None:
                               f"{done.stderr.decode('utf-8', 'replace').strip()[-300:]}")
 
 
+def _unmount(path: str, what: str) -> None:
+    """umount; when busy (a process of the sandbox still finishing), detach it lazily: the last user's exit frees it."""
+    try:
+        _check(["umount", path], f"unmounting {what} of {path}")
+    except DiskBudgetError as e:
+        logger.warning("%s; detaching it lazily", e)
+        fs_tree.unmount_below(path)
+
+
 @dataclass(frozen=True)
 class Usage:
     bytes_used: int
@@ -99,11 +108,7 @@ class CappedDirectory:
     def close(self) -> None:
         """Unmount (lazily when busy: the last user's exit frees it) and remove the image. Idempotent."""
         if self.mounted:
-            try:
-                _check(["umount", self.path], f"unmounting the disk of {self.path}")
-            except DiskBudgetError as e:
-                logger.warning("%s; detaching it lazily", e)
-                fs_tree.unmount_below(self.path)
+            _unmount(self.path, "the disk")
             self.mounted = False
         try:
             os.unlink(self.image)
@@ -133,22 +138,11 @@ class CappedTmp:
 
     def clear(self) -> None:
         """Empty it (whatever the sandbox left; nothing of the sandbox runs any more)."""
-        for entry in os.scandir(self.path):
-            if entry.is_dir(follow_symlinks=False):
-                fs_tree.remove_tree(entry.path)
-            else:
-                try:
-                    os.unlink(entry.path)
-                except FileNotFoundError:
-                    pass
+        fs_tree.empty_directory(self.path)
 
     def close(self) -> None:
         if self.mounted:
-            try:
-                _check(["umount", self.path], f"unmounting the /tmp of {self.path}")
-            except DiskBudgetError as e:
-                logger.warning("%s; detaching it lazily", e)
-                fs_tree.unmount_below(self.path)
+            _unmount(self.path, "the /tmp")
             self.mounted = False
         try:
             os.rmdir(self.path)

@@ -77,14 +77,7 @@ class HostTestsDir:
     def clear(self, scratch: bool = False) -> None:
         """Empty it (whatever is there, whoever wrote it) and make it root-owned 0755 again. (`scratch`: nothing to
         do here; every bubblewrap run has a fresh /tmp.)"""
-        for entry in list(os.scandir(self.path)):
-            if entry.is_dir(follow_symlinks=False):
-                fs_tree.remove_tree(entry.path)
-            else:
-                try:
-                    os.unlink(entry.path)
-                except FileNotFoundError:
-                    pass
+        fs_tree.empty_directory(self.path)
         os.chown(self.path, os.geteuid(), os.getegid())
         os.chmod(self.path, 0o755)
 
