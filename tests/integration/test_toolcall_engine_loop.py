@@ -77,14 +77,22 @@ def test_dynamic_history_gives_one_sample_per_step_with_its_exact_context(engine
 def test_the_code_interpreter_runs_in_the_sandbox(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-parent-secret")  # the parent's secret must not reach the code
     [tool] = load_tools("toolcall-rl/tools.json")
-    said, ok = asyncio.run(run_tool(tool, {"code": "import sympy\nprint(sympy.factorint(360))"}, timeout=30))
+    said, ok, _ = asyncio.run(run_tool(tool, {"code": "import sympy\nprint(sympy.factorint(360))"}, timeout=30))
     assert ok and said == "{2: 3, 3: 2, 5: 1}"
-    said, ok = asyncio.run(run_tool(tool, {"code": "1/0"}, timeout=30))
+    said, ok, _ = asyncio.run(run_tool(tool, {"code": "1/0"}, timeout=30))
     assert not ok and "ZeroDivisionError" in said
-    said, ok = asyncio.run(run_tool(tool, {"code": "import os\nprint(os.environ.get('OPENAI_API_KEY'))"}, timeout=30))
+    said, ok, _ = asyncio.run(run_tool(tool, {"code": "import os\nprint(os.environ.get('OPENAI_API_KEY'))"}, timeout=30))
     assert ok and said == "None"
-    said, ok = asyncio.run(run_tool(tool, {"code": "while True: pass"}, timeout=2))
+    said, ok, _ = asyncio.run(run_tool(tool, {"code": "while True: pass"}, timeout=2))
     assert not ok and "limit" in said
+    # memory spread over 11 processes of 200 MB (each far below the per-process limit) goes over the 2 GiB budget:
+    # the call says so, and the episode is then over (scored -1 by reward_func)
+    if sb.detect_capability("bwrap").budgets:
+        spread = ("import os, time\nkids = []\nfor _ in range(16):\n    pid = os.fork()\n    if pid == 0:\n"
+                  "        b = bytearray(200 << 20); b[::4096] = bytes(len(b[::4096])); time.sleep(1); os._exit(0)\n"
+                  "    kids.append(pid)\nfor pid in kids:\n    os.waitpid(pid, 0)")
+        said, ok, over = asyncio.run(run_tool(tool, {"code": spread}, timeout=30))
+        assert not ok and "memory budget" in over and "The episode is over" in said
     assert set(STOP_STRINGS) == {"</tool_call>", "</code>"}
 
 

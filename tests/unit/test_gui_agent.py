@@ -169,3 +169,30 @@ def test_the_loop_counts_a_refused_call_by_its_code_not_its_wording():
     failed = asyncio.run(run_episode(ScriptedGuiPolicy(clicks), env, "t/1", settings))
     assert (failed.status, failed.stop_reason, failed.parse_errors, env.calls) == ("truncated", "max_steps", 0, 4)
     assert all(s.error == "[TOOL_ERROR] exit 1" for s in failed.steps)
+
+
+def test_a_desktop_over_its_budget_ends_the_episode_with_minus_one():
+    from slime.agentic.gui.provider import GuiEnv, GuiProvider
+
+    class Box:  # the desktop's sandbox: its group reports the memory budget gone over after the first action
+        note = ""
+
+        def budget_exceeded(self):
+            return self.note
+
+    desktop = _Desktop()
+    desktop.box = Box()
+    provider = GuiProvider(observation="text", sleep_after_s=0)
+    env = GuiEnv(task=None, desktop=desktop, screen=(1280, 720))
+    first = asyncio.run(provider.exec_tool(env, {"name": "computer_use", "arguments": {"action": "wait", "time": 0}}))
+    assert first["done"] is False
+    desktop.box.note = "went over its memory budget (3072 MiB for all its processes together)"
+    over = asyncio.run(provider.exec_tool(env, {"name": "computer_use",
+                                                "arguments": {"action": "left_click", "coordinate": [5, 5]}}))
+    assert over["done"] and over["status"] == "BUDGET" and over["episode_over"] and "memory budget" in over["observation"]
+    result = asyncio.run(provider.evaluate(env, {}))
+    assert result["score"] == -1.0 and "memory budget" in result["reason"]
+    from slime.agentic.gui.agent import GuiRuleJudge, GuiStep
+
+    step = GuiStep(turn=None, arguments={"action": "left_click"}, special="BUDGET")
+    assert asyncio.run(GuiRuleJudge().score_step(step)) == -1.0

@@ -172,20 +172,24 @@ def format_observation(text: str, max_chars: int = MAX_OBSERVATION_CHARS) -> str
     return f"\n\n<interpreter>\n{text}\n</interpreter>\n\n"
 
 
-async def run_tool(tool: Tool, arguments: dict, timeout: float) -> tuple[str, bool]:
-    """(what the tool said, whether it ran without error)."""
+async def run_tool(tool: Tool, arguments: dict, timeout: float) -> tuple[str, bool, str]:
+    """(what the tool said, whether it ran without error, the whole-sandbox budget it went over or "": then the
+    episode is over and scores -1, as in every agentic setting)."""
     if tool.runner == "python":
         from slime.agentic.sandbox import run_python
 
         result = await run_python(str(arguments.get("code", "")), timeout=timeout)
         out = result.stdout
+        if result.budget_exceeded:
+            note = f"[The sandbox {result.budget_exceeded}. The episode is over: no more code runs.]"
+            return (out + "\n" + note).strip(), False, result.budget_exceeded
         if result.timed_out:
-            return (out + f"\nError: the code ran past its {timeout:.0f} s limit and was stopped").strip(), False
+            return (out + f"\nError: the code ran past its {timeout:.0f} s limit and was stopped").strip(), False, ""
         if result.stderr.strip():
             out = (out + "\nErrors:\n" + result.stderr).strip()
         if result.exit_code != 0:
-            return (out or f"Error: the process exited with code {result.exit_code}").strip(), False
-        return out.strip() or "(no output: print what you want to see)", True
+            return (out or f"Error: the process exited with code {result.exit_code}").strip(), False, ""
+        return out.strip() or "(no output: print what you want to see)", True, ""
     if tool._fn is None:
         from slime.utils.plugins import import_factory
 
@@ -193,8 +197,8 @@ async def run_tool(tool: Tool, arguments: dict, timeout: float) -> tuple[str, bo
     try:
         value = await asyncio.wait_for(tool._fn(arguments), timeout)
     except Exception as exc:  # noqa: BLE001 - a tool's failure is the model's observation, not a crash
-        return f"Error: {type(exc).__name__}: {exc}", False
-    return str(value), True
+        return f"Error: {type(exc).__name__}: {exc}", False, ""
+    return str(value), True, ""
 
 
 # ------------------------------------------------------------------------------------------------ the loop
@@ -231,6 +235,7 @@ async def generate(args, sample: Sample, sampling_params: dict) -> Sample | list
     steps: list[dict] = []  # per generation step: its context, ids, log-probs, span in the response
     calls = successful = invalid = 0
     answer = None
+    over_budget = ""
     status = Sample.Status.COMPLETED
     finish = "stop"
     for turn in range(max_turns):
@@ -269,7 +274,7 @@ async def generate(args, sample: Sample, sampling_params: dict) -> Sample | list
                 observation = format_observation(f"Error: the budget of {max_calls} tool calls is spent; answer now.")
             else:
                 calls += 1
-                said, ok = await run_tool(by_name[action.tool], action.arguments or {}, tool_timeout)
+                said, ok, over_budget = await run_tool(by_name[action.tool], action.arguments or {}, tool_timeout)
                 successful += ok
                 observation = format_observation(said)
         else:
@@ -282,6 +287,8 @@ async def generate(args, sample: Sample, sampling_params: dict) -> Sample | list
         response_ids += obs_ids
         loss_mask += [0] * len(obs_ids)
         logprobs += [0.0] * len(obs_ids)
+        if over_budget:  # the code went over a whole-sandbox budget: the episode ends here, scored -1
+            break
     else:
         status = Sample.Status.TRUNCATED if answer is None else status  # the turn budget ran out
 
@@ -299,6 +306,7 @@ async def generate(args, sample: Sample, sampling_params: dict) -> Sample | list
     prm_scores = list(await asyncio.gather(*judged)) if judged else None
     metadata = {**(sample.metadata or {}), "tool_calls": calls, "successful_tool_calls": successful,
                 "answer": answer, "invalid_actions": invalid, "turns": len(steps), "finish_reason": finish,
+                "budget_exceeded": over_budget,
                 "step_wise": {"step_indices": list(range(len(steps))),
                               "step_token_spans": [list(s["span"]) for s in steps], "prm_scores": prm_scores}}
     if getattr(args, "dynamic_history", False):
@@ -383,9 +391,12 @@ async def reward_func(args, item: Sample | list[Sample]):
             correct = checked[key]
         score = rewards.retool_reward(correct, int(meta.get("tool_calls", 0)),
                                       successful_tool_calls=int(meta.get("successful_tool_calls", 0)))
+        if meta.get("budget_exceeded"):  # the episode ended at a whole-sandbox budget
+            score, correct = -1.0, False
         # the components besides the trained score are what evaluation reports per dataset (eval/<name>/<key>)
         reward = {"score": score, "acc": float(correct), "tool_call": float(int(meta.get("tool_calls", 0)) > 0),
-                  "answered": float(answer is not None), "parse_error": float(int(meta.get("invalid_actions", 0)) > 0)}
+                  "answered": float(answer is not None), "parse_error": float(int(meta.get("invalid_actions", 0)) > 0),
+                  "budget_exceeded": float(bool(meta.get("budget_exceeded")))}
         reward.update(rewards.step_reward_fields(meta, score, float(getattr(args, "prm_step_coef", 1.0))))
         out.append(reward)
     return out if isinstance(item, list) else out[0]

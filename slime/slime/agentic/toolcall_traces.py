@@ -143,7 +143,7 @@ async def build_trace(row: dict, direct: bool, timeout: float = 30.0) -> dict | 
         code = solution_code(row.get("source", ""), row["prompt"])
         if code is None:
             return None
-        said, ok = await toolcall.run_tool(interpreter, {"code": code}, timeout)
+        said, ok, _ = await toolcall.run_tool(interpreter, {"code": code}, timeout)
         printed = said.strip()
         if not ok or "\n" in printed or not await asyncio.to_thread(answers_match, printed, label):
             return None

@@ -210,7 +210,7 @@ async def run_episode(policy, env, task_key: str, settings: AgentSettings, *, re
                 await on_step(episode, step)
             if step.special:
                 episode.status = "completed"
-                episode.stop_reason = "done" if step.special == "DONE" else "agent_failure"
+                episode.stop_reason = {"DONE": "done", "BUDGET": "budget_exceeded"}.get(step.special, "agent_failure")
                 break
             if episode.parse_errors >= settings.max_parse_errors:
                 episode.status, episode.stop_reason = "failed", "parse_errors"
@@ -247,7 +247,7 @@ class GuiRuleJudge:
 
     async def score_step(self, step: GuiStep, *, instruction: str = "", step_index: int = 0, seed: int = 0) -> float:
         self.stats["steps"] += 1
-        if step.error or step.arguments is None:
+        if step.error or step.arguments is None or step.special == "BUDGET":  # (BUDGET: the desktop went over one)
             return -1.0
         if step.special or step.arguments.get("action") == "wait":
             return 1.0

@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from slime.agentic.env_service.providers import LeaseContext, LeaseReaper, ProviderError
+from slime.agentic.env_service.providers import LeaseContext, LeaseReaper, ProviderError, budget_reply
 
 from .actions import ACTION_FAILED, COMPUTER_USE, REFUSED, ActionError, program, to_step
 from .desktop import LocalDesktop, OSWorldVM
@@ -53,6 +53,7 @@ class GuiEnv:
     steps: int = 0
     evaluated: bool = False
     timings: dict = field(default_factory=lambda: {"actions": 0.0, "observations": 0.0})
+    over_budget: str = ""  # the whole-sandbox budget the desktop went over (the episode is then over: -1)
 
 
 class GuiProvider:
@@ -160,11 +161,18 @@ class GuiProvider:
                 text = f"[ACTION_ERROR] {e}"
             await asyncio.sleep(self.sleep_after_s)
         env.timings["actions"] += time.monotonic() - start
+        env.over_budget = _budget_exceeded(env)
+        if env.over_budget:  # the desktop went over a budget: the episode ends here, scored -1
+            return {**budget_reply(text, env.over_budget), "done": True, "status": "BUDGET"}
         failed = {"error": True, "error_code": ACTION_FAILED} if text else {"error": False}
         return {"observation": text, "done": False, **failed, **await self.observe(env)}
 
     async def evaluate(self, env: GuiEnv, request: dict) -> dict:
         env.evaluated = True
+        env.over_budget = env.over_budget or _budget_exceeded(env)
+        if env.over_budget:
+            return {"score": -1.0, "acc": 0.0, "reason": f"the desktop {env.over_budget}", "steps": env.steps,
+                    "budget_exceeded": env.over_budget}
         try:
             result = await evaluate(env.desktop.client, env.task, env.last_special)
         except (SetupError, VMError) as e:
@@ -181,6 +189,12 @@ class GuiProvider:
 
     def reap(self, resources: dict) -> None:
         self._reaper(resources)
+
+
+def _budget_exceeded(env: GuiEnv) -> str:
+    """Which whole-sandbox budget the local desktop's sandbox went over ("" for none, or for an OSWorld VM)."""
+    box = getattr(env.desktop, "box", None)
+    return box.budget_exceeded() if box is not None else ""
 
 
 def _refused(message: str) -> dict:
