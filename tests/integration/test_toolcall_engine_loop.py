@@ -88,7 +88,7 @@ def test_the_code_interpreter_runs_in_the_sandbox(monkeypatch):
     # memory spread over 11 processes of 200 MB (each far below the per-process limit) goes over the 2 GiB budget:
     # the call says so, and the episode is then over (scored -1 by reward_func)
     if sb.detect_capability("bwrap").budgets:
-        spread = ("import os, time\nkids = []\nfor _ in range(16):\n    pid = os.fork()\n    if pid == 0:\n"
+        spread = ("import os, time\nkids = []\nfor _ in range(11):\n    pid = os.fork()\n    if pid == 0:\n"
                   "        b = bytearray(200 << 20); b[::4096] = bytes(len(b[::4096])); time.sleep(1); os._exit(0)\n"
                   "    kids.append(pid)\nfor pid in kids:\n    os.waitpid(pid, 0)")
         said, ok, over = asyncio.run(run_tool(tool, {"code": spread}, timeout=30))
