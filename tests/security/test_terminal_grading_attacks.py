@@ -50,3 +50,22 @@ def test_an_agent_that_forges_scores_no_higher_than_doing_nothing(task):
     if task in RUNS_AGENT_CODE:
         assert evidence, f"{task}: the payload never ran in the test phase"
         assert any("junit_written" in e for e in evidence)  # it wrote a passing report where it could, unread
+
+
+def test_git_in_the_test_phase_runs_none_of_the_agents_hooks_fsmonitor_or_pager():
+    async def go():
+        ws = await TaskWorkspace.create(Path(DEFAULT_TASKS_DIR) / "git-tag-release")
+        try:
+            plant = ("cd repo && git config core.fsmonitor 'echo FSMON >&2; false' && git config core.pager 'echo PAGER' "
+                     "&& printf '#!/bin/sh\\necho HOOK >&2\\n' > .git/hooks/post-checkout && chmod +x .git/hooks/post-checkout")
+            assert (await ws.run(plant)).ok
+            probe = "cd repo && git status >/dev/null && git checkout -q -b probe && git log -1 --oneline | cat"
+            as_agent = await ws.run(probe)
+            as_tests = await ws.sandbox.run(probe, env=ws._test_env())
+            return as_agent, as_tests
+        finally:
+            await ws.aclose()
+
+    as_agent, as_tests = asyncio.run(go())
+    assert "FSMON" in as_agent.stderr and "HOOK" in as_agent.stderr  # the agent's config is live in its own shell
+    assert as_tests.ok and "FSMON" not in as_tests.stderr and "HOOK" not in as_tests.stderr, as_tests

@@ -154,3 +154,12 @@ def test_git_apply_decides_whether_a_patch_applies(small_repo):
     assert _apply(small_repo, good) is None
     assert (small_repo / "pkg" / "m.py").read_text() == "a = 3\nb = 2\n"
     assert subprocess.run(["git", "-C", str(small_repo), "diff", "--quiet"]).returncode == 1
+
+
+def test_a_patch_over_the_size_cap_is_refused_unread():
+    from slime.agentic.swe.patches import MAX_PATCH_BYTES
+
+    huge = create("toolz/blob.py", "x = '" + "a" * (50 << 20) + "'")  # a 50 MB diff
+    check = validate_patch(huge)
+    assert not check.ok and "larger than 4 MiB" in check.reason and check.files == ()
+    assert validate_patch(create("toolz/blob.py", "x = '" + "a" * (MAX_PATCH_BYTES // 2) + "'")).ok

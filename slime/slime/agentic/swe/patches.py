@@ -207,8 +207,14 @@ def _diff_git_paths(rest: str) -> list[str]:
     return [rest[:half], rest[half + 1:]]
 
 
+MAX_PATCH_BYTES = 4 << 20  # SWE-bench's gold patches are kilobytes; a 50 MB diff is refused before anything reads it
+
+
 def validate_patch(patch: str, import_roots: Iterable[str] = (".",)) -> PatchCheck:
-    """Format and path rules of the module docstring; ``ok`` False with the first reason found."""
+    """Format and path rules of the module docstring; ``ok`` False with the first reason found. A patch over
+    MAX_PATCH_BYTES is refused first, unread."""
+    if len(patch) > MAX_PATCH_BYTES or len(patch.encode("utf-8", "surrogateescape")) > MAX_PATCH_BYTES:
+        return PatchCheck(False, f"the patch is larger than {MAX_PATCH_BYTES >> 20} MiB")
     problem = patch_format_problem(patch)
     if problem:
         return PatchCheck(False, problem)
@@ -235,5 +241,5 @@ def validate_patch(patch: str, import_roots: Iterable[str] = (".",)) -> PatchChe
     return PatchCheck(True, "", tuple(paths))
 
 
-__all__ = ["PatchCheck", "is_test_config_path", "is_test_path", "patch_format_problem", "patch_paths",
+__all__ = ["MAX_PATCH_BYTES", "PatchCheck", "is_test_config_path", "is_test_path", "patch_format_problem", "patch_paths",
            "unquote_path", "validate_patch"]

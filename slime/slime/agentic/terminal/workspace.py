@@ -112,6 +112,9 @@ DEFAULT_SOLUTION_TIMEOUT_S = 120.0
 OUTPUT_TAIL_CHARS = 4000
 HARNESS_SUBDIR = ".slime"  # /tests/.slime: the sealed-report plugin (root-owned, on the tests' PYTHONPATH)
 JUNIT_XML = "/tmp/slime-junit.xml"  # where a run-tests.sh's --junitxml goes; nobody reads it back
+_GIT_NEUTRAL = {"GIT_CONFIG_COUNT": "3", "GIT_CONFIG_KEY_0": "core.hooksPath", "GIT_CONFIG_VALUE_0": "/dev/null",
+                "GIT_CONFIG_KEY_1": "core.fsmonitor", "GIT_CONFIG_VALUE_1": "false",
+                "GIT_CONFIG_KEY_2": "core.pager", "GIT_CONFIG_VALUE_2": "cat", "GIT_TERMINAL_PROMPT": "0"}
 # task content -> the test ids collected in a fresh workspace before any episode (sealed_report: expected ids); also
 # kept on disk (root's cache: nothing of a sandbox can write it), so a task's listing is made once per machine
 _EXPECTED_TESTS: dict[str, tuple[str, ...]] = {}
@@ -384,6 +387,9 @@ class TaskWorkspace:
             "PYTHONDONTWRITEBYTECODE": "1",
             "PYTHONNOUSERSITE": "1",
             "HOME": "/tmp",
+            # git run by the tests in the agent's repository runs none of its hooks, fsmonitor or pager (config
+            # given this way outranks the repository's own)
+            **_GIT_NEUTRAL,
         }
         if not self.autoload_pytest_plugins:
             env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
