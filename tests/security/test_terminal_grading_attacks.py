@@ -59,9 +59,9 @@ def test_git_in_the_test_phase_runs_none_of_the_agents_hooks_fsmonitor_or_pager(
             plant = ("cd repo && git config core.fsmonitor 'echo FSMON >&2; false' && git config core.pager 'echo PAGER' "
                      "&& printf '#!/bin/sh\\necho HOOK >&2\\n' > .git/hooks/post-checkout && chmod +x .git/hooks/post-checkout")
             assert (await ws.run(plant)).ok
-            probe = "cd repo && git status >/dev/null && git checkout -q -b probe && git log -1 --oneline | cat"
-            as_agent = await ws.run(probe)
-            as_tests = await ws.sandbox.run(probe, env=ws._test_env())
+            probe = "cd repo && git status >/dev/null && git checkout -q -b {} && git log -1 --oneline | cat"
+            as_agent = await ws.run(probe.format("agent"))
+            as_tests = await ws.sandbox.run(probe.format("tests"), env=ws._test_env())
             return as_agent, as_tests
         finally:
             await ws.aclose()
