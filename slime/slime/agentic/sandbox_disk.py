@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import subprocess
 from dataclasses import dataclass
 
@@ -35,6 +36,12 @@ class DiskBudgetError(OSError):
     """The capped filesystem could not be made (no loop devices, no mkfs.ext4, not root)."""
 
 
+def _tool(name: str) -> str:
+    """An absolute path for `name` (mkfs.ext4 lives in /sbin, which a caller's PATH may lack), else `name`."""
+    return shutil.which(name) or next((p for d in ("/usr/sbin", "/sbin", "/usr/bin", "/bin")
+                                       if os.access(p := os.path.join(d, name), os.X_OK)), name)
+
+
 def _check(argv: list[str], what: str) -> None:
     try:
         done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=TIMEOUT_S, check=False)
@@ -48,7 +55,7 @@ def _check(argv: list[str], what: str) -> None:
 def _unmount(path: str, what: str) -> None:
     """umount; when busy (a process of the sandbox still finishing), detach it lazily: the last user's exit frees it."""
     try:
-        _check(["umount", path], f"unmounting {what} of {path}")
+        _check([_tool("umount"), path], f"unmounting {what} of {path}")
     except DiskBudgetError as e:
         logger.warning("%s; detaching it lazily", e)
         fs_tree.unmount_below(path)
@@ -91,9 +98,9 @@ class CappedDirectory:
             with open(self.image, "xb") as f:
                 f.truncate(self.size_bytes)
             os.chmod(self.image, 0o600)
-            _check(["mkfs.ext4", "-q", "-F", "-m", "0", "-N", str(self.files), "-O", "^has_journal",
+            _check([_tool("mkfs.ext4"), "-q", "-F", "-m", "0", "-N", str(self.files), "-O", "^has_journal",
                     "-E", "lazy_itable_init=1,nodiscard", self.image], f"making the disk of {self.path}")
-            _check(["mount", "-o", "loop,nosuid,nodev,noatime", self.image, self.path], f"mounting the disk of {self.path}")
+            _check([_tool("mount"), "-o", "loop,nosuid,nodev,noatime", self.image, self.path], f"mounting the disk of {self.path}")
             self.mounted = True
             lost = os.path.join(self.path, "lost+found")
             if os.path.isdir(lost):
@@ -126,7 +133,7 @@ class CappedTmp:
         self.mounted = False
         os.makedirs(self.path, 0o755, exist_ok=True)  # a fresh (empty) directory of the caller's, or made here
         try:
-            _check(["mount", "-t", "tmpfs", "-o", f"size={self.size_bytes},nr_inodes={self.files},mode=1777,nosuid,nodev",
+            _check([_tool("mount"), "-t", "tmpfs", "-o", f"size={self.size_bytes},nr_inodes={self.files},mode=1777,nosuid,nodev",
                     "tmpfs", self.path], f"mounting the /tmp of {self.path}")
             self.mounted = True
         except BaseException:
