@@ -629,8 +629,9 @@ def detect_capability(isolation: str = "bwrap") -> Capability:
 def _probe_budgets() -> tuple[str, bool]:
     """(problem, budgets kept): control groups can hold each sandbox's memory, process and CPU budgets here, or the
     user opted out (SLIME_SANDBOX_BUDGETS=off: per-process rlimits only, logged by name), or the sandbox refuses."""
-    weaker = ("without a control group per sandbox only the per-process rlimits apply: many processes together can "
-              "hold several times the memory limit, and CPU is not shared out")
+    weaker = ("without a control group and disks of its own per sandbox only the per-process rlimits apply: many "
+              "processes together can hold several times the memory limit, CPU is not shared out, and a sandbox can "
+              "fill the host's disk and its file table")
     if os.environ.get(cgroups.BUDGETS_ENV, "").strip().lower() in ("off", "0", "false", "no"):
         logger.warning("sandbox: %s=off (opted in): %s", cgroups.BUDGETS_ENV, weaker)
         return "", False
@@ -641,6 +642,16 @@ def _probe_budgets() -> tuple[str, bool]:
         cgroups.SandboxCgroup(64 << 20, 8, 1.0, support=support).close()
     except OSError as e:
         return f"cannot make a control group here ({e}); set {cgroups.BUDGETS_ENV}=off to start anyway: {weaker}", False
+    probe = tempfile.mkdtemp(prefix="slime-sandbox-probe-")
+    try:  # a loop-mounted ext4 (the work directory's disk budget) and a tmpfs with a file count (/tmp's)
+        os.mkdir(os.path.join(probe, "disk"))
+        sandbox_disk.CappedDirectory(os.path.join(probe, "disk"), 16 << 20, 256).close()
+        sandbox_disk.CappedTmp(os.path.join(probe, "tmp"), 1 << 20, 64).close()
+    except OSError as e:
+        return (f"cannot make a sandbox's capped disk here ({e}: loop devices and mkfs.ext4 are needed); set "
+                f"{cgroups.BUDGETS_ENV}=off to start anyway: {weaker}"), False
+    finally:
+        fs_tree.remove_tree(probe)
     return "", True
 
 
