@@ -253,6 +253,8 @@ class SweProvider:
         if env.over_budget:
             return {**budget_reply("", env.over_budget), "returncode": -1, "output": "", "timed_out": False}
         reply = await self._bash(env, arguments)
+        if str(reply.get("observation", "")).startswith("[TOOL_ERROR]"):
+            return reply  # refused before anything ran
         env.over_budget = env.box.budget_exceeded()
         if env.over_budget:
             return {**reply, **budget_reply(reply.get("observation", ""), env.over_budget)}
