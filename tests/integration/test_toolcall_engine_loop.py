@@ -70,7 +70,8 @@ def test_dynamic_history_gives_one_sample_per_step_with_its_exact_context(engine
         assert step.response_length == end - start and step.loss_mask == [1] * (end - start)
         assert step.rollout_log_probs == pytest.approx(whole.rollout_log_probs[start:end])
     assert asyncio.run(reward_func(SimpleNamespace(), steps)) == [
-        {"score": pytest.approx(-1.1), "acc": 0.0, "tool_call": 0.0, "answered": 0.0, "parse_error": 1.0}] * len(steps)
+        {"score": pytest.approx(-1.1), "acc": 0.0, "tool_call": 0.0, "answered": 0.0, "parse_error": 1.0,
+         "budget_exceeded": 0.0}] * len(steps)
 
 
 @needs_sandbox

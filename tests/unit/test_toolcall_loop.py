@@ -65,19 +65,24 @@ def test_reward_is_by_value_and_shapes_only_successful_calls():
 
     args = SimpleNamespace()
     assert asyncio.run(reward_func(args, trajectory("0.5", 1, 1))) == {
-        "score": 1.0, "acc": 1.0, "tool_call": 1.0, "answered": 1.0, "parse_error": 0.0}
+        "score": 1.0, "acc": 1.0, "tool_call": 1.0, "answered": 1.0, "parse_error": 0.0, "budget_exceeded": 0.0}
     # the components evaluation reports: a direct answer calls no tool; an invalid step is a parse error
     unparsed = Sample(label="2", metadata={"answer": "2", "tool_calls": 0, "successful_tool_calls": 0,
                                            "invalid_actions": 1})
     assert asyncio.run(reward_func(args, unparsed)) == {
-        "score": 1.0, "acc": 1.0, "tool_call": 0.0, "answered": 1.0, "parse_error": 1.0}
+        "score": 1.0, "acc": 1.0, "tool_call": 0.0, "answered": 1.0, "parse_error": 1.0, "budget_exceeded": 0.0}
+    # a right answer after a call that went over a whole-sandbox budget: the episode ended there, -1
+    over = Sample(label="2", metadata={"answer": "2", "tool_calls": 1, "successful_tool_calls": 0,
+                                       "budget_exceeded": "went over its memory budget (2048 MiB ...)"})
+    assert asyncio.run(reward_func(args, over)) == {
+        "score": -1.0, "acc": 0.0, "tool_call": 1.0, "answered": 1.0, "parse_error": 0.0, "budget_exceeded": 1.0}
     # wrong: -1 + 0.1 * (ok - 2) / 2 with only the 6 successful calls counted, capped at -0.6
     assert asyncio.run(reward_func(args, trajectory("3", 9, 6)))["score"] == pytest.approx(-0.8)
     assert asyncio.run(reward_func(args, trajectory(None, 0, 0)))["score"] == pytest.approx(-1.1)
     # the step samples of one trajectory (dynamic history) get one reward each
     steps = [trajectory("0.5", 2, 2), trajectory("0.5", 2, 2)]
     assert asyncio.run(reward_func(args, steps)) == [
-        {"score": 1.0, "acc": 1.0, "tool_call": 1.0, "answered": 1.0, "parse_error": 0.0}] * 2
+        {"score": 1.0, "acc": 1.0, "tool_call": 1.0, "answered": 1.0, "parse_error": 0.0, "budget_exceeded": 0.0}] * 2
     json.dumps(asyncio.run(reward_func(args, trajectory("1", 0, 0))))  # plain numbers
 
 
