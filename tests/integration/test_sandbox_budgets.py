@@ -108,12 +108,49 @@ def test_a_crashed_owners_mounts_go_with_the_tree_that_holds_them(tmp_path):
     run(box, "echo x > f")
     # the owner dies here: nothing of close() runs; the sweep of the lease directory must still take everything
     assert fs_tree.mounts_below(lease)
-    box.cgroup.close()  # (the group is swept separately: cgroups.sweep_stale)
+    box.cgroup.close()  # (the group is swept by its dead owner's pid: the next test)
     assert fs_tree.remove_tree(lease)
     assert not lease.exists() and fs_tree.mounts_below(tmp_path) == []
     box.disk.mounted = box.tmp.mounted = False
     box._closed = True
     box._release_uid()
+
+
+KILLED_OWNER = r"""
+import os, signal, sys
+sys.path.insert(0, sys.argv[1])
+from slime.agentic.sandbox import Sandbox
+own = Sandbox(base_dir=sys.argv[2])                # a work directory of its own: its disk and /tmp
+lent = os.path.join(sys.argv[2], "lent")
+os.mkdir(lent)
+theirs = Sandbox(lent)                               # a caller's directory: its /tmp in $TMPDIR
+own.run_sync("echo x > f")
+print(own.path, theirs.tmp.path, *[str(d) for d in own.cgroup.dirs.values()], flush=True)
+os.kill(os.getpid(), signal.SIGKILL)                 # no close(), no atexit
+"""
+
+
+def test_what_a_killed_owner_leaves_is_swept_by_the_next_process(tmp_path):
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, "-c", KILLED_OWNER, str(repo / "slime"), str(tmp_path)],
+                          capture_output=True, text=True, timeout=120)
+    own_path, tmp_mount, *groups = proc.stdout.split()
+    assert own_path in fs_tree.mounts_below(own_path) and fs_tree.mounts_below(tmp_mount), proc.stderr
+    assert all(Path(g).is_dir() for g in groups)
+    # a live owner's group is empty between its commands: it must be left alone
+    live = cgroups.SandboxCgroup(64 << 20, 8, 1.0)
+    try:
+        assert cgroups.sweep_stale() >= len(groups) and sb.sandbox_disk.sweep_stale() >= 3
+        assert not any(Path(g).exists() for g in groups) and all(d.exists() for d in live.dirs.values())
+        assert fs_tree.mounts_below(own_path) == fs_tree.mounts_below(tmp_mount) == []
+        assert not os.path.exists(own_path + ".disk") and not os.path.exists(tmp_mount)
+    finally:
+        live.close()
+    first, count = sb.DEFAULT_UID_RANGE  # and the killed owner's commands ended with their namespaces
+    assert sb.uid_processes(range(first, first + count)) == []
 
 
 def test_without_control_groups_the_sandbox_refuses_unless_the_user_opts_out(monkeypatch, caplog):
@@ -125,12 +162,3 @@ def test_without_control_groups_the_sandbox_refuses_unless_the_user_opts_out(mon
     with caplog.at_level("WARNING"):
         problem, kept = sb._probe_budgets()
     assert (problem, kept) == ("", False) and "only the per-process rlimits apply" in caplog.text
-
-
-def test_stale_groups_of_a_crashed_owner_are_swept():
-    group = cgroups.SandboxCgroup(64 << 20, 8, 1.0)
-    names = [d for d in group.dirs.values()]
-    assert all(d.exists() for d in names)
-    assert cgroups.sweep_stale() >= len(names)
-    assert not any(d.exists() for d in names)
-    group.close()

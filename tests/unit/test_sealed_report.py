@@ -61,13 +61,18 @@ def test_a_flipped_or_dropped_canary_is_tampering(canaries, what):
     assert v.tampered and what in v.reason and v.junit().total == 0
 
 
-def test_a_missing_canary_after_an_early_stop_is_no_evidence_of_tampering():
+def test_a_missing_canary_after_an_early_stop_is_not_tampering_but_the_run_does_not_count():
     spec = _spec()
     data = _records(spec, {EXPECTED[0]: "failed"}, canaries={}, collected=EXPECTED + [
         "test_outputs.py::test_output_aaaa", "test_outputs.py::test_format_bbbb"], stopped_early=True)
     v = judge(data, spec, expected=EXPECTED, exit_code=1)
-    assert not v.tampered and not v.reason
-    assert v.outcomes() == {EXPECTED[0]: "failed", EXPECTED[1]: "error"}  # collected, never run: not a pass
+    assert not v.tampered and "does not count" in v.reason and v.junit().total == 0
+    # "stopped early" is the plugin's word, which code in pytest's process could give: with the canaries removed and
+    # three of four outcomes flipped, it would otherwise have earned partial credit
+    four = EXPECTED + ["test_outputs.py::test_c", "test_outputs.py::test_d"]
+    forged = _records(spec, {**dict.fromkeys(four[:3], "passed"), four[3]: "failed"}, canaries={}, stopped_early=True)
+    v = judge(forged, spec, expected=four, exit_code=1)
+    assert v.junit().total == 0 and v.junit().reward == -1.0
 
 
 @pytest.mark.parametrize("mutate, what", [

@@ -20,6 +20,9 @@ instruction. Going over the memory budget makes the kernel kill a process of the
 reaching the process budget makes fork fail (counted); the CPU budget throttles. :meth:`SandboxCgroup.exceeded`
 compares the counters with what they were and says which budget was hit, in words.
 
+Groups are named ``slime-sandbox-<owner pid>-<random>``: :func:`sweep_stale` removes the empty groups of owners that
+are gone (a killed process never runs ``close``), never a live owner's, which is empty between its commands.
+
 :func:`detect` says what this host supports; where neither version is usable the sandbox refuses to start unless
 the user opts into the weaker per-process guarantee (``SLIME_SANDBOX_BUDGETS=off``, logged by name).
 """
@@ -29,6 +32,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import re
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
@@ -179,7 +183,7 @@ class SandboxCgroup(_Counters):
         if self.support.version is None:
             raise OSError(f"no usable control groups: {self.support.problem}")
         self.memory_bytes, self.processes, self.cpus = int(memory_bytes), int(processes), float(cpus)
-        self.name = name or f"slime-sandbox-{secrets.token_hex(6)}"
+        self.name = name or f"slime-sandbox-{os.getpid()}-{secrets.token_hex(6)}"  # the owner's pid: sweep_stale
         self.dirs: dict[str, Path] = {}
         self.version = self.support.version
         try:
@@ -242,14 +246,25 @@ class SandboxCgroup(_Counters):
             del self.dirs[controller]
 
 
-def sweep_stale(prefix: str = "slime-sandbox-") -> int:
-    """Remove empty groups of sandboxes (a crashed process leaves its groups behind); returns how many."""
+OWNED_NAME = re.compile(r"slime-sandbox-(?:tmp-)?(\d+)-")  # the owner's pid in a group's or a sandbox path's name
+
+
+def owner_gone(name: str) -> bool:
+    """Whether `name` carries the pid of its owner (OWNED_NAME) and that process is gone: only then is what the name
+    belongs to a crashed owner's leftover (a live owner's group is empty between its commands)."""
+    m = OWNED_NAME.match(name)
+    return m is not None and not os.path.exists(f"/proc/{m[1]}")
+
+
+def sweep_stale() -> int:
+    """Remove the empty groups of sandboxes whose owner process is gone (killed: its close() never ran); returns
+    how many. Groups of live owners, and names without an owner's pid, are left."""
     support = detect()
     removed = 0
     for _, parent in support.parents:
-        for child in Path(parent).glob(prefix + "*"):
+        for child in Path(parent).glob("slime-sandbox-*"):
             try:
-                if not (child / "cgroup.procs").read_text().split():
+                if owner_gone(child.name) and not (child / "cgroup.procs").read_text().split():
                     child.rmdir()
                     removed += 1
             except OSError:
@@ -257,4 +272,5 @@ def sweep_stale(prefix: str = "slime-sandbox-") -> int:
     return removed
 
 
-__all__ = ["BUDGETS_ENV", "CgroupSupport", "ContainerCgroup", "SandboxCgroup", "detect", "sweep_stale"]
+__all__ = ["BUDGETS_ENV", "OWNED_NAME", "CgroupSupport", "ContainerCgroup", "SandboxCgroup", "detect", "owner_gone",
+           "sweep_stale"]

@@ -51,6 +51,7 @@ of the harness goes through :func:`docker_call`, which maps docker's failures to
 from __future__ import annotations
 
 import collections
+import functools
 import io
 import json
 import logging
@@ -712,8 +713,6 @@ class DockerSandbox(SandboxBase):
         user under a root supervisor that holds the report channel; returns the supervisor's result (exit,
         timed_out, overflow, output, report as base64). Every process of the container but its own is SIGKILLed
         afterwards. The image needs ``python3`` (the sandbox's `python`)."""
-        from slime.agentic import sealed_supervisor
-
         self._check_free()
         limits = limits or self.limits
         inner_env = sandbox_env(self.inner_path, {**self.env, **(env or {})}, path=self.image_path)
@@ -725,8 +724,8 @@ class DockerSandbox(SandboxBase):
                         if res != resource.RLIMIT_NPROC],  # the process count is the container's --pids-limit
             "timeout": limits.timeout_s, "output_cap": limits.max_output_bytes, "report_cap": report_cap,
         }
-        source = Path(sealed_supervisor.__file__).read_text()
-        argv_ = [*docker_cli(self.docker, self.docker_host), "exec", "-i", "-u", "0", self.name, self.python, "-c", source]
+        argv_ = [*docker_cli(self.docker, self.docker_host), "exec", "-i", "-u", "0", self.name, self.python, "-c",
+                 _supervisor_source()]
         self._busy = True
         try:
             out = self._cli(argv_, what="run the sealed tests", input=json.dumps(cfg).encode(),
@@ -785,6 +784,14 @@ class DockerSandbox(SandboxBase):
                 return tar.extractfile(member).read(max_bytes + 1), True
         except tarfile.TarError as e:
             raise SandboxError(f"docker: copying {path} out of the container gave no readable archive: {e}") from None
+
+
+@functools.lru_cache(maxsize=1)
+def _supervisor_source() -> str:
+    """The sealed test phase's supervisor (slime.agentic.sealed_supervisor), sent as `python3 -c` (read once)."""
+    from slime.agentic import sealed_supervisor
+
+    return Path(sealed_supervisor.__file__).read_text()
 
 
 def tar_bytes(files: Mapping[str, bytes], *, dirs: Sequence[str] = (), modes: Mapping[str, int] | None = None,

@@ -66,9 +66,11 @@ import asyncio
 import atexit
 import concurrent.futures
 import contextlib
+import dataclasses
 import fcntl
 import functools
 import logging
+import math
 import os
 import resource
 import shlex
@@ -177,6 +179,11 @@ class SandboxLimits:
             positive("memory_budget_bytes", 32 << 20)
             if not isinstance(self.memory_budget_bytes, int):
                 raise ValueError(f"SandboxLimits.memory_budget_bytes must be an int, got {self.memory_budget_bytes!r}")
+
+    def with_timeout(self, timeout: float) -> SandboxLimits:
+        """These limits for a run of `timeout` seconds of wall clock, with a per-process CPU limit that does not cut it
+        shorter (a test phase, a long command)."""
+        return dataclasses.replace(self, timeout_s=timeout, cpu_seconds=max(self.cpu_seconds, math.ceil(timeout) + 1))
 
     @property
     def memory_budget(self) -> int:
@@ -652,6 +659,10 @@ def _probe_budgets() -> tuple[str, bool]:
                 f"{cgroups.BUDGETS_ENV}=off to start anyway: {weaker}"), False
     finally:
         fs_tree.remove_tree(probe)
+    # once per process: what killed owners left (their groups, disks and /tmp mounts; a live owner's stay)
+    swept = cgroups.sweep_stale() + sandbox_disk.sweep_stale()
+    if swept:
+        logger.info("sandbox: swept %d control group(s) and mount(s) of sandbox owners that are gone", swept)
     return "", True
 
 
@@ -1268,7 +1279,8 @@ class Sandbox(SandboxBase):
             if self._owned:
                 base = os.fspath(base_dir) if base_dir is not None else tempfile.gettempdir()
                 # absolute: bwrap binds it by path and refuses a relative one (a relative base_dir is fine)
-                self.path = os.path.abspath(tempfile.mkdtemp(prefix="slime-sandbox-", dir=base))
+                # the owner's pid in the name: a killed owner's disk is found and swept (sandbox_disk.sweep_stale)
+                self.path = os.path.abspath(tempfile.mkdtemp(prefix=f"slime-sandbox-{os.getpid()}-", dir=base))
                 if budgets:
                     self.disk = sandbox_disk.CappedDirectory(self.path, self.limits.disk_budget_bytes,
                                                              self.limits.file_budget)
@@ -1281,7 +1293,7 @@ class Sandbox(SandboxBase):
                 self._restore_mode = st.st_mode & 0o7777
             if budgets:  # /tmp: beside a work directory of ours, else in the caller's base or the system's temp dir
                 where = self.path + ".tmp" if self._owned else tempfile.mkdtemp(
-                    prefix="slime-sandbox-tmp-", dir=os.fspath(base_dir) if base_dir is not None else None)
+                    prefix=f"slime-sandbox-tmp-{os.getpid()}-", dir=os.fspath(base_dir) if base_dir is not None else None)
                 self.tmp = sandbox_disk.CappedTmp(where, self.limits.tmp_size_bytes, self.limits.tmp_files)
             os.chmod(self.path, 0o700)
             if self.uid is not None and not fs_tree.chown_tree(self.path, self.uid, self.uid):

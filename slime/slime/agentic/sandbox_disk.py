@@ -159,4 +159,28 @@ class CappedTmp:
             logger.warning("sandbox /tmp %s: cannot remove it: %s", self.path, e)
 
 
-__all__ = ["CappedDirectory", "CappedTmp", "DiskBudgetError", "Usage", "usage"]
+def sweep_stale() -> int:
+    """Detach the disks and /tmp mounts of sandboxes whose owner process is gone (killed: its close() never ran),
+    wherever they are mounted, and remove their images and empty mount points; returns how many. Names carry the
+    owner's pid (``slime-sandbox-<pid>-...``, ``slime-sandbox-tmp-<pid>-...``); a live owner's are left."""
+    from slime.agentic.cgroups import owner_gone
+
+    swept = 0
+    for point in fs_tree.mounts_below("/"):
+        if not owner_gone(os.path.basename(point)):
+            continue
+        fs_tree.unmount_below(point)
+        for leftover in (point + ".disk",):
+            try:
+                os.unlink(leftover)
+            except OSError:
+                pass
+        try:
+            os.rmdir(point)
+        except OSError:
+            pass
+        swept += 1
+    return swept
+
+
+__all__ = ["CappedDirectory", "CappedTmp", "DiskBudgetError", "Usage", "sweep_stale", "usage"]

@@ -281,6 +281,9 @@ def _judge(data, spec, expected, exit_code, timed_out) -> SealedReport:
     strangers = sorted(set(outcomes) - set(collected))
     if strangers:
         raise _Tampered(f"the report has results for tests that were never collected: {strangers[:3]}")
+    # the plugin's own word that the session stopped early (-x, --maxfail) is not a fact the host observed: code in
+    # pytest's process could claim it to excuse canaries it removed. So it only decides tampering or not; a run whose
+    # canaries did not run never counts
     stopped_early = bool(end.get("stopped_early"))
     canaries = {}
     for name, expect in spec.canaries.items():
@@ -289,7 +292,9 @@ def _judge(data, spec, expected, exit_code, timed_out) -> SealedReport:
         canaries[name] = got
         if got == "missing":
             if stopped_early:
-                continue  # -x / --maxfail stopped the session before the canaries: no evidence either way
+                return SealedReport(reason=f"the session stopped before the canary test that must {expect} ran "
+                                           "(-x or --maxfail): the run does not count", collected=tuple(collected),
+                                    canaries=canaries)
             raise _Tampered(f"the canary test that must {expect} did not run")
         if got != ("passed" if expect == "pass" else "failed"):
             raise _Tampered(f"the canary test that must {expect} was reported {got}")

@@ -36,14 +36,13 @@ from __future__ import annotations
 import asyncio
 import collections
 import io
-import math
 import os
 import shlex
 import tarfile
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from slime.agentic import sealed_report
@@ -248,7 +247,7 @@ class DockerSweBackend:
                         "the test patch does not apply after the patch"
                     problem = (applied.stderr or applied.stdout).strip()[-1000:]
                     return result(False, f"{what}: {problem}", {t: MISSING for t in tests})
-            limits = replace(box.limits, timeout_s=timeout, cpu_seconds=max(box.limits.cpu_seconds, math.ceil(timeout) + 1))
+            limits = box.limits.with_timeout(timeout)
             if eval_script is not None:  # upstream's: the script applies the tests, runs them, and its status decides
                 run = await box.run(["bash", "-c", CONDA_PREAMBLE + 'exec bash "$1"', "slime-eval",
                                      f"{EVAL_DIR}/eval.sh"], limits=limits)

@@ -34,10 +34,9 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import math
 import os
 import shlex
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from slime.agentic import sandbox as sb
@@ -273,8 +272,7 @@ class SweProvider:
             if inner != TESTBED and not inner.startswith(TESTBED + "/"):
                 return _tool_error(f"bash: cwd {cwd!r} is outside {TESTBED}")
             cwd = inner
-        limits = replace(self.limits, timeout_s=timeout,
-                         cpu_seconds=max(self.limits.cpu_seconds, math.ceil(timeout) + 1))
+        limits = self.limits.with_timeout(timeout)
         # stderr joins stdout in the order written (upstream's output is stdout+stderr as a terminal shows it);
         # the same line as the command, so bash's line numbers in error messages stay the command's own
         result = await env.box.run(f"exec 2>&1; {env.preamble}cd {shlex.quote(cwd or TESTBED)} || exit 1; {command}",

@@ -31,12 +31,11 @@ one to the id the JUnit report gives it (``tests.test_x.TestY::test_z[p]``).
 from __future__ import annotations
 
 import json
-import math
 import os
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from slime.agentic import fs_tree, sealed_report
@@ -183,7 +182,7 @@ class TreeRunner:
         if report_path.exists() or report_path.is_symlink():
             report_path.unlink()
         argv = pytest_argv(self.project, args, self.box.python)
-        limits = replace(self.box.limits, timeout_s=timeout, cpu_seconds=max(self.box.limits.cpu_seconds, math.ceil(timeout) + 1))
+        limits = self.box.limits.with_timeout(timeout)
         start = time.monotonic()
         result = await self.box.run(argv, env=pytest_env(), limits=limits)
         report, xml = read_junit_file(report_path)  # written by sandboxed code: read once, no symlink, capped
@@ -195,7 +194,7 @@ class TreeRunner:
 
     async def run_sealed(self, tests: Sequence[str], *, timeout: float = DEFAULT_TIMEOUT_S) -> PytestRun:
         """Exactly `tests`, sealed (module docstring): the evaluation's run."""
-        limits = replace(self.box.limits, timeout_s=timeout, cpu_seconds=max(self.box.limits.cpu_seconds, math.ceil(timeout) + 1))
+        limits = self.box.limits.with_timeout(timeout)
         argv = sealed_pytest_argv(self.project, tests, self.box.python)
         return await run_sealed_tests(self.box, argv, tests, env=pytest_env(), limits=limits)
 

@@ -70,17 +70,17 @@ API: ``async`` first, with ``*_sync`` wrappers (the sandbox's convention)::
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import logging
-import math
 import os
 import stat as stat_mod
 import subprocess
 import tempfile
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -403,8 +403,10 @@ class TaskWorkspace:
         # scratch: in a container, /tmp (the tests' HOME) and /dev/shm are emptied, as a bwrap run's are fresh
         self.tests.stage(self._staged_test_files(), {".": self.task.tests_dir}, scratch=True)
 
+    @functools.cached_property
     def _content_key(self) -> str:
-        """What the expected test ids depend on: the task's tests, run-tests.sh and setup.sh, and the backend."""
+        """What the expected test ids depend on: the task's tests, run-tests.sh and setup.sh, and the backend (read
+        once per workspace: setup, every evaluation and every state evaluation ask)."""
         digest = hashlib.sha256()
         backend = getattr(self.sandbox, "image", None) or self.sandbox.isolation
         digest.update(f"{backend}\0{self.python}\0".encode())
@@ -422,9 +424,9 @@ class TaskWorkspace:
         await asyncio.to_thread(self._stage_tests)
         try:
             # the wall-clock limit is the task's; the per-process CPU limit must not cut a long test run shorter
-            limits = replace(self.sandbox.limits, timeout_s=timeout, cpu_seconds=max(self.sandbox.limits.cpu_seconds, math.ceil(timeout) + 1))
             return await sealed_report.run_sealed(self.sandbox, ["bash", f"{TESTS_MOUNT}/run-tests.sh"], spec=spec,
-                                                  env=self._test_env(), cwd=TESTS_MOUNT, limits=limits)
+                                                  env=self._test_env(), cwd=TESTS_MOUNT,
+                                                  limits=self.sandbox.limits.with_timeout(timeout))
         finally:
             await asyncio.to_thread(self._clear_tests)
 
@@ -432,7 +434,7 @@ class TaskWorkspace:
         """The test ids of the task as collected in a fresh workspace before the episode (nothing of the agent's has run
         yet), once per task content and backend (kept in this process and in root's cache directory,
         ``~/.cache/slime/terminal-expected``). Raises TaskSetupError when they cannot be collected."""
-        key = self._content_key()
+        key = self._content_key
         if key not in _EXPECTED_TESTS and (cached := _cached_expected(key)) is not None:
             _EXPECTED_TESTS[key] = cached
         if key not in _EXPECTED_TESTS:
@@ -464,25 +466,22 @@ class TaskWorkspace:
             reason = f"the container stopped during the episode, no test could run ({e})"
             return EvalOutcome(task=self.task.name, report=JUnitReport((), reason), timed_out=False, exit_code=None,
                                output_tail="", duration_s=self.last_eval_s, reason=reason, outcomes={})
+        self.last_eval_s = time.monotonic() - start
+        outcome = self._judged(run, spec, expected, timeout, self.last_eval_s)
+        if outcome.tampered:
+            logger.warning("terminal task %s: the evaluation was tampered with: %s", self.task.name, outcome.reason)
+        return outcome
+
+    def _judged(self, run: sealed_report.SealedRun, spec: sealed_report.ReportSpec, expected: tuple[str, ...],
+                timeout: float, duration_s: float) -> EvalOutcome:
+        """The verdict on a sealed run (sealed_report.judge) as an EvalOutcome."""
         verdict = sealed_report.judge(run.report, spec, expected=expected, exit_code=run.exit_code,
                                       timed_out=run.timed_out, overflow=run.overflow)
-        if run.timed_out:
-            verdict = replace(verdict, reason=f"the tests timed out after {timeout:g} s")
-        if verdict.tampered:
-            logger.warning("terminal task %s: the evaluation was tampered with: %s", self.task.name, verdict.reason)
+        reason = f"the tests timed out after {timeout:g} s" if run.timed_out else verdict.reason
         report = verdict.junit()
-        self.last_eval_s = time.monotonic() - start
-        return EvalOutcome(
-            task=self.task.name,
-            report=report,
-            timed_out=run.timed_out,
-            exit_code=run.exit_code,
-            output_tail=run.output[-OUTPUT_TAIL_CHARS:],
-            duration_s=self.last_eval_s,
-            reason=verdict.reason,
-            outcomes=report.outcomes(),
-            tampered=verdict.tampered,
-        )
+        return EvalOutcome(task=self.task.name, report=report, timed_out=run.timed_out, exit_code=run.exit_code,
+                           output_tail=run.output[-OUTPUT_TAIL_CHARS:], duration_s=duration_s, reason=reason,
+                           outcomes=report.outcomes(), tampered=verdict.tampered)
 
     # -- the state during the episode (the rule step judge's host-observed facts)
 
@@ -529,21 +528,16 @@ class TaskWorkspace:
                 tests = HostTestsDir(tests_host, box.uid)
                 await asyncio.to_thread(tests.stage, self._staged_test_files(), {".": self.task.tests_dir})
                 spec = sealed_report.ReportSpec.new("run")
-                limits = replace(box.limits, timeout_s=timeout, cpu_seconds=max(box.limits.cpu_seconds, math.ceil(timeout) + 1))
                 run = await sealed_report.run_sealed(box, ["bash", f"{TESTS_MOUNT}/run-tests.sh"], spec=spec,
-                                                     env=self._test_env(), cwd=TESTS_MOUNT, limits=limits)
+                                                     env=self._test_env(), cwd=TESTS_MOUNT,
+                                                     limits=box.limits.with_timeout(timeout))
             finally:
                 await asyncio.to_thread(box.close)
         finally:
             if disk is not None:
                 await asyncio.to_thread(disk.close)
             await asyncio.to_thread(fs_tree.remove_tree, scratch)
-        verdict = sealed_report.judge(run.report, spec, expected=expected, exit_code=run.exit_code,
-                                      timed_out=run.timed_out, overflow=run.overflow)
-        report = verdict.junit()
-        return EvalOutcome(task=self.task.name, report=report, timed_out=run.timed_out, exit_code=run.exit_code,
-                           output_tail=run.output[-OUTPUT_TAIL_CHARS:], duration_s=run.duration_s,
-                           reason=verdict.reason, outcomes=report.outcomes(), tampered=verdict.tampered)
+        return self._judged(run, spec, expected, timeout, run.duration_s)
 
     # -- sync wrappers
 
