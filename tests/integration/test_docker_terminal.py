@@ -491,7 +491,7 @@ def test_a_container_keeps_the_same_whole_sandbox_budgets(docker_host):
     container's own limits (--memory, --pids-limit, /tmp's nr_inodes) and reported as the bwrap sandbox reports them
     (Docker's group, read on this host)."""
     limits = sb.SandboxLimits(memory_budget_bytes=256 << 20, max_processes=40, tmp_files=300, cpu_budget=0.5)
-    hog = "python3 -c 'import time; b = bytearray(60 << 20); b[::4096] = bytes(len(b[::4096])); time.sleep(1)'"
+    hog = "python3 -c 'import time; b = bytearray(60 << 20); b[::4096] = bytes(len(b[::4096])); time.sleep(3)'"
 
     async def go():
         box = await asyncio.to_thread(DockerSandbox, docker_host=docker_host, limits=limits)

@@ -86,14 +86,20 @@ def test_the_code_interpreter_runs_in_the_sandbox(monkeypatch):
     assert ok and said == "None"
     said, ok, _ = asyncio.run(run_tool(tool, {"code": "while True: pass"}, timeout=2))
     assert not ok and "limit" in said
-    # memory spread over 11 processes of 200 MB (each far below the per-process limit) goes over the 2 GiB budget:
-    # the call says so, and the episode is then over (scored -1 by reward_func)
+    # memory spread over 12 processes of 200 MB (each far below the per-process limit), all held at once (a pipe
+    # says each has its memory), goes over the 2 GiB budget: the call says so, and the episode is then over (-1)
     if sb.detect_capability("bwrap").budgets:
-        spread = ("import os, time\nkids = []\nfor _ in range(11):\n    pid = os.fork()\n    if pid == 0:\n"
-                  "        b = bytearray(200 << 20); b[::4096] = bytes(len(b[::4096])); time.sleep(1); os._exit(0)\n"
-                  "    kids.append(pid)\nfor pid in kids:\n    os.waitpid(pid, 0)")
+        # (it waits until all 12 hold their memory, or one is gone: the OOM killer; then it ends them all)
+        spread = ("import os, select, signal, time\nr, w = os.pipe()\nkids = []\nfor _ in range(12):\n"
+                  "    pid = os.fork()\n    if pid == 0:\n        b = bytearray(200 << 20); b[::4096] = bytes(len(b[::4096]))\n"
+                  "        os.write(w, b'x'); signal.pause()\n    kids.append(pid)\nos.close(w)\ngot = 0\n"
+                  "deadline = time.monotonic() + 25\nwhile got < 12 and time.monotonic() < deadline:\n"
+                  "    if select.select([r], [], [], 0.2)[0]:\n        got += len(os.read(r, 64))\n"
+                  "    elif os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT):\n        break\n"
+                  "for pid in kids:\n    try:\n        os.kill(pid, 9)\n    except ProcessLookupError:\n        pass\n"
+                  "    os.waitpid(pid, 0)\nprint('held by', got)")
         said, ok, over = asyncio.run(run_tool(tool, {"code": spread}, timeout=30))
-        assert not ok and "memory budget" in over and "The episode is over" in said
+        assert not ok and "memory budget" in over and "The episode is over" in said, (said, over)
     assert set(STOP_STRINGS) == {"</tool_call>", "</code>"}
 
 
