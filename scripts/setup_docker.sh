@@ -22,6 +22,14 @@
 # fails for kernel or permission reasons): the only status a caller may take as "skip"; 3 dockerd failed otherwise;
 # 4 the image could not be built; 5 a daemon this script does not manage answers on its socket; 64 usage.
 #
+# Its data root is a btrfs filesystem in a sparse image ($SLIME_DOCKER_DIR/data.btrfs, $SLIME_DOCKER_DATA_SIZE, default
+# 64G of which only what is written takes host disk; installs btrfs-progs when missing), mounted with quotas on and
+# used through dockerd's btrfs storage driver: each container's writable layer is a subvolume whose size the sandbox
+# caps (slime/slime/agentic/container_disk.py; overlay2 can cap it only on xfs with project quotas, which this
+# machine's kernel lacks). `stop` unmounts it. SLIME_DOCKER_STORAGE=overlay2 keeps a plain directory instead (no
+# per-container disk cap: the sandbox then refuses to start unless SLIME_DOCKER_STORAGE_CAP=off, a logged, weaker
+# guarantee).
+#
 # The daemon is private: its own data root, exec root, pidfile and socket under $SLIME_DOCKER_DIR (default
 # ~/.cache/slime/docker, also slime.agentic.docker_sandbox.default_docker_dir()'s), and no network setup at all
 # (--bridge=none, no iptables rules): containers run with --network none. It listens on nothing but its unix
@@ -39,6 +47,14 @@ LOG=$DIR/dockerd.log
 EXEC_ROOT=$DIR/exec
 CONTAINERD_DIR=$EXEC_ROOT/containerd  # where dockerd keeps the containerd it starts (its pidfile and socket)
 ROOTFS_TAR=$DIR/$IMAGE.rootfs.tar
+STORAGE=${SLIME_DOCKER_STORAGE:-btrfs}  # btrfs (a capped writable layer per container) or overlay2 (no cap)
+DATA_SIZE=${SLIME_DOCKER_DATA_SIZE:-64G}
+DATA_IMAGE=$DIR/data.btrfs
+case "$STORAGE" in
+    btrfs) DATA_ROOT=$DIR/data-btrfs ;;
+    overlay2) DATA_ROOT=$DIR/data ;;
+    *) echo "setup_docker: SLIME_DOCKER_STORAGE must be btrfs or overlay2, not '$STORAGE'" >&2; exit 64 ;;
+esac
 export DOCKER_HOST=unix://$SOCK
 
 log() { echo "setup_docker: $*" >&2; }
@@ -79,6 +95,39 @@ install_missing() {
     command -v docker >/dev/null 2>&1 || { log "no docker CLI (apt-get install docker.io)"; exit 2; }
 }
 
+mount_data_root() {  # the btrfs data root: made once, mounted (quotas on) unless it is
+    mkdir -p "$DATA_ROOT"
+    [ "$STORAGE" = btrfs ] || return 0
+    if ! command -v mkfs.btrfs >/dev/null 2>&1 || ! command -v btrfs >/dev/null 2>&1; then
+        apt_install btrfs-progs
+    fi
+    if [ -d "$DIR/data" ] && ! mountpoint -q "$DIR/data"; then  # an overlay2 data root of an earlier version: ours
+        log "removing the earlier overlay2 data root $DIR/data (images come back from $ROOTFS_TAR)"
+        rm -rf --one-file-system "$DIR/data"
+    fi
+    if mountpoint -q "$DATA_ROOT"; then
+        return 0
+    fi
+    if [ ! -s "$DATA_IMAGE" ]; then
+        rm -f "$DATA_IMAGE.tmp"
+        truncate -s "$DATA_SIZE" "$DATA_IMAGE.tmp" && mkfs.btrfs -q -f "$DATA_IMAGE.tmp" >/dev/null 2>&1 ||
+            { log "mkfs.btrfs of a $DATA_SIZE image failed"; rm -f "$DATA_IMAGE.tmp"; exit 2; }
+        mv "$DATA_IMAGE.tmp" "$DATA_IMAGE"
+        log "made the btrfs data root image $DATA_IMAGE ($DATA_SIZE, sparse)"
+    fi
+    mount -o loop,noatime "$DATA_IMAGE" "$DATA_ROOT" ||
+        { log "cannot mount the btrfs image $DATA_IMAGE (a kernel without btrfs, or no loop devices):" \
+              "SLIME_DOCKER_STORAGE=overlay2 starts without per-container disk caps"; exit 2; }
+    btrfs quota enable "$DATA_ROOT" || { log "btrfs quota enable $DATA_ROOT failed"; umount "$DATA_ROOT"; exit 2; }
+}
+
+unmount_data_root() {
+    if [ "$STORAGE" = btrfs ] && mountpoint -q "$DATA_ROOT"; then
+        umount "$DATA_ROOT" 2>/dev/null || umount -l "$DATA_ROOT"
+        log "unmounted the data root $DATA_ROOT"
+    fi
+}
+
 start_daemon() {
     local pid
     pid=$(daemon_pid)
@@ -95,15 +144,16 @@ start_daemon() {
             "(or its pidfile was removed). Not starting a second one on the same data root: stop that daemon first."
         exit 5
     fi
-    mkdir -p "$DIR/data" "$EXEC_ROOT"
+    mkdir -p "$DIR" "$EXEC_ROOT"
     chmod 0700 "$DIR"
+    mount_data_root
     rm -f "$SOCK"  # nothing answers on it (checked above)
-    log "starting dockerd (data root $DIR/data, socket $SOCK, log $LOG)"
+    log "starting dockerd (data root $DATA_ROOT, storage driver $STORAGE, socket $SOCK, log $LOG)"
     # no bridge, no iptables/NAT rules, no userland proxy: it touches none of the host's networking
     local mark=0  # the log's lines before this start
     if [ -f "$LOG" ]; then mark=$(wc -l < "$LOG"); fi
     setsid dockerd --iptables=false --ip6tables=false --bridge=none --ip-masq=false --userland-proxy=false \
-        --data-root "$DIR/data" --exec-root "$EXEC_ROOT" --pidfile "$PIDFILE" -H "unix://$SOCK" \
+        --data-root "$DATA_ROOT" --storage-driver "$STORAGE" --exec-root "$EXEC_ROOT" --pidfile "$PIDFILE" -H "unix://$SOCK" \
         >>"$LOG" 2>&1 </dev/null &
     local child=$! deadline=$((SECONDS + 60))
     until answers; do
@@ -157,6 +207,7 @@ stop_daemon() {
     pid=$(daemon_pid)
     if [ -z "$pid" ]; then
         log "no dockerd of $DIR is running"
+        unmount_data_root
         return 0
     fi
     log "stopping dockerd $pid"
@@ -173,6 +224,7 @@ stop_daemon() {
         sleep 0.2
     done
     rm -f "$PIDFILE"
+    unmount_data_root
 }
 
 build_image() {

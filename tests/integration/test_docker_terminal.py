@@ -509,3 +509,31 @@ def test_a_container_keeps_the_same_whole_sandbox_budgets(docker_host):
     assert "reached its process budget (40 processes" in flood.budget_exceeded, flood
     assert int(files.stdout.split()[-1]) <= 300 and "No space left on device" in files.stderr
     assert "memory budget" in overall and "process budget" in overall
+
+
+def test_a_containers_writable_layer_has_a_disk_budget(docker_host):
+    """Issue 37: what a container writes outside /tmp (its writable layer, here a btrfs subvolume of the private
+    daemon's data root) is capped at the disk budget, in bytes and so in files, and reported as the bwrap sandbox
+    reports a full disk; the image the layer shares does not count."""
+    limits = sb.SandboxLimits(disk_budget_bytes=64 << 20)
+    flood = ("python3 -c \"\nimport os\nfor i in range(1000000):\n    try: open(f'/root/f{i}', 'w').close()\n"
+             "    except OSError as e: print('made', i, e.strerror); break\"")
+
+    async def go():
+        box = await asyncio.to_thread(DockerSandbox, docker_host=docker_host, limits=limits, user="root")
+        try:
+            assert box.disk is not None, "the container's writable layer is not capped"
+            fresh = box.disk.usage()
+            big = await box.run("head -c 200M /dev/zero > /root/big; echo rc=$?; stat -c %s /root/big")
+            files = await box.run(f"rm /root/big && sync && {flood}", timeout=120)
+            return fresh, big, files, box.budget_exceeded()
+        finally:
+            await box.aclose()
+
+    fresh, big, files, overall = asyncio.run(go())
+    assert fresh.bytes_total == 64 << 20 and fresh.bytes_used < 1 << 20  # the image's ~300 MB are not the layer's
+    assert "rc=1" in big.stdout and int(big.stdout.split()[-1]) <= 64 << 20 and "quota exceeded" in big.stderr
+    assert "filled its disk budget (64 MiB) in its writable layer" in big.budget_exceeded, big
+    made = int(files.stdout.split()[1])
+    assert 10_000 < made < 400_000 and "quota exceeded" in files.stdout, files  # files cost bytes: bounded
+    assert "writable layer" in files.budget_exceeded and "writable layer" in overall

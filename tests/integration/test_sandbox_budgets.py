@@ -162,3 +162,28 @@ def test_without_control_groups_the_sandbox_refuses_unless_the_user_opts_out(mon
     with caplog.at_level("WARNING"):
         problem, kept = sb._probe_budgets()
     assert (problem, kept) == ("", False) and "only the per-process rlimits apply" in caplog.text
+
+
+def _loop_devices() -> set[str]:
+    return {d for d in os.listdir("/sys/block") if d.startswith("loop") and os.path.exists(f"/sys/block/{d}/loop/backing_file")}
+
+
+def test_disks_made_from_one_formatted_image_are_each_their_own_and_free_their_loop_devices(tmp_path):
+    """The ext4 image is formatted once per budget and copied (sandbox_disk): two sandboxes of the same budget see
+    only their own files, each has the whole budget, and closing them leaves no loop device attached."""
+    from slime.agentic import sandbox_disk
+
+    before = _loop_devices()
+    limits = SandboxLimits(disk_budget_bytes=48 << 20, file_budget=500)
+    a, b = Sandbox(base_dir=tmp_path, limits=limits), Sandbox(base_dir=tmp_path, limits=limits)
+    try:
+        assert run(a, "echo mine > only-a && echo ok").stdout == "ok\n"
+        assert run(a, "ls -A").stdout == "only-a\n" and run(b, "ls -A").stdout == ""
+        # mkfs rounds the file count to whole block groups
+        assert sandbox_disk.usage(b.path).files_total == sandbox_disk.usage(a.path).files_total >= 400
+        assert len(_loop_devices() - before) == 2
+        assert sandbox_disk._formatted_ext4.cache_info().currsize >= 1
+    finally:
+        a.close()
+        b.close()
+    assert _loop_devices() - before == set() and leftovers(a) == leftovers(b) == []

@@ -694,3 +694,41 @@ def test_root_steps_of_a_docker_sandbox_never_overlap():
     for t in threads:
         t.join()
     assert peak[0] == 1
+
+
+def test_info_argv_asks_for_the_data_root_and_the_driver():
+    assert ds.info_argv(host="unix:///d.sock") == ["docker", "-H", "unix:///d.sock", "info", "--format",
+                                                   "{{.DockerRootDir}}\t{{.Driver}}"]
+
+
+def test_a_daemon_that_cannot_cap_the_writable_layer_is_refused_unless_the_user_opts_out(monkeypatch, caplog):
+    """Issue 37: no disk budget for a container (overlay2 without xfs quotas, a remote daemon) refuses to start, and
+    says how to opt into the weaker guarantee; opted out, it is logged once per daemon."""
+    from slime.agentic import container_disk
+
+    monkeypatch.delenv(container_disk.STORAGE_CAP_ENV, raising=False)
+    assert container_disk.attach("/var/lib/docker", "overlay2", "c" * 64, 1 << 30) is None
+    assert container_disk.attach(None, "btrfs", "c" * 64, 1 << 30) is None
+    with pytest.raises(ds.SandboxUnavailable, match=f"overlay2 storage driver.*{container_disk.STORAGE_CAP_ENV}=off"):
+        ds._uncapped_layer("unix:///x.sock", "overlay2")
+    monkeypatch.setenv(container_disk.STORAGE_CAP_ENV, "off")
+    ds._warned_uncapped.discard("unix:///y.sock")
+    with caplog.at_level("WARNING"):
+        ds._uncapped_layer("unix:///y.sock", "overlay2")
+        ds._uncapped_layer("unix:///y.sock", "overlay2")
+    assert [r.message for r in caplog.records].count(caplog.records[0].message) == 1
+    assert "opted in" in caplog.records[0].message and "as much as it likes" in caplog.records[0].message
+
+
+def test_the_writable_layer_is_found_through_the_daemons_layer_database(tmp_path):
+    from slime.agentic import container_disk
+
+    cid = "a" * 64
+    mounts = tmp_path / "image" / "btrfs" / "layerdb" / "mounts" / cid
+    mounts.mkdir(parents=True)
+    assert container_disk.layer_path(str(tmp_path), cid) is None  # no mount id yet
+    (mounts / "mount-id").write_text("b" * 64)
+    assert container_disk.layer_path(str(tmp_path), cid) is None  # no such subvolume here
+    (tmp_path / "btrfs" / "subvolumes" / ("b" * 64)).mkdir(parents=True)
+    assert container_disk.layer_path(str(tmp_path), cid) == str(tmp_path / "btrfs" / "subvolumes" / ("b" * 64))
+    assert container_disk.layer_path(str(tmp_path), "d" * 64) is None

@@ -68,7 +68,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from slime.agentic import cgroups
+from slime.agentic import cgroups, container_disk
 from slime.agentic.sandbox import (
     DEFAULT_PATH,
     Command,
@@ -455,6 +455,41 @@ def docker_call(argv: list[str], *, what: str, input: bytes | None = None, timeo
     return proc.stdout
 
 
+def info_argv(*, docker: str = "docker", host: str | None = None) -> list[str]:
+    """``docker info``: the daemon's data root and storage driver, tab-separated."""
+    return [*docker_cli(docker, host), "info", "--format", "{{.DockerRootDir}}\t{{.Driver}}"]
+
+
+_STORAGE: dict[tuple[str, str | None], tuple[str, str]] = {}
+
+
+def daemon_storage(docker: str, host: str | None) -> tuple[str, str]:
+    """(data root, storage driver) of the daemon at `host`, asked once per process and daemon."""
+    key = (docker, host)
+    if key not in _STORAGE:
+        out = docker_call(info_argv(docker=docker, host=host), what="ask the daemon for its storage", host=host)
+        root, _, driver = out.decode("utf-8", "replace").strip().partition("\t")
+        _STORAGE[key] = (root, driver)
+    return _STORAGE[key]
+
+
+_warned_uncapped: set[str | None] = set()
+
+
+def _uncapped_layer(host: str | None, driver: str) -> None:
+    """No cap on a container's writable layer here: refuse, unless the user opted out (then log it once per daemon)."""
+    weaker = ("a container can write to the daemon's disk as much as it likes (only its memory, processes, CPU and "
+              "/tmp are capped)")
+    why = (f"the daemon keeps containers with the {driver or 'unknown'} storage driver, or not on this host; the disk "
+           "budget needs its data root here on btrfs with quotas (scripts/setup_docker.sh does that)")
+    if not container_disk.opted_out():
+        raise SandboxUnavailable(f"docker sandbox: cannot cap the container's disk: {why}. Set "
+                                 f"{container_disk.STORAGE_CAP_ENV}=off to start anyway: {weaker}")
+    if host not in _warned_uncapped:
+        _warned_uncapped.add(host)
+        logger.warning("docker sandbox: %s=off (opted in): %s; %s", container_disk.STORAGE_CAP_ENV, why, weaker)
+
+
 def remove_container(name: str, *, docker_host: str | None = None, docker: str | None = None,
                      timeout: float = _CLI_TIMEOUT_S) -> bool:
     """``docker rm -f NAME`` (a crashed owner's container, found in its lease record); True when it was removed (or
@@ -504,6 +539,7 @@ class DockerSandbox(SandboxBase):
 
     isolation = "docker"
     _kill_blocks = True  # a docker CLI call: never on the event loop
+    disk: container_disk.ContainerDisk | None = None  # the cap of its writable layer (container_disk)
 
     def __init__(
         self,
@@ -550,8 +586,9 @@ class DockerSandbox(SandboxBase):
             container_id = self._cli(run_argv(image, self.name, limits=self.limits, labels=labels, docker=self.docker,
                                               host=self.docker_host, init=init), what="start the container")
             # Docker's group for it, read on this host (when the daemon's groups are here): budget_exceeded()
-            self.cgroup = cgroups.ContainerCgroup.find(container_id.decode().strip(), self.limits.memory_budget,
-                                                       self.limits.max_processes)
+            container_id = container_id.decode().strip()
+            self.cgroup = cgroups.ContainerCgroup.find(container_id, self.limits.memory_budget, self.limits.max_processes)
+            self.disk = self._cap_disk(container_id)
             self.owner = self._resolve_owner()
             uid, gid = self.owner
             out = self._cli(prepare_argv(self.name, self.inner_path, f"{uid}:{gid}" if uid != 0 else None, root_dirs,
@@ -563,6 +600,30 @@ class DockerSandbox(SandboxBase):
             self._keep = "1" if values["main"] == "1" else f"1 {values['main']}"
             self.image_path = values.get("path") or DEFAULT_PATH
         _live_sandboxes.add(self)
+
+    def _cap_disk(self, container_id: str) -> container_disk.ContainerDisk | None:
+        """The container's writable layer capped at the disk budget (container_disk), before anything of the
+        agent's runs; where that cannot be, SandboxUnavailable unless the user opted out."""
+        root, driver = daemon_storage(self.docker, self.docker_host)
+        try:
+            disk = container_disk.attach(root, driver, container_id, self.limits.disk_budget_bytes)
+        except OSError as e:
+            raise SandboxUnavailable(f"docker sandbox: cannot cap the disk of container {self.name} ({e}); are btrfs "
+                                     f"quotas on in {root}? (`btrfs quota enable {root}`)") from None
+        if disk is None:
+            _uncapped_layer(self.docker_host, driver)
+        return disk
+
+    def budget_mark(self) -> dict | None:
+        mark = super().budget_mark()
+        return {} if mark is None and self.disk is not None else mark
+
+    def budget_exceeded(self, since: dict | None = None) -> str:
+        """The container's group's counters (SandboxBase), plus its writable layer when it is full now."""
+        problems = [super().budget_exceeded(since)]
+        if self.disk is not None and (spent := self.disk.usage().spent()):
+            problems.append(f"{spent} in its writable layer")
+        return "; ".join(p for p in problems if p)
 
     def _resolve_owner(self) -> tuple[int, int]:
         """The sandbox user's numeric (uid, gid): the leased uid; the numbers of ``UID:GID``; else as docker resolves

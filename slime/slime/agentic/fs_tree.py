@@ -50,11 +50,16 @@ def mounts_below(path: str | os.PathLike) -> list[str]:
     return sorted(set(found), key=lambda p: p.count("/"), reverse=True)
 
 
-def unmount_below(path: str | os.PathLike, timeout: float = TIMEOUT_S) -> bool:
-    """Detach (`umount -l`) every filesystem mounted at or below `path`: a sandbox's capped disk or /tmp that a
+def unmount_below(path: str | os.PathLike) -> bool:
+    """Detach (a lazy umount) every filesystem mounted at or below `path`: a sandbox's capped disk or /tmp that a
     crashed owner left. True when none is left."""
+    from slime.agentic import mount_calls
+
     for point in mounts_below(path):
-        _run(["umount", "-l", "--", point], f"unmounting {point!r}", timeout)
+        try:
+            mount_calls.unmount(point, lazy=True)
+        except OSError as e:
+            logger.warning("unmounting %r failed: %s", point, e)
     return not mounts_below(path)
 
 
@@ -64,14 +69,28 @@ def remove_tree(path: str | os.PathLike, timeout: float = TIMEOUT_S) -> bool:
     path = os.fspath(path)
     if not os.path.lexists(path):
         return True
+    try:  # the common case, an empty directory (a work directory whose disk is unmounted), without a process
+        os.rmdir(path)  # never follows a symlink at `path` (ENOTDIR); a mount point is EBUSY
+        return True
+    except OSError:
+        pass
     if not os.path.islink(path) and mounts_below(path):
-        unmount_below(path, timeout)
+        unmount_below(path)
     _run(["rm", "-rf", "--one-file-system", "--", path], f"removing {path!r}", timeout)
     return not os.path.lexists(path)
 
 
 def chown_tree(path: str | os.PathLike, uid: int, gid: int, timeout: float = TIMEOUT_S) -> bool:
     """`chown -R -h -P UID:GID PATH`: the tree's own entries, symlinks changed themselves, never followed."""
+    path = os.fspath(path)
+    try:  # the common case, a new empty work directory, without a process
+        if not os.path.islink(path) and os.path.isdir(path):
+            with os.scandir(path) as entries:
+                if next(entries, None) is None:
+                    os.lchown(path, int(uid), int(gid))
+                    return True
+    except OSError:
+        pass
     return _run(["chown", "-R", "-h", "-P", f"{int(uid)}:{int(gid)}", "--", os.fspath(path)],
                 f"chowning {os.fspath(path)!r}", timeout)
 
@@ -90,7 +109,7 @@ def empty_directory(path: str | os.PathLike, timeout: float = TIMEOUT_S) -> None
     unlinked (a symlink itself, never its target)."""
     for entry in list(os.scandir(path)):
         if entry.is_dir(follow_symlinks=False):
-            remove_tree(entry.path, timeout)
+            remove_tree(entry.path, timeout)  # an empty one (bwrap's mount point in /tmp) without a process
         else:
             try:
                 os.unlink(entry.path)

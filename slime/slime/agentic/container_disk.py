@@ -1,0 +1,98 @@
+"""The disk budget of a Docker sandbox: a cap on what a container writes to its writable layer (issue 37).
+
+Docker's overlay2 driver can cap a container's writable layer only on xfs mounted with project quotas; this machine's
+kernel has no quota support at all (``CONFIG_QUOTA`` and XFS quotas are off). Btrfs quota groups are btrfs's own and
+work here: ``scripts/setup_docker.sh`` puts the private daemon's data root on a btrfs filesystem with quotas on and
+runs dockerd's btrfs storage driver, so each container's writable layer is a subvolume of its own, and this module
+gives that subvolume a limit on its **exclusive** bytes: what the container wrote or changed, not the image it
+shares (Docker's own ``--storage-opt size=`` on btrfs limits the referenced bytes, the image included, so an image
+of 400 MB would leave a 1 GiB budget 600 MB, and one over the budget could not write at all). File metadata lives in
+the subvolume's trees and counts against the same bytes (~350 bytes a file here: a 1 GiB budget holds about three
+million empty files); the host sees one image file whatever the container makes, so there is no separate file cap.
+
+Everything is read and set on this host, with btrfs's ioctls and ``/sys/fs/btrfs/<fsid>/qgroups``: the container's
+subvolume is ``<DockerRootDir>/btrfs/subvolumes/<mount id>`` (the mount id from the daemon's layer database). A daemon
+whose data root is not on this host, or not btrfs, gets no cap: :func:`attach` returns None and the sandbox refuses to
+start unless the user opted into the weaker guarantee (``SLIME_DOCKER_STORAGE_CAP=off``, logged by name).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import struct
+import uuid
+
+from slime.agentic.sandbox_disk import Usage
+
+STORAGE_CAP_ENV = "SLIME_DOCKER_STORAGE_CAP"  # "off": containers without a cap on their writable layer (logged)
+
+
+def _ioc(direction: int, number: int, size: int) -> int:
+    return (direction << 30) | (size << 16) | (0x94 << 8) | number  # btrfs's ioctl type is 0x94
+
+
+_READ, _WRITE = 2, 1
+_FS_INFO = _ioc(_READ, 31, 1024)  # struct btrfs_ioctl_fs_info_args: max_id, num_devices (u64), fsid[16], ...
+_INO_LOOKUP = _ioc(_READ | _WRITE, 18, 4096)  # struct btrfs_ioctl_ino_lookup_args: treeid, objectid, name[4080]
+_QGROUP_LIMIT = _ioc(_READ, 43, 48)  # struct btrfs_ioctl_qgroup_limit_args: qgroupid, struct btrfs_qgroup_limit
+_LIMIT_MAX_EXCL = 1 << 1
+_SUBVOLUME_ROOT_INO = 256  # BTRFS_FIRST_FREE_OBJECTID: the inode of every subvolume's root directory
+
+
+def opted_out() -> bool:
+    return os.environ.get(STORAGE_CAP_ENV, "").strip().lower() in ("off", "0", "false", "no")
+
+
+def layer_path(docker_root: str, container_id: str) -> str | None:
+    """The container's writable layer on this host (btrfs driver), or None when it is not here."""
+    try:
+        with open(os.path.join(docker_root, "image", "btrfs", "layerdb", "mounts", container_id, "mount-id")) as f:
+            mount_id = f.read().strip()
+    except OSError:
+        return None
+    path = os.path.join(docker_root, "btrfs", "subvolumes", mount_id)
+    return path if mount_id and os.path.isdir(path) else None
+
+
+class ContainerDisk:
+    """The exclusive-bytes limit of one container's writable layer, and what it has spent (`usage`)."""
+
+    def __init__(self, path: str, budget_bytes: int):
+        self.path, self.budget_bytes = path, int(budget_bytes)
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            info = bytearray(1024)
+            fcntl.ioctl(fd, _FS_INFO, info, True)
+            self.fsid = str(uuid.UUID(bytes=bytes(info[16:32])))
+            lookup = bytearray(struct.pack("=QQ", 0, _SUBVOLUME_ROOT_INO) + bytes(4080))
+            fcntl.ioctl(fd, _INO_LOOKUP, lookup, True)
+            self.subvolume = struct.unpack_from("=Q", lookup)[0]
+            # qgroupid 0: the subvolume of `fd`; flags, max_rfer, max_excl, rsv_rfer, rsv_excl
+            fcntl.ioctl(fd, _QGROUP_LIMIT, struct.pack("=6Q", 0, _LIMIT_MAX_EXCL, 0, self.budget_bytes, 0, 0))
+        finally:
+            os.close(fd)
+        self._sysfs = f"/sys/fs/btrfs/{self.fsid}/qgroups/0_{self.subvolume}"
+
+    def _read(self, name: str) -> int:
+        with open(os.path.join(self._sysfs, name)) as f:
+            return int(f.read().split()[0])
+
+    def usage(self) -> Usage:
+        """Exclusive bytes written against the budget (as the kernel last committed them; files are in the bytes)."""
+        try:
+            return Usage(self._read("exclusive"), self._read("max_exclusive"), 0, 0)
+        except (OSError, ValueError):  # the container (and its qgroup) is gone
+            return Usage(0, 0, 0, 0)
+
+
+def attach(docker_root: str | None, driver: str | None, container_id: str, budget_bytes: int) -> ContainerDisk | None:
+    """Cap the container's writable layer at `budget_bytes` when its daemon keeps it here on btrfs, else None.
+    Raises OSError when the layer is here but cannot be capped (btrfs quotas off: ``ENOTCONN``)."""
+    if driver != "btrfs" or not docker_root:
+        return None
+    path = layer_path(docker_root, container_id)
+    return ContainerDisk(path, budget_bytes) if path is not None else None
+
+
+__all__ = ["STORAGE_CAP_ENV", "ContainerDisk", "attach", "layer_path", "opted_out"]
