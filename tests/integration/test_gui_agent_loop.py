@@ -24,7 +24,7 @@ from slime.agentic.gui.scripted import load_solution
 from slime.agentic.gui.tasks import find_task, load_tasks
 from slime.utils.types import Sample
 
-from gui_env import requires_desktop
+from helpers.gui_env import requires_desktop
 
 pytestmark = requires_desktop()
 

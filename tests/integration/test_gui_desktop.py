@@ -25,7 +25,7 @@ from slime.agentic.gui.scripted import load_solution, resolve
 from slime.agentic.gui.tasks import find_task
 from slime.agentic.gui.vm_client import VMError
 
-from gui_env import requires_desktop
+from helpers.gui_env import requires_desktop
 
 pytestmark = requires_desktop()
 TASK = "notes/append-line"

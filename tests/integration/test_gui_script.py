@@ -10,7 +10,7 @@ import sqlite3
 import subprocess
 from pathlib import Path
 
-from gui_env import requires_desktop
+from helpers.gui_env import requires_desktop
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = requires_desktop()

@@ -12,7 +12,7 @@ import pytest
 from slime.agentic.gui.check import check_tasks
 from slime.agentic.gui.tasks import load_tasks
 
-from gui_env import requires_desktop
+from helpers.gui_env import requires_desktop
 
 pytestmark = [
     *requires_desktop("chromium"),

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
-from gui_env import requires_desktop
+from helpers.gui_env import requires_desktop
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = requires_desktop()

@@ -91,9 +91,16 @@ def test_specials_and_bad_arguments():
                       ({"action": "key", "keys": ["ctrl", "rm -rf"]}, "unknown key"),
                       ({"action": "key", "keys": []}, "list of key names"),
                       ({"action": "terminate", "status": "maybe"}, "success' or 'failure"),
-                      ({"action": "scroll"}, "pixels")]:
+                      ({"action": "scroll"}, "pixels"),
+                      # issue 37: JSON allows Infinity and NaN, and integers of any length; each raised out of the
+                      # provider (OverflowError, ValueError) instead of being refused
+                      ({"action": "scroll", "pixels": float("inf")}, "finite number"),
+                      ({"action": "scroll", "pixels": float("nan")}, "finite number"),
+                      ({"action": "left_click", "coordinate": [10 ** 400, 5]}, "within the screen")]:
         with pytest.raises(ActionError, match=why):
             to_step(args, SCREEN)
+    assert to_step({"action": "scroll", "pixels": 10 ** 400}, SCREEN).code == "pyautogui.scroll(50)"  # as wait: bounded
+    assert to_step({"action": "scroll", "pixels": -1e300}, SCREEN).code == "pyautogui.scroll(-50)"
     assert key_name("esc") == "escape" and key_name("F5") == "f5" and key_name(";") == ";"
 
 

@@ -10,7 +10,7 @@ written.
 ``mkfs.ext4`` runs once per process and budget: the image it makes (no journal, inode tables left to read as zeros:
 ~0.7 MB of data in a 1 GiB image) is kept in memory and written into each new image, and the loop device and the
 mount are made with the kernel's calls directly (:mod:`slime.agentic.mount_calls`), mounted ``noinit_itable`` (the
-sparse image's tables already read as zeros: no background zeroing). A disk costs ~4 ms to make and ~2 ms to close
+sparse image's tables already read as zeros: no background zeroing). A disk costs ~3 ms to make and ~3 ms to close
 here (through ``mkfs.ext4`` and ``mount -o loop`` each time: ~28 ms and ~13 ms). Every image of a budget has the same
 filesystem UUID; the kernel does not use it to tell mounts apart.
 

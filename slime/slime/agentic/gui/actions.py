@@ -14,6 +14,7 @@ non-ASCII text is refused with a clear error (pyautogui cannot type it) instead 
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -62,6 +63,7 @@ KEY_ALIASES = {"control": "ctrl", "cmd": "win", "super": "win", "meta": "win", "
                "arrowleft": "left", "arrowright": "right", "page_up": "pageup", "page_down": "pagedown"}
 DRAG_SECONDS = 0.5
 MAX_WAIT_S = 30.0
+MAX_SCROLL = 50  # scroll clicks in one action (pyautogui on X presses the wheel button that many times)
 
 
 class ActionError(ValueError):
@@ -107,7 +109,10 @@ def _point(value, screen: tuple[int, int], coordinate_type: str, what: str = "co
             or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)):
         raise ActionError(f"{what} must be [x, y] (two numbers)")
     width, height = screen
-    x, y = float(value[0]), float(value[1])
+    try:
+        x, y = float(value[0]), float(value[1])
+    except OverflowError:  # an integer of hundreds of digits
+        raise ActionError(f"{what} must be [x, y] within the screen") from None
     if coordinate_type == "relative":
         if not (0 <= x <= 999 and 0 <= y <= 999):
             raise ActionError(f"{what} {list(value)} is outside 0-999")
@@ -187,11 +192,12 @@ def to_step(arguments: dict, screen: tuple[int, int], coordinate_type: str = "re
         return Step(code=_type_code(arguments.get("text")), action=action)
     if action in ("scroll", "hscroll"):
         pixels = arguments.get("pixels")
-        if not isinstance(pixels, (int, float)) or isinstance(pixels, bool):
-            raise ActionError(f"{action} needs 'pixels' (a number)")
+        if not isinstance(pixels, (int, float)) or isinstance(pixels, bool) or (isinstance(pixels, float) and not math.isfinite(pixels)):
+            raise ActionError(f"{action} needs 'pixels' (a finite number)")
         point = at(required=False)
         move = f"pyautogui.moveTo({point[0]}, {point[1]})\n" if point else ""
-        return Step(code=f"{move}pyautogui.{action}({int(pixels)})", action=action)
+        clicks = max(-MAX_SCROLL, min(MAX_SCROLL, int(pixels)))  # as wait's time: a bound, not an error
+        return Step(code=f"{move}pyautogui.{action}({clicks})", action=action)
     if action == "left_click_drag":
         end = at()
         start = at("start_coordinate", required=False)
