@@ -36,9 +36,13 @@ class TinySpec:
     head_dim: int = 16
     max_position_embeddings: int = 2048
     seed: int = 0
+    architecture: str = "qwen3"  # or "qwen2": Qwen2.5's (q/k/v biases, an untied output layer, rope theta 1e6)
 
     def key(self) -> str:
-        blob = json.dumps({**asdict(self), "recipe": _RECIPE_VERSION}, sort_keys=True)
+        fields = asdict(self)
+        if fields["architecture"] == "qwen3":  # the key of every Qwen3 model cached before Qwen2 was added
+            del fields["architecture"]
+        blob = json.dumps({**fields, "recipe": _RECIPE_VERSION}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
@@ -77,32 +81,49 @@ def build_tokenizer(out_dir: Path, vocab_size: int):
     return hf
 
 
+QWEN2_SPEC = TinySpec(architecture="qwen2")
+
+
 def build_tiny_model(spec: TinySpec = TinySpec(), out_dir: Path | None = None) -> Path:
-    """Return a folder holding a tiny Qwen3 model + tokenizer, building it if it is not cached yet."""
+    """Return a folder holding a tiny Qwen3 (or, by `spec.architecture`, Qwen2) model + tokenizer, building it if it
+    is not cached yet."""
     final = Path(out_dir) if out_dir else cache_dir() / "tiny" / spec.key()
     if (final / "config.json").exists():
         return final
     import torch
-    from transformers import GenerationConfig, Qwen3Config, Qwen3ForCausalLM
+    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
+    if spec.architecture not in ("qwen3", "qwen2"):
+        raise ValueError(f"tiny model architecture must be qwen3 or qwen2, got {spec.architecture!r}")
     with atomic_directory(final) as tmp:
         tok = build_tokenizer(tmp, spec.vocab_size)
-        config = Qwen3Config(
+        common = dict(
             vocab_size=len(tok),
             hidden_size=spec.hidden_size,
             intermediate_size=spec.intermediate_size,
             num_hidden_layers=spec.num_hidden_layers,
             num_attention_heads=spec.num_attention_heads,
             num_key_value_heads=spec.num_key_value_heads,
-            head_dim=spec.head_dim,
             max_position_embeddings=spec.max_position_embeddings,
-            tie_word_embeddings=True,
             eos_token_id=tok.eos_token_id,
             pad_token_id=tok.pad_token_id,
             bos_token_id=None,
         )
         torch.manual_seed(spec.seed)
-        model = Qwen3ForCausalLM(config)
+        if spec.architecture == "qwen2":
+            if spec.head_dim * spec.num_attention_heads != spec.hidden_size:
+                raise ValueError("a Qwen2 model's head_dim is hidden_size / num_attention_heads")
+            # Qwen2.5-Coder-0.5B's settings that change the computation: q/k/v biases (always on in Qwen2), an
+            # untied output layer, rope theta 1e6, no sliding window
+            config = Qwen2Config(**common, tie_word_embeddings=False, rope_theta=1_000_000.0, use_sliding_window=False)
+            model = Qwen2ForCausalLM(config)
+            with torch.no_grad():  # random biases: zero-initialised ones would leave the bias path untested
+                for layer in model.model.layers:
+                    for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
+                        proj.bias.normal_(0.0, 0.5)
+                model.lm_head.weight.mul_(8.0)
+        else:
+            model = Qwen3ForCausalLM(Qwen3Config(**common, head_dim=spec.head_dim, tie_word_embeddings=True))
         # Random init of a tiny model gives near-uniform logits; scaling the embeddings up makes the
         # distribution peaked enough that sampling and top-k/top-p behave like a trained model's would.
         with torch.no_grad():

