@@ -52,9 +52,9 @@ def sample(client, tokenizer, n: int, max_new_tokens: int) -> tuple[list[dict], 
     """n replies with their engine log-probabilities, one stream at a time, then all n at once (tokens/s of each)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    prompts = [tokenizer.apply_chat_template([{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}],
-                                             add_generation_prompt=True, tokenize=True) for i in range(n)]
-    prompts = [list(p["input_ids"]) if isinstance(p, dict) else list(p) for p in prompts]
+    texts = [tokenizer.apply_chat_template([{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}],
+                                           add_generation_prompt=True, tokenize=False) for i in range(n)]
+    prompts = [tokenizer.encode(text, add_special_tokens=False) for text in texts]
     params = {"max_new_tokens": max_new_tokens, "temperature": 1.0}
 
     def one(i):
