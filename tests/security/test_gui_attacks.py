@@ -43,6 +43,8 @@ REFUSED = [  # each must come back as a tool error, nothing run
     {"action": "scroll", "pixels": float("nan")},
     {"action": "left_click", "coordinate": [10 ** 400, 5]},
     {"action": "left_click", "coordinate": [float("nan"), 5]},
+    {"action": "wait", "time": float("nan")},
+    {"action": "wait", "time": 10 ** 400},
     {"action": "left_click", "coordinate": "500, 500"},
     {"action": "terminate", "status": "maybe"},
     {"action": f"__import__('os').system('touch /tmp/{MARK}-7')"},

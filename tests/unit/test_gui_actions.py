@@ -87,7 +87,7 @@ def test_specials_and_bad_arguments():
     assert wait.special == "WAIT" and wait.wait_s == 30.0
     for args, why in [({"action": "fly"}, "unknown action"), ({"action": "left_click"}, "needs 'coordinate'"),
                       ({"action": "left_click", "coordinate": [1000, 5]}, "outside 0-999"),
-                      ({"action": "left_click", "coordinate": [1, True]}, "two numbers"),
+                      ({"action": "left_click", "coordinate": [1, True]}, "must be a number"),
                       ({"action": "key", "keys": ["ctrl", "rm -rf"]}, "unknown key"),
                       ({"action": "key", "keys": []}, "list of key names"),
                       ({"action": "terminate", "status": "maybe"}, "success' or 'failure"),
@@ -96,10 +96,13 @@ def test_specials_and_bad_arguments():
                       # provider (OverflowError, ValueError) instead of being refused
                       ({"action": "scroll", "pixels": float("inf")}, "finite number"),
                       ({"action": "scroll", "pixels": float("nan")}, "finite number"),
-                      ({"action": "left_click", "coordinate": [10 ** 400, 5]}, "within the screen")]:
+                      ({"action": "left_click", "coordinate": [10 ** 400, 5]}, "finite number"),
+                      ({"action": "wait", "time": float("nan")}, "finite number"),  # NaN < 0 is False: it passed
+                      ({"action": "wait", "time": 10 ** 400}, "finite number"),
+                      ({"action": "scroll", "pixels": 10 ** 400}, "finite number")]:
         with pytest.raises(ActionError, match=why):
             to_step(args, SCREEN)
-    assert to_step({"action": "scroll", "pixels": 10 ** 400}, SCREEN).code == "pyautogui.scroll(50)"  # as wait: bounded
+    assert to_step({"action": "scroll", "pixels": 10 ** 9}, SCREEN).code == "pyautogui.scroll(50)"  # as wait: bounded
     assert to_step({"action": "scroll", "pixels": -1e300}, SCREEN).code == "pyautogui.scroll(-50)"
     assert key_name("esc") == "escape" and key_name("F5") == "f5" and key_name(";") == ";"
 

@@ -104,15 +104,25 @@ def parse_response(text: str) -> tuple[str, dict]:
     return action_line, parsed.calls[0].arguments
 
 
+def _number(value, what: str) -> float:
+    """A JSON number the policy sent, as a finite float: JSON allows Infinity and NaN, and integers of any length
+    (which float() cannot take), and none of them may reach the program or the host's arithmetic."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise ActionError(f"{what} must be a number")
+    try:
+        number = float(value)
+    except OverflowError:  # an integer of hundreds of digits
+        number = math.inf
+    if not math.isfinite(number):
+        raise ActionError(f"{what} must be a finite number, got {str(value)[:20]}")
+    return number
+
+
 def _point(value, screen: tuple[int, int], coordinate_type: str, what: str = "coordinate") -> tuple[int, int]:
-    if (not isinstance(value, (list, tuple)) or len(value) != 2
-            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)):
+    if not isinstance(value, (list, tuple)) or len(value) != 2:
         raise ActionError(f"{what} must be [x, y] (two numbers)")
     width, height = screen
-    try:
-        x, y = float(value[0]), float(value[1])
-    except OverflowError:  # an integer of hundreds of digits
-        raise ActionError(f"{what} must be [x, y] within the screen") from None
+    x, y = _number(value[0], f"{what}'s x"), _number(value[1], f"{what}'s y")
     if coordinate_type == "relative":
         if not (0 <= x <= 999 and 0 <= y <= 999):
             raise ActionError(f"{what} {list(value)} is outside 0-999")
@@ -174,10 +184,10 @@ def to_step(arguments: dict, screen: tuple[int, int], coordinate_type: str = "re
             raise ActionError("terminate needs status 'success' or 'failure'")
         return Step(special="DONE" if status == "success" else "FAIL", action=action)
     if action == "wait":
-        seconds = arguments.get("time", 1.0)
-        if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds < 0:
+        seconds = _number(arguments.get("time", 1.0), "wait's time")
+        if seconds < 0:
             raise ActionError("wait's time must be a number of seconds >= 0")
-        return Step(special="WAIT", wait_s=min(float(seconds), MAX_WAIT_S), action=action)
+        return Step(special="WAIT", wait_s=min(seconds, MAX_WAIT_S), action=action)
     if action == "key":
         keys = arguments.get("keys")
         if isinstance(keys, str):
@@ -191,12 +201,12 @@ def to_step(arguments: dict, screen: tuple[int, int], coordinate_type: str = "re
     if action == "type":
         return Step(code=_type_code(arguments.get("text")), action=action)
     if action in ("scroll", "hscroll"):
-        pixels = arguments.get("pixels")
-        if not isinstance(pixels, (int, float)) or isinstance(pixels, bool) or (isinstance(pixels, float) and not math.isfinite(pixels)):
-            raise ActionError(f"{action} needs 'pixels' (a finite number)")
+        if arguments.get("pixels") is None:
+            raise ActionError(f"{action} needs 'pixels' (a number)")
+        pixels = _number(arguments["pixels"], f"{action}'s pixels")
         point = at(required=False)
         move = f"pyautogui.moveTo({point[0]}, {point[1]})\n" if point else ""
-        clicks = max(-MAX_SCROLL, min(MAX_SCROLL, int(pixels)))  # as wait's time: a bound, not an error
+        clicks = int(max(-MAX_SCROLL, min(MAX_SCROLL, pixels)))  # as wait's time: a bound, not an error
         return Step(code=f"{move}pyautogui.{action}({clicks})", action=action)
     if action == "left_click_drag":
         end = at()
