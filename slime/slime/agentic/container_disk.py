@@ -74,15 +74,12 @@ class ContainerDisk:
             os.close(fd)
         self._sysfs = f"/sys/fs/btrfs/{self.fsid}/qgroups/0_{self.subvolume}"
 
-    def _read(self, name: str) -> int:
-        with open(os.path.join(self._sysfs, name)) as f:
-            return int(f.read().split()[0])
-
     def usage(self) -> Usage:
         """Exclusive bytes written against the budget (as the kernel last committed them; files are in the bytes)."""
         try:
-            return Usage(self._read("exclusive"), self._read("max_exclusive"), 0, 0)
-        except (OSError, ValueError):  # the container (and its qgroup) is gone
+            with open(os.path.join(self._sysfs, "exclusive")) as f:
+                return Usage(int(f.read().split()[0]), self.budget_bytes, 0, 0)
+        except (OSError, ValueError, IndexError):  # the container (and its qgroup) is gone
             return Usage(0, 0, 0, 0)
 
 

