@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
 from collections import defaultdict
@@ -19,17 +20,33 @@ REPO = Path(__file__).resolve().parent.parent
 
 def run_stage(tag: str, script: str, env: dict, flags: list[str], log: Path) -> float:
     """`bash script flags...` from the repository root with `env` added; the trainer's step and evaluation lines
-    (and any error line) are echoed with `[tag]`, everything goes to `log`. Returns the wall seconds; a non-zero
-    exit ends the benchmark with the log's path."""
+    (and any error line) are echoed with `[tag]`, a step line with the stage's elapsed time and an ETA from the
+    steps done so far (evaluations included), everything goes to `log` (appended to: a resumed stage keeps its
+    first part). Returns the wall seconds; a non-zero exit ends the benchmark with the log's path."""
     started = time.monotonic()
     print(f"[{tag}] bash {script} {' '.join(flags)}  (log: {log})", flush=True)
-    with open(log, "w", encoding="utf-8") as fh:
-        proc = subprocess.Popen(["bash", script, *flags], cwd=REPO, env={**os.environ, **env}, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
+    first_step = None
+    with open(log, "a", encoding="utf-8") as fh:
+        # unbuffered: the trainer's lines arrive as they are written, not in 8 KiB blocks
+        proc = subprocess.Popen(["bash", script, *flags], cwd=REPO, env={**os.environ, "PYTHONUNBUFFERED": "1", **env},
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         for line in proc.stdout:  # the scripts' own progress lines, passed through
             fh.write(line)
-            if line.startswith(("step ", "eval after")) or "Error" in line or "error:" in line:
-                print(f"[{tag}] {line.rstrip()[:400]}", flush=True)
+            fh.flush()
+            if (line.startswith(("step ", "eval after")) or "Error" in line or "error:" in line
+                    or re.search(r": eval \S+: \d+/\d+ samples done", line)):
+                text = line.rstrip()[:400]
+                step = re.match(r"step (\d+)/(\d+)", line)
+                if step:
+                    done, total = int(step.group(1)), int(step.group(2))
+                    now = time.monotonic()
+                    if first_step is None:  # the rate counts from the first step (a resumed stage starts later),
+                        first_step = (done, now)  # not from the start, which includes loading and an evaluation
+                        rate = (now - started) / max(1, done)
+                    else:
+                        rate = (now - first_step[1]) / max(1, done - first_step[0])
+                    text += f" | {(now - started) / 60:.1f} min, ETA {rate * (total - done) / 60:.1f} min"
+                print(f"[{tag}] {text}", flush=True)
         code = proc.wait()
     if code != 0:
         raise SystemExit(f"[{tag}] exited with {code}; see {log}")
@@ -80,23 +97,32 @@ def last_model(ckpt: Path) -> Path:
     return folders[-1] / "model"
 
 
-def episodes(samples_file: Path, task_of=lambda key: key, key_field: str = "task_key") -> list[dict]:
-    """One row per evaluated episode from an agentic evaluation's dumped samples: with one sample per step, the steps
-    of an episode share its task and index and all carry its outcome (`metadata.accuracy`, 1.0 when solved).
-    `task_of` maps the samples' `metadata[key_field]` (the setting's task key) to the task's name."""
-    by_episode: dict[tuple, dict] = {}
+def episode_samples(samples_file: Path, key_field: str = "task_key") -> dict[tuple, list[dict]]:
+    """An agentic evaluation's dumped samples grouped by episode: with one sample per step, the steps of an episode
+    share its task key (`metadata[key_field]`), group and index. {(key, group_index, index): [samples in file order]}"""
+    grouped: dict[tuple, list[dict]] = defaultdict(list)
     for line in samples_file.read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            continue
-        sample = json.loads(line)
-        meta = sample.get("metadata") or {}
-        task = task_of(str(meta.get(key_field) or "?"))
-        reward = sample.get("reward") if isinstance(sample.get("reward"), dict) else {}
-        accuracy = float(meta.get("accuracy", reward.get("acc", 0.0)))
-        by_episode[(task, sample.get("group_index"), sample.get("index"))] = {
-            "task": task, "accuracy": accuracy, "solved": accuracy >= 1.0,
+        if line.strip():
+            sample = json.loads(line)
+            key = str((sample.get("metadata") or {}).get(key_field) or "?")
+            grouped[(key, sample.get("group_index"), sample.get("index"))].append(sample)
+    return dict(grouped)
+
+
+def episode_outcome(sample: dict) -> dict:
+    """What every step sample of an episode carries about its outcome: accuracy (1.0 when solved), parse error."""
+    meta = sample.get("metadata") or {}
+    reward = sample.get("reward") if isinstance(sample.get("reward"), dict) else {}
+    accuracy = float(meta.get("accuracy", reward.get("acc", 0.0)))
+    return {"accuracy": accuracy, "solved": accuracy >= 1.0,
             "parse_error": float(reward.get("parse_error", 0.0)) > 0 or int(meta.get("parse_error_count", 0)) > 0}
-    return list(by_episode.values())
+
+
+def episodes(samples_file: Path, task_of=lambda key: key, key_field: str = "task_key") -> list[dict]:
+    """One row per evaluated episode (`episode_samples`): its task (`task_of` maps the task key to the task's name),
+    accuracy, whether it was solved and whether it had a parse error."""
+    return [{"task": task_of(key), **episode_outcome(steps[-1])}
+            for (key, _, _), steps in episode_samples(samples_file, key_field).items()]
 
 
 def summarize(rows: list[dict]) -> dict:

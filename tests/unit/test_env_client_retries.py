@@ -64,6 +64,18 @@ def test_allocate_gives_up_after_its_back_pressure_budget():
     assert e.value.status == 429 and len(script.calls) == 3
 
 
+def test_allocate_waits_out_back_pressure_past_a_hundred_429s_until_its_time_budget():
+    # an evaluation starts more episodes than the service has slots: they wait for one (a count of 100 x 1 s ended
+    # them while the 0.5B model's episodes held every slot for minutes), up to allocate_wait_s
+    script = Script({"/allocate": [429] * 150 + [(200, {"lease_id": "run-1", "reused": False})]})
+    assert asyncio.run(client_for(script).allocate("t"))["lease_id"] == "run-1"
+    assert len(script.calls) == 151
+    script = Script({"/allocate": [429] * 1000})
+    with pytest.raises(EnvServiceError) as e:
+        asyncio.run(client_for(script, allocate_wait_s=0.0).allocate("t"))
+    assert e.value.status == 429 and len(script.calls) == 1
+
+
 def test_exec_tool_is_never_repeated_after_a_lost_answer_or_a_server_error():
     for outcome in (lost_answer(), 500, 504):
         script = Script({"/exec_tool": [outcome, (200, {"observation": "ran twice"})]})

@@ -576,6 +576,27 @@ def _eval_reward(args, sample: Sample) -> float:
     return float(sample.reward)
 
 
+class EvalProgress:
+    """A line at most every `every` seconds (and at the end) while an evaluation runs: prompts' samples done, the rate,
+    an ETA. An agentic evaluation runs for tens of minutes on a CPU with no other output."""
+
+    def __init__(self, name: str, total: int, every: float = 60.0):
+        self.name, self.total, self.every = name, total, every
+        self.count = 0
+        self.started = self.last = time.perf_counter()
+
+    def done(self, k: int = 1) -> None:
+        self.count += k
+        now = time.perf_counter()
+        if now - self.last < self.every and self.count < self.total:
+            return
+        self.last = now
+        elapsed = now - self.started
+        eta = elapsed / self.count * (self.total - self.count)
+        log.info("eval %s: %d/%d samples done, %.1f min, %.2f samples/min, ETA %.1f min", self.name, self.count,
+                 self.total, elapsed / 60, self.count / elapsed * 60, eta / 60)
+
+
 async def eval_rollout_async(args, rollout_id: int) -> RolloutFnEvalOutput:
     """Generate and score every eval prompt `--n-samples-per-eval-prompt` times; no filtering."""
     params = sampling_params_from_args(args, evaluation=True)
@@ -592,7 +613,14 @@ async def eval_rollout_async(args, rollout_id: int) -> RolloutFnEvalOutput:
                 index += 1
                 group.append(sample)
             groups.append(group)
-        results = await asyncio.gather(*(generate_and_rm_group(args, g, params, True, state) for g in groups))
+        progress = EvalProgress(name, len(groups) * n)
+
+        async def counted(group):
+            result = await generate_and_rm_group(args, group, params, True, state)
+            progress.done(len(group))
+            return result
+
+        results = await asyncio.gather(*(counted(g) for g in groups))
         samples = _trajectories(results)
         rewards = [_eval_reward(args, s) for s in samples]
         truncated = [s.status == Sample.Status.TRUNCATED for s in samples]

@@ -318,6 +318,10 @@ def _add_algorithm_flags(g):
     g.add_argument("--terminal-image", default=None,
                    help="terminal agents, --terminal-backend docker: the image ({task} is the task's name, e.g. "
                         "tb__{task} for per-task terminal-bench images); default slime-terminal-base")
+    g.add_argument("--terminal-tools", choices=["upstream", "lean"], default=None,
+                   help="terminal agents: the tools the started pool servers declare and the system prompt: upstream "
+                        "(default: the four shell tools) or lean (shell_exec with a command only: 226 prompt tokens of "
+                        "system prompt and tools instead of 913; a ~3x cheaper training step on CPU)")
     g.add_argument("--swe-instances", default=None,
                    help="SWE agents: the instances (SWE-bench JSONL) the started pool servers serve (env SWE_INSTANCES; "
                         "default swe-rl/data/instances.jsonl)")

@@ -5,7 +5,10 @@ commands twice):
 
 * every call: a connection that could not be opened (the request never left) is retried;
 * `allocate` (always sent with a request_id, so the server returns the same lease for a repeat): also a 429
-  (back-pressure, `allocate_retries` times at `allocate_backoff_s`), a lost answer and a 5xx;
+  (back-pressure: waited out for up to `allocate_wait_s`, 30 min by default, longer than a pool's idle-lease reaping,
+  at a backoff growing from `allocate_backoff_s` to 5 s; `allocate_retries` bounds the count too when given), a lost
+  answer and a 5xx. A rollout or an evaluation may start more episodes than the service has slots (an evaluation
+  starts all of its episodes at once): those wait for a slot, rather than fail;
 * `heartbeat`, `status`, `reset` (a reset starts the environment over: twice is the same as once) and `close`
   (an unknown lease counts as closed): also a lost answer and a 5xx;
 * `exec_tool` and `evaluate`: nothing more. A lost answer is an error the episode has to handle.
@@ -30,13 +33,14 @@ class EnvServiceError(RuntimeError):
 
 class EnvClient:
     def __init__(self, url: str, api_key: str | None = None, *, timeout: float = 900.0, retries: int = 3,
-                 allocate_retries: int = 100, allocate_backoff_s: float = 1.0, backoff_s: float = 0.2,
+                 allocate_retries: int | None = None, allocate_wait_s: float = 1800.0,
+                 allocate_backoff_s: float = 1.0, backoff_s: float = 0.2,
                  client: httpx.AsyncClient | None = None):
         self.url = url.rstrip("/")
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._own_client = client is None
         self.client = client or httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=5.0), headers=headers)
-        self.retries, self.allocate_retries = retries, allocate_retries
+        self.retries, self.allocate_retries, self.allocate_wait_s = retries, allocate_retries, allocate_wait_s
         self.allocate_backoff_s, self.backoff_s = allocate_backoff_s, backoff_s
         self.counters = {"retried": 0, "back_pressure": 0}
 
@@ -50,8 +54,9 @@ class EnvClient:
     async def __aexit__(self, *exc) -> None:
         await self.aclose()
 
-    async def _post(self, path: str, body: dict, *, idempotent: bool, retry_429: int = 0) -> dict:
+    async def _post(self, path: str, body: dict, *, idempotent: bool, wait_429: bool = False) -> dict:
         attempt, throttled = 0, 0
+        deadline = asyncio.get_running_loop().time() + self.allocate_wait_s
         while True:
             try:
                 reply = await self.client.post(self.url + path, json=body)
@@ -66,10 +71,10 @@ class EnvClient:
                 if reply.status_code == 200 and payload.get("ok", False):
                     return payload
                 code, message = payload.get("code", "ERROR"), payload.get("error", reply.text[:500])
-                if reply.status_code == 429 and throttled < retry_429:
-                    throttled += 1
+                if reply.status_code == 429 and wait_429 and self._wait_more(throttled, deadline):
                     self.counters["back_pressure"] += 1
-                    await asyncio.sleep(self.allocate_backoff_s)
+                    await asyncio.sleep(min(5.0, self.allocate_backoff_s * 1.5 ** throttled))
+                    throttled += 1
                     continue
                 if not (idempotent and reply.status_code >= 500 and reply.status_code != 504):
                     raise EnvServiceError(reply.status_code, code, message)
@@ -81,10 +86,15 @@ class EnvClient:
             self.counters["retried"] += 1
             await asyncio.sleep(self.backoff_s * attempt)
 
+    def _wait_more(self, throttled: int, deadline: float) -> bool:
+        if self.allocate_retries is not None and throttled >= self.allocate_retries:
+            return False
+        return asyncio.get_running_loop().time() < deadline
+
     async def allocate(self, task_key: str, request_id: str | None = None) -> dict:
-        """`{lease_id, reused}`; waits out 429s up to `allocate_retries` times."""
+        """`{lease_id, reused}`; waits out 429s (see the module's docstring)."""
         body = {"task_key": task_key, "request_id": request_id or uuid.uuid4().hex}
-        return await self._post("/allocate", body, idempotent=True, retry_429=self.allocate_retries)
+        return await self._post("/allocate", body, idempotent=True, wait_429=True)
 
     async def heartbeat(self, lease_id: str) -> None:
         await self._post("/heartbeat", {"lease_id": lease_id}, idempotent=True)

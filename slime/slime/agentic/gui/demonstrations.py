@@ -2,6 +2,7 @@
 service and desktop, kept only when the task's evaluator scores it 1, written as SFT rows in the loop's own layout.
 
     python -m slime.agentic.gui.demonstrations --split train --out gui-rl/data/sft_demos.jsonl
+    python -m slime.agentic.gui.demonstrations --tasks-dir DIR/tasks --data DIR/demos.jsonl --out demos.jsonl
 
 Every step becomes one row (`slime.rollout.sft_rollout`'s format): `prompt` = the messages the loop rendered at
 that step (the system prompt, the recent screens as text and responses, the current screen with the instruction and
@@ -15,13 +16,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import tempfile
 from pathlib import Path
 
 from .actions import COMPUTER_USE
 from .agent import AgentSettings, GuiEpisode, ScriptedGuiPolicy, run_episode
-from .scripted import load_solution
+from .scripted import SolutionError, load_solution
 from .tasks import TASKS_DIR, GuiTask, load_tasks, split_of
+
+logger = logging.getLogger(__name__)
 
 
 class RecordingPolicy(ScriptedGuiPolicy):
@@ -49,12 +53,16 @@ async def demonstrate(env, tasks: list[GuiTask], concurrency: int = 2) -> tuple[
     async def one(task: GuiTask):
         async with slots:
             policy = RecordingPolicy(load_solution(task))
-            episode = await run_episode(policy, env, task.key, AgentSettings(max_steps=30))
+            try:
+                episode = await run_episode(policy, env, task.key, AgentSettings(max_steps=30))
+            except SolutionError as e:  # a target the screen's text view does not show: not demonstrable
+                logger.warning("demonstration of %s: %s", task.key, str(e).splitlines()[0])
+                return task, None, []
             return task, episode, policy.prompts
 
     rows, failed = [], []
     for task, episode, prompts in await asyncio.gather(*(one(t) for t in tasks)):
-        if episode.reward == 1.0:
+        if episode is not None and episode.reward == 1.0:
             rows.extend(sft_rows(task, episode, prompts))
         else:
             failed.append(task.key)
@@ -65,6 +73,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks-dir", type=Path, default=TASKS_DIR)
     parser.add_argument("--split", choices=["train", "heldout", "all"], default="train")
+    parser.add_argument("--data", type=Path, default=None,
+                        help="a prompt JSONL (`prompt` = domain/id per line): demonstrate these tasks, not a split")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     from slime.agentic.env_service.client import EnvClient
@@ -72,6 +82,13 @@ def main(argv: list[str] | None = None) -> None:
     from slime.agentic.env_service.settings import PoolSettings
 
     tasks = [t for t in load_tasks(args.tasks_dir) if args.split == "all" or split_of(t) == args.split]
+    if args.data is not None:
+        keys = [json.loads(line)["prompt"] for line in args.data.read_text().splitlines() if line.strip()]
+        by_key = {t.key: t for t in load_tasks(args.tasks_dir)}
+        missing = [k for k in keys if k not in by_key]
+        if missing:
+            raise SystemExit(f"{args.data}: no task {missing[0]!r} under {args.tasks_dir}")
+        tasks = [by_key[k] for k in keys]
     with tempfile.TemporaryDirectory(prefix="gui-demos-") as state, \
             EnvService(PoolSettings(provider="gui", state_dir=state,
                                     provider_options={"tasks_dir": str(args.tasks_dir)})) as service:

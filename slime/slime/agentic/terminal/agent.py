@@ -51,6 +51,11 @@ SYSTEM_PROMPT = (
     "one step at a time, and check your result. Write longer scripts to a file with shell_write_content_to_file, "
     "then run them. When the task is done, answer with a short summary and no tool call."
 )
+# with the lean tool profile (--terminal-tools lean: shell_exec with a command only)
+LEAN_SYSTEM_PROMPT = (
+    "You are an expert Linux engineer working in a terminal. Solve the user's task by calling shell_exec; commands "
+    "run in /app. When the task is done, answer with a short summary and no tool call."
+)
 PARSE_ERROR_NAME = "json_parse_error"
 DEFAULT_MAX_STEPS = 10
 DEFAULT_MAX_PARSE_ERRORS = 3
@@ -307,7 +312,13 @@ class AgentSettings:
     @classmethod
     def from_args(cls, args) -> AgentSettings:
         return cls(max_steps=int(getattr(args, "max_turns", None) or os.environ.get("MAX_STEPS") or DEFAULT_MAX_STEPS),
-                   max_parse_errors=int(getattr(args, "max_parse_errors", None) or DEFAULT_MAX_PARSE_ERRORS))
+                   max_parse_errors=int(getattr(args, "max_parse_errors", None) or DEFAULT_MAX_PARSE_ERRORS),
+                   system_prompt=system_prompt_for(getattr(args, "terminal_tools", None) or "upstream"))
+
+
+def system_prompt_for(tools: str) -> str:
+    """The system prompt that goes with a tool profile (the upstream one names its four tools)."""
+    return LEAN_SYSTEM_PROMPT if tools == "lean" else SYSTEM_PROMPT
 
 
 async def _state(env, lease: str, token: str | None) -> dict:
@@ -441,8 +452,9 @@ def episode_samples(episode: Episode, sample: Sample, prm_scores: list[float | N
 
 def service_options(args) -> dict:
     """The terminal provider's options for the pool servers the trainer starts: --terminal-tasks-dir,
-    --terminal-backend, --terminal-image (those given)."""
-    names = {"terminal_tasks_dir": "tasks_dir", "terminal_backend": "backend", "terminal_image": "image"}
+    --terminal-backend, --terminal-image, --terminal-tools (those given)."""
+    names = {"terminal_tasks_dir": "tasks_dir", "terminal_backend": "backend", "terminal_image": "image",
+             "terminal_tools": "tools"}
     return {option: getattr(args, flag) for flag, option in names.items() if getattr(args, flag, None)}
 
 

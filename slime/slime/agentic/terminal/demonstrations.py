@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 from pathlib import Path
 
 from .agent import (
@@ -26,6 +27,7 @@ from .agent import (
     Episode,
     ScriptedTurnPolicy,
     run_episode,
+    system_prompt_for,
     tool_call_text,
 )
 from .tasks import DEFAULT_TASKS_DIR, TerminalTask, load_task
@@ -44,7 +46,21 @@ def solution_command(task: TerminalTask) -> str:
     return f"(\n{body}\n)"
 
 
-def demonstration_turns(task: TerminalTask, session: str = "main") -> list[str]:
+def lean_command(task: TerminalTask) -> str:
+    """The lean profile's command: a one-line solution as it is (nothing in it can end the session), anything
+    longer in a subshell as `solution_command`."""
+    command = solution_command(task)
+    body = command[2:-2]
+    if "\n" not in body and not re.search(r"\b(exit|set|exec)\b", body):
+        return body
+    return command
+
+
+def demonstration_turns(task: TerminalTask, session: str = "main", tools: str = "upstream") -> list[str]:
+    """The scripted agent's turns. `upstream`: look at /app, then the solution; `lean` (shell_exec with a command
+    only): the solution at once, the cheapest trajectory to train on (one tool turn and the answer)."""
+    if tools == "lean":
+        return [tool_call_text("shell_exec", {"command": lean_command(task)}, "I run the commands that do the task.")]
     return [
         tool_call_text("shell_exec", {"id": session, "command": "ls -la /app"},
                        "Let me look at the working directory first."),
@@ -66,8 +82,10 @@ def sft_rows(episode: Episode, tools: list[dict], task_name: str) -> list[dict]:
     return rows
 
 
-async def demonstrate(env, tasks: list[TerminalTask], concurrency: int = 4) -> tuple[list[dict], list[str]]:
-    """(SFT rows of the tasks whose demonstration passed every test, names of those that did not)."""
+async def demonstrate(env, tasks: list[TerminalTask], concurrency: int = 4,
+                      tools: str = "upstream") -> tuple[list[dict], list[str]]:
+    """(SFT rows of the tasks whose demonstration passed every test, names of those that did not). `tools`: the
+    service's tool profile (the turns and the system prompt follow it)."""
     slots = asyncio.Semaphore(concurrency)
     tools_seen: dict[str, list[dict]] = {}
 
@@ -80,8 +98,9 @@ async def demonstrate(env, tasks: list[TerminalTask], concurrency: int = 4) -> t
                     tools_seen.setdefault(task.name, tools)
                     return await super().generate_turn(messages, tools)
 
-            policy = Recording(demonstration_turns(task), final=FINAL_ANSWER)
-            return task, await run_episode(policy, env, f"{task.name}:{task.name}", meta, AgentSettings())
+            policy = Recording(demonstration_turns(task, tools=tools), final=FINAL_ANSWER)
+            settings = AgentSettings(system_prompt=system_prompt_for(tools))
+            return task, await run_episode(policy, env, f"{task.name}:{task.name}", meta, settings)
 
     rows, failed = [], []
     for task, episode in await asyncio.gather(*(one(t) for t in tasks)):
@@ -98,6 +117,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tasks-dir", default=str(DEFAULT_TASKS_DIR))
     parser.add_argument("--out", required=True)
     parser.add_argument("--env-server-url", default=None, help="default: a pool server started here")
+    parser.add_argument("--tools", choices=["upstream", "lean"], default="upstream",
+                        help="the tool profile (the pool server started here declares it; an attached service must "
+                             "have been started with the same)")
     args = parser.parse_args(argv)
     from slime.agentic.env_service.client import EnvClient
     from slime.agentic.env_service.launch import EnvService
@@ -109,11 +131,11 @@ def main(argv: list[str] | None = None) -> None:
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="terminal-demos-") as state, \
-            EnvService(PoolSettings(provider="terminal", state_dir=state, provider_options={"tasks_dir": str(root)}),
+            EnvService(PoolSettings(provider="terminal", state_dir=state, provider_options={"tasks_dir": str(root), "tools": args.tools}),
                        url=args.env_server_url) as service:
         async def go():
             async with EnvClient(service.url, service.api_key) as env:
-                return await demonstrate(env, tasks)
+                return await demonstrate(env, tasks, tools=args.tools)
 
         rows, failed = asyncio.run(go())
     out = Path(args.out)

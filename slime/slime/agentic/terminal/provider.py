@@ -1,6 +1,7 @@
 """The environment service's `terminal` provider: a lease holds one task's workspace (its sandbox with `/app`
 and the hidden `/tests`, `setup.sh` done) and persistent tmux shell sessions in it; the tools are the four shell
-tools; `evaluate` stops the shells and runs the task's tests (JUnit XML -> passed / total).
+tools (`tools=upstream`, the default) or shell_exec with a command only (`tools=lean`: 226 prompt tokens of system
+prompt and tool schema instead of 913); `evaluate` stops the shells and runs the task's tests (JUnit XML -> passed / total).
 
     python -m slime.agentic.env_service.pool_server --provider terminal --provider-option tasks_dir=terminal-rl/tasks
 
@@ -47,6 +48,7 @@ from slime.agentic.env_service.providers import (
 from slime.agentic.shell_sessions import (
     DEFAULT_BLOCK_TIMEOUT,
     DEFAULT_MAX_OUTPUT_CHARS,
+    TOOL_PROFILES,
     ShellSessions,
 )
 
@@ -82,7 +84,8 @@ class TerminalProvider:
                  setup_timeout_s: float = 120.0, backend: str = "bwrap", image: str = DEFAULT_IMAGE,
                  docker_user: str | None = None, docker_host: str | None = None,
                  memory_budget_mb: float | None = None, cpu_budget: float | None = None,
-                 max_processes: int | None = None, disk_budget_mb: float | None = None, file_budget: int | None = None):
+                 max_processes: int | None = None, disk_budget_mb: float | None = None, file_budget: int | None = None,
+                 tools: str = "upstream"):
         if backend not in BACKENDS:
             raise ValueError(f"terminal provider: backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
         self.backend = backend
@@ -97,6 +100,9 @@ class TerminalProvider:
         self.block_timeout = float(block_timeout)
         self.max_output_chars = int(max_output_chars)
         self.include_kill_tool = _flag(include_kill_tool)
+        if tools not in TOOL_PROFILES:
+            raise ValueError(f"terminal provider: tools must be one of {', '.join(TOOL_PROFILES)}, got {tools!r}")
+        self.tools = tools  # the tool profile: upstream's four shell tools, or `lean` (shell_exec with a command)
         self.setup_timeout_s = float(setup_timeout_s)
         self._tasks: dict[Path, TerminalTask] = {}
         # each lease's whole-sandbox budgets (the sandbox's defaults where not given); going over one ends the episode
@@ -141,7 +147,7 @@ class TerminalProvider:
         except TaskSetupError as e:
             raise ProviderError(422, str(e), code="SETUP_FAILED") from None
         shell = ShellSessions(workspace.sandbox, workdir=APP_DIR, block_timeout=self.block_timeout,
-                              max_output_chars=self.max_output_chars)
+                              max_output_chars=self.max_output_chars, tools=self.tools)
         env = TerminalEnv(task, workspace, shell)
         return env, {"user_msg": f"Task name:{task.name}\nTask instruction: {task.instruction}",
                      "tool_schemas": shell.tool_schemas(self.include_kill_tool), "task_name": task.name,

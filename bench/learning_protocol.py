@@ -1,0 +1,332 @@
+"""The protocol the agentic learning benchmarks share (`terminal_learning.py`, `gui_learning.py`): task families with
+generated instances, a warm start from verified demonstrations, RL, and three policies (base, warm start, after RL)
+measured on the same held-out episodes, in one resumable run.
+
+Stages (each skipped with `--resume` when it finished with the same settings, `stage_settings.json`):
+
+0. `families/`: the setting's families written (`<setting>.families.write_families`): `demos.jsonl`, `rl.jsonl`
+   (disjoint training instances), `heldout_instances.jsonl` (unseen instances of the trained families) and
+   `heldout_tasks.jsonl` (families nothing trains on). A setting may verify its held-out instances first (`verify`:
+   the GUI's scripted solutions through the real desktop; an instance its own solution cannot solve is dropped and
+   counted, so the held-out sets hold solvable tasks only).
+1. `demos/`: the scripted demonstrations of `demos.jsonl` through the real service, kept when the task's own check
+   passed.
+2. `sft/`: the SFT warm start (the setting's SFT script, LoRA by default), both held-out sets evaluated before it
+   (the base model) and after it (the warm start); the adapter merged into a full model folder for RL.
+3. `rl/`: RL from the warm start (the setting's RL script, LoRA), both sets evaluated after the last step; a
+   checkpoint every `--save-interval` rollouts, from which `--resume` continues an interrupted stage (`--load`).
+
+Run files in `--out`: `eval_<base|warm|rl>_<instances|tasks>.jsonl` (every evaluated episode: task, family,
+accuracy, status, the evaluation, the turns' text), both stages' `metrics.jsonl`, `timings.json`, `result.json`;
+`--commit-results` copies them (compressed) to `bench/results/<setting>/<model>/`, and `--recompute` prints the
+table and the RESULT line from them again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from train_stages import (REPO, check_stage_settings, episode_outcome, episode_samples, eval_sample_files,
+                          record_stage_settings, run_stage, summarize)
+
+SETS = ("instances", "tasks")  # unseen instances of trained families; unseen families
+POLICIES = (("base", "base"), ("warm", "warm start"), ("rl", "after RL"))
+
+
+@dataclass
+class Setting:
+    """What a learning benchmark plugs into the protocol."""
+    name: str  # the RESULT name, e.g. terminal_learning
+    target: float  # RL's gain over the warm start on unseen instances
+    sft_script: str
+    rl_script: str
+    write_families: Callable[[Path, argparse.Namespace], dict]  # (families folder, opts) -> counts per data file
+    demonstrate: Callable[[Path, Path, argparse.Namespace], str]  # (families, out jsonl, opts) -> summary line
+    stage_flags: Callable[[argparse.Namespace, Path], list[str]]  # the setting's trainer flags (both stages)
+    stage_env: Callable[[argparse.Namespace, Path], dict]  # the scripts' environment (tasks folder, ...)
+    family_of: Callable[[str], str]  # a task key -> its family
+    verify: Callable[[Path, argparse.Namespace], str] | None = None  # filters the held-out sets; -> summary line
+
+
+def add_arguments(parser: argparse.ArgumentParser, setting: str, defaults: dict) -> None:
+    """The protocol's flags, with the setting's defaults."""
+    d = {"model": "qwen2.5-coder-0.5b", "train_instances": 45, "heldout_instances": 6, "sft_steps": 60,
+         "sft_lr": 2e-4, "lora_rank": 16, "rl_rollouts": 16, "rl_tasks": 4, "rl_samples": 4, "lr": 4e-5,
+         "save_interval": 4, "eval_samples": 1, "max_steps": 4, "engine_threads": 2, **defaults}
+    parser.add_argument("--model", default=d["model"], help="the base model (tiny-qwen2: a smoke run)")
+    parser.add_argument("--train-instances", type=int, default=d["train_instances"],
+                        help="per training family (half for demonstrations, half for RL)")
+    parser.add_argument("--heldout-instances", type=int, default=d["heldout_instances"],
+                        help="per family, in each held-out set")
+    parser.add_argument("--sft-steps", type=int, default=d["sft_steps"], help="SFT steps of 8 demonstration rows")
+    parser.add_argument("--sft-lr", type=float, default=d["sft_lr"])
+    parser.add_argument("--lora-rank", type=int, default=d["lora_rank"], help="0: full fine-tuning")
+    parser.add_argument("--rl-rollouts", type=int, default=d["rl_rollouts"])
+    parser.add_argument("--rl-tasks", type=int, default=d["rl_tasks"], help="instances per rollout")
+    parser.add_argument("--rl-samples", type=int, default=d["rl_samples"], help="episodes per instance (GRPO group)")
+    parser.add_argument("--lr", type=float, default=d["lr"], help="RL learning rate (of the LoRA weights)")
+    parser.add_argument("--save-interval", type=int, default=d["save_interval"],
+                        help="RL checkpoint every N rollouts (what --resume continues from)")
+    parser.add_argument("--eval-samples", type=int, default=d["eval_samples"], help="episodes per held-out instance")
+    parser.add_argument("--max-steps", type=int, default=d["max_steps"], help="model turns per episode")
+    parser.add_argument("--engine-threads", type=int, default=d["engine_threads"],
+                        help="the embedded engine's torch threads (evaluations run while the trainer waits)")
+    parser.add_argument("--seed", type=int, default=0, help="the families' instances")
+    parser.add_argument("--out", type=Path, default=REPO / "runs" / "bench" / setting)
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the run in --out: reuse finished stages, continue RL from its checkpoint")
+    parser.add_argument("--recompute", action="store_true", help="print the table and RESULT from --out's run files")
+    parser.add_argument("--commit-results", action="store_true",
+                        help=f"copy the run files to bench/results/{setting}/<model> at the end")
+
+
+def run_module(args: list[str], what: str, ok_codes: tuple[int, ...] = (0,)) -> str:
+    """`python -m <args>` from the repository root (the framework on its path); its last output line. Another exit
+    status, or no output, ends the benchmark with its error output."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "slime"),
+                                                                     os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.run([sys.executable, "-m", *args], cwd=REPO, capture_output=True, text=True, env=env)
+    if proc.returncode not in ok_codes or not proc.stdout.strip():
+        raise SystemExit(f"[{what}] failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    return proc.stdout.strip().splitlines()[-1]
+
+
+def lora_flags(opts) -> list[str]:
+    return ["--use-lora", "--lora-rank", str(opts.lora_rank), "--lora-alpha", str(2 * opts.lora_rank)] \
+        if opts.lora_rank else []
+
+
+def eval_flags(opts, families: Path) -> list[str]:
+    return ["--engine-threads", str(opts.engine_threads),
+            "--eval-prompt-data", "instances", str(families / "heldout_instances.jsonl"),
+            "tasks", str(families / "heldout_tasks.jsonl"), "--eval-temperature", "1.0",
+            "--n-samples-per-eval-prompt", str(opts.eval_samples), "--max-turns", str(opts.max_steps)]
+
+
+def stage_done(run_dir: Path, settings: dict, resume: bool) -> bool:
+    """A finished stage of an earlier run is reused with --resume (its recorded settings must be this run's)."""
+    if resume and (run_dir / "stage_settings.json").is_file():
+        check_stage_settings(run_dir, settings, "--resume")
+        print(f"[{run_dir.name}] reused {run_dir} (finished, same settings)", flush=True)
+        return True
+    return False
+
+
+def adapter_or_model(ckpt: Path) -> Path:
+    """The last checkpoint's model folder (a full HF folder, or a LoRA adapter)."""
+    folders = sorted(p / "model" for p in ckpt.glob("iter_*")
+                     if (p / "model" / "config.json").exists() or (p / "model" / "adapter_config.json").exists())
+    if not folders:
+        raise SystemExit(f"no checkpoint with a model folder under {ckpt}")
+    return folders[-1]
+
+
+def full_model(ckpt: Path, base: str) -> Path:
+    """A full HF folder of the last checkpoint: a LoRA adapter is merged into `base` once (in `<model>/merged`)."""
+    folder = adapter_or_model(ckpt)
+    if (folder / "config.json").exists():
+        return folder
+    if not (folder / "merged" / "config.json").exists():
+        from slime.training.weight_sync import merge_lora_folder
+
+        merge_lora_folder(folder, base)
+    return folder / "merged"
+
+
+def episode_rows(samples_file: Path, family_of: Callable[[str], str]) -> list[dict]:
+    """Every evaluated episode of a dumped evaluation, with its turns' text (one sample per turn)."""
+    rows = []
+    for (key, _, _), steps in episode_samples(samples_file).items():
+        steps = sorted(steps, key=lambda s: (s.get("metadata") or {}).get("turn_idx") or 0)
+        meta = steps[-1].get("metadata") or {}
+        rows.append({"task": key.split(":")[0], "family": family_of(key), **episode_outcome(steps[-1]),
+                     "status": meta.get("status"), "evaluation": meta.get("evaluation"),
+                     "turns": [{"turn": (s.get("metadata") or {}).get("turn_idx"), "text": s.get("response")}
+                               for s in steps]})
+    return rows
+
+
+def evaluations(run_dir: Path, count: int) -> list[dict[str, Path]]:
+    """The run's evaluations in order, each {set name: dumped samples file}; exactly `count` of them."""
+    found = [eval_sample_files(run_dir, name) for name in SETS]
+    if any(len(files) != count for files in found):
+        raise SystemExit(f"expected {count} evaluation(s) of {', '.join(SETS)} in {run_dir}, found "
+                         + ", ".join(str(len(f)) for f in found))
+    return [dict(zip(SETS, files)) for files in zip(*found)]
+
+
+def keep_episodes(out: Path, policy: str, files: dict[str, Path], family_of) -> None:
+    for name, path in files.items():
+        rows = episode_rows(path, family_of)
+        (out / f"eval_{policy}_{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def _read_rows(out: Path, policy: str, name: str) -> list[dict] | None:
+    plain, packed = out / f"eval_{policy}_{name}.jsonl", out / f"eval_{policy}_{name}.jsonl.gz"
+    if plain.exists():
+        text = plain.read_text()
+    elif packed.exists():
+        text = gzip.decompress(packed.read_bytes()).decode()
+    else:
+        return None
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def summaries(out: Path) -> dict:
+    """{policy: {set: summary}} from the kept episodes (what --recompute reads; plain or committed .gz files)."""
+    result: dict[str, dict] = {}
+    for policy, _ in POLICIES:
+        result[policy] = {}
+        for name in SETS:
+            rows = _read_rows(out, policy, name)
+            if rows:
+                result[policy][name] = summarize([{"task": r["family"], "accuracy": r["accuracy"],
+                                                   "solved": r["accuracy"] >= 1.0,
+                                                   "parse_error": bool(r.get("parse_error"))} for r in rows])
+    return result
+
+
+def report(out: Path, timings: dict, name: str, target: float) -> float:
+    """The table (per policy and set: episodes, success, mean accuracy, per family) and the RESULT line."""
+    table = summaries(out)
+    print(f"{'policy':<11} {'set':<10} {'episodes':>8} {'success':>8} {'acc':>6}  per family (solved/episodes)")
+    for policy, label in POLICIES:
+        for set_name in SETS:
+            row = table[policy].get(set_name)
+            if row:
+                print(f"{label:<11} {set_name:<10} {row['episodes']:>8} {row['success']:>8.3f} {row['accuracy']:>6.3f}  "
+                      + ", ".join(f"{t} {s}" for t, s in row["per_task"].items()))
+
+    def rate(policy: str, set_name: str) -> str:
+        row = table[policy].get(set_name)
+        return f"{row['success']:.3f}" if row else "-"
+
+    gain = table["rl"]["instances"]["success"] - table["warm"]["instances"]["success"]
+    print(f"unseen instances: base {rate('base', 'instances')}, warm start {rate('warm', 'instances')}, after RL "
+          f"{rate('rl', 'instances')}; unseen tasks: base {rate('base', 'tasks')}, warm start {rate('warm', 'tasks')}, "
+          f"after RL {rate('rl', 'tasks')}; times: "
+          + ", ".join(f"{k} {v:.0f} s" for k, v in timings.items() if isinstance(v, (int, float))))
+    print(f"RESULT {name} value={gain:.3f} target=>={target} {'PASS' if gain >= target else 'FAIL'}")
+    return gain
+
+
+def commit_results(out: Path, setting: str, model: str) -> Path:
+    """The run files a RESULT line can be recomputed from, compressed, under bench/results/<setting>/<model>."""
+    dest = REPO / "bench" / "results" / setting / model.replace("/", "_")
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    for path in sorted(out.glob("eval_*.jsonl")):
+        (dest / (path.name + ".gz")).write_bytes(gzip.compress(path.read_bytes(), mtime=0))
+    for stage in ("sft", "rl"):
+        metrics = out / stage / "metrics.jsonl"
+        if metrics.exists():
+            (dest / f"{stage}_metrics.jsonl.gz").write_bytes(gzip.compress(metrics.read_bytes(), mtime=0))
+    for name in ("result.json", "timings.json"):
+        if (out / name).exists():
+            shutil.copyfile(out / name, dest / name)
+    print(f"run files -> {dest}", flush=True)
+    return dest
+
+
+def run(setting: Setting, opts) -> int:
+    """The whole protocol (see the module's docstring) for one setting."""
+    if opts.recompute:
+        timings_path = opts.out / "timings.json"
+        report(opts.out, json.loads(timings_path.read_text()) if timings_path.exists() else {}, setting.name,
+               setting.target)
+        return 0
+    if not opts.resume:
+        shutil.rmtree(opts.out, ignore_errors=True)  # metrics.jsonl is appended to: start from empty folders
+    opts.out.mkdir(parents=True, exist_ok=True)
+    timings_path = opts.out / "timings.json"
+    timings = json.loads(timings_path.read_text()) if opts.resume and timings_path.exists() else {}
+
+    def timed(name: str, seconds: float) -> None:
+        timings[name] = seconds
+        timings_path.write_text(json.dumps(timings, indent=1))
+
+    families = opts.out / "families"
+    family_settings = {"seed": opts.seed, "train_instances": opts.train_instances,
+                       "heldout_instances": opts.heldout_instances}
+    if not stage_done(families, family_settings, opts.resume):
+        shutil.rmtree(families, ignore_errors=True)
+        started = time.monotonic()
+        counts = setting.write_families(families, opts)
+        print("[families] " + ", ".join(f"{k} {v}" for k, v in counts.items()), flush=True)
+        if setting.verify is not None:
+            print(f"[families] {setting.verify(families, opts)}", flush=True)
+        timed("families", time.monotonic() - started)
+        record_stage_settings(families, family_settings)
+
+    demos = opts.out / "demos"
+    demo_settings = {**family_settings, **{k: getattr(opts, k) for k in ("tools",) if hasattr(opts, k)}}
+    if not stage_done(demos, demo_settings, opts.resume):
+        shutil.rmtree(demos, ignore_errors=True)
+        demos.mkdir()
+        started = time.monotonic()
+        print(f"[demos] {setting.demonstrate(families, demos / 'sft_demos.jsonl', opts)} "
+              f"({time.monotonic() - started:.0f} s)", flush=True)
+        timed("demonstrations", time.monotonic() - started)
+        record_stage_settings(demos, demo_settings)
+    demo_rows = len((demos / "sft_demos.jsonl").read_text().splitlines())
+    flags = [*eval_flags(opts, families), *setting.stage_flags(opts, families)]
+    env = setting.stage_env(opts, families)
+
+    sft_dir = opts.out / "sft"
+    sft_settings = {**demo_settings, "model": opts.model, "sft_steps": opts.sft_steps, "sft_lr": opts.sft_lr,
+                    "lora_rank": opts.lora_rank, "eval_samples": opts.eval_samples, "max_steps": opts.max_steps,
+                    "engine_threads": opts.engine_threads}
+    if not stage_done(sft_dir, sft_settings, opts.resume):
+        shutil.rmtree(sft_dir, ignore_errors=True)
+        # the engine idles while SFT trains: the trainer gets both cores
+        timed("sft", run_stage("sft", setting.sft_script,
+                               {**env, "RUN_DIR": str(sft_dir), "NUM_ROLLOUT": str(opts.sft_steps), "EVAL": "1",
+                                "OMP_NUM_THREADS": "2", "HF_CKPT": opts.model, "LR": str(opts.sft_lr),
+                                "SFT_DATA": str(demos / "sft_demos.jsonl")},
+                               [*flags, *lora_flags(opts)], opts.out / "sft.log"))
+        record_stage_settings(sft_dir, sft_settings)
+    base_files, warm_files = evaluations(sft_dir, 2)
+    keep_episodes(opts.out, "base", base_files, setting.family_of)
+    keep_episodes(opts.out, "warm", warm_files, setting.family_of)
+    warm_model = full_model(sft_dir / "ckpt", opts.model)
+
+    rl_dir = opts.out / "rl"
+    rl_settings = {**sft_settings, "rl_rollouts": opts.rl_rollouts, "rl_tasks": opts.rl_tasks,
+                   "rl_samples": opts.rl_samples, "lr": opts.lr}
+    if not stage_done(rl_dir, rl_settings, opts.resume):
+        resume_flags = []
+        if opts.resume and any((rl_dir / "ckpt").glob("iter_*")):
+            resume_flags = ["--load", str(rl_dir / "ckpt")]
+            print(f"[rl] continuing from the last checkpoint in {rl_dir / 'ckpt'}", flush=True)
+        else:
+            shutil.rmtree(rl_dir, ignore_errors=True)
+        seconds = run_stage("rl", setting.rl_script,
+                            {**env, "RUN_DIR": str(rl_dir), "HF_CKPT": str(warm_model),
+                             "PROMPT_DATA": str(families / "rl.jsonl"), "NUM_ROLLOUT": str(opts.rl_rollouts),
+                             "ROLLOUT_BATCH_SIZE": str(opts.rl_tasks), "N_SAMPLES": str(opts.rl_samples),
+                             "LR": str(opts.lr), "MAX_STEPS": str(opts.max_steps)},
+                            ["--eval-interval", str(opts.rl_rollouts), "--skip-eval-before-train", *flags,
+                             "--save-interval", str(opts.save_interval), *lora_flags(opts), *resume_flags],
+                            opts.out / "rl.log")
+        timed("rl", timings.get("rl", 0.0) + seconds)
+        record_stage_settings(rl_dir, rl_settings)
+    (rl_files,) = evaluations(rl_dir, 1)
+    keep_episodes(opts.out, "rl", rl_files, setting.family_of)
+
+    gain = report(opts.out, timings, setting.name, setting.target)
+    (opts.out / "result.json").write_text(json.dumps(
+        {"settings": rl_settings, "demonstration_rows": demo_rows, "timings": timings,
+         "summaries": summaries(opts.out), "value": gain, "target": setting.target}, indent=1))
+    if opts.commit_results:
+        commit_results(opts.out, setting.name, opts.model)
+    return 0

@@ -1,0 +1,348 @@
+"""GUI task families: kinds of desktop task with many generated instances, written as OSWorld-format task files.
+
+    python -m slime.agentic.gui.families --out DIR [--train-instances 30] [--heldout-instances 4] [--seed 0]
+
+A family draws an instance from a seed over the Tk apps of `gui-rl/apps/` (the settings dialog, the file manager,
+the notes editor): the starting state (settings values, the folder's files, the note's lines), the target (a name, a
+size, an item) and the wording; the evaluator's expected state computed from the same draw; one scripted solution
+per family (`<id>.solution.json`, text-targeted clicks resolved on the screen's OCR text view as a text policy reads
+it, `slime.agentic.gui.scripted`). Checked per instance by `python -m slime.agentic.gui.check --tasks-dir
+DIR/tasks`, and again by the demonstrations, which keep only instances whose evaluation scored 1.
+
+As `slime.agentic.terminal.families`: `TRAIN_FAMILIES` are trained on (demonstrations and RL draw disjoint
+instances), `HELDOUT_FAMILIES` are kinds of task nothing trains on. A task's domain is its family, so its key is
+`<family>/<family>-<t|h><k>`. Data files (the GUI setting's prompt format): `demos.jsonl`, `rl.jsonl`,
+`heldout_instances.jsonl` (unseen instances of the training families), `heldout_tasks.jsonl` (the held-out
+families). The same seed writes the same bytes. Only Tk apps: a chromium page per episode would cost several times
+the memory and CPU of an RL step here.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from slime.agentic import task_families
+from slime.agentic.task_families import draw_distinct, write_family_set
+
+APPS = "/opt/slime-gui/apps"
+SETTINGS_FILE = "~/.config/demo/settings.json"
+# the dialog's dropdowns (language, font) are left out: with the menu open the screen's text view came back empty
+# on some draws (a starting value other than the first entry), so their scripted solutions could not be verified
+LANGUAGES = ["English", "German", "French", "Spanish", "Italian"]
+FONTS = ["DejaVu Sans", "DejaVu Serif", "DejaVu Sans Mono"]
+CHECKS = {"notifications": "Enable notifications", "sounds": "Play sounds", "backups": "Create backup copies",
+          "line_numbers": "Show line numbers", "word_wrap": "Wrap long lines"}
+THEMES = {"light": "Light", "dark": "Dark", "system": "System"}
+FIRST = ["Alex", "Sam", "Maria", "Jonas", "Priya", "Lena", "Omar", "Chen", "Ines", "Tomas", "Ruth", "Kofi"]
+LAST = ["Kim", "Weber", "Silva", "Novak", "Haddad", "Berg", "Costa", "Ito", "Moreau", "Lund"]
+FILE_STEMS = ["budget", "draft", "invoice", "photo", "notes", "report", "letter", "summary", "agenda", "recipe",
+              "contract", "slides", "backup", "poster", "ticket", "resume"]
+FILE_EXTS = ["txt", "csv", "pdf", "png", "md", "doc"]
+FOLDER_NAMES = ["receipts", "travel", "taxes", "projects", "music", "school", "garden", "recipes", "photos", "work"]
+ITEMS = ["apples", "bread", "butter", "carrots", "cheese", "coffee", "eggs", "flour", "honey", "lemons", "milk",
+         "onions", "pasta", "rice", "salt", "sugar", "tea", "tomatoes", "yogurt", "beans"]
+LIST_FILES = ["shopping", "groceries", "list", "market"]
+
+
+@dataclass
+class Instance:
+    instruction: str
+    config: list[dict]
+    evaluator: dict
+    steps: list[dict]  # the scripted solution (computer_use arguments, text targets)
+    app: str
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    draw: Callable[[random.Random], Instance]
+
+
+# ------------------------------------------------------------------------------------------------ the apps' states
+
+
+def _settings(rng: random.Random) -> dict:
+    """A starting state of the settings dialog (every key, so the screen differs between instances)."""
+    return {"display_name": f"{rng.choice(FIRST)} {rng.choice(LAST)}", "language": rng.choice(LANGUAGES),
+            "theme": rng.choice(list(THEMES)), **{key: rng.random() < 0.5 for key in CHECKS},
+            "font": rng.choice(FONTS), "font_size": rng.randrange(10, 20), "volume": rng.randrange(0, 11) * 10}
+
+
+def _settings_config(state: dict) -> list[dict]:
+    return [{"type": "upload_file", "parameters": {"files": [
+                {"path": SETTINGS_FILE, "content": json.dumps(state, indent=2) + "\n"}]}},
+            {"type": "launch", "parameters": {"command": ["python", f"{APPS}/settings.py", SETTINGS_FILE]}},
+            {"type": "wait_window", "parameters": {"window_name": "Demo Settings"}}]
+
+
+def _settings_check(state: dict, changed: dict, rng: random.Random) -> dict:
+    """The changed keys plus two untouched ones (a policy that clicks around changes those too)."""
+    keep = rng.sample(sorted(k for k in state if k not in changed), 2)
+    return {"func": "check_json_settings", "result": {"type": "vm_file", "path": SETTINGS_FILE},
+            "expected": {"type": "rule", "rules": {"expected": {**changed, **{k: state[k] for k in keep}}}}}
+
+
+def _settings_instance(rng: random.Random, instruction: str, state: dict, changed: dict,
+                       steps: list[dict]) -> Instance:
+    return Instance(instruction, _settings_config(state), _settings_check(state, changed, rng),
+                    steps + [{"action": "left_click", "target": "Save"}, {"action": "terminate", "status": "success"}],
+                    "settings")
+
+
+def _folder(rng: random.Random) -> list[str]:
+    """4-6 file names with distinct stems (a click targets the stem, which must name one entry)."""
+    stems: set[str] = set()
+    count = rng.randint(4, 6)
+    while len(stems) < count:
+        stems.add(f"{rng.choice(FILE_STEMS)}-{rng.choice(FOLDER_NAMES)}")
+    return sorted(f"{stem}.{rng.choice(FILE_EXTS)}" for stem in sorted(stems))
+
+
+def _files_config(files: list[str]) -> list[dict]:
+    uploads = [{"path": f"~/docs/{name}", "content": f"{name} {i}\n"} for i, name in enumerate(files)]
+    return [{"type": "upload_file", "parameters": {"files": uploads}},
+            {"type": "execute", "parameters": {"command": ["mkdir", "-p", "~/docs/archive"]}},
+            {"type": "launch", "parameters": {"command": ["python", f"{APPS}/files.py", "~/docs"]}},
+            {"type": "wait_window", "parameters": {"window_name": "Files - docs"}}]
+
+
+def _files_check(entries: list[str]) -> dict:
+    return {"func": "check_lines",
+            "result": {"type": "vm_command_line", "command": "cd ~/docs && find . -mindepth 1 | sort", "shell": True},
+            "expected": {"type": "rule", "rules": {"expected": sorted(f"./{e}" for e in entries)}}}
+
+
+def _stem(name: str) -> str:
+    """What a click targets: the name without its extension (OCR reads the stem reliably)."""
+    return name.rsplit(".", 1)[0]
+
+
+def _notes_config(name: str, lines: list[str]) -> list[dict]:
+    return [{"type": "upload_file", "parameters": {"files": [{"path": f"~/{name}", "content": "\n".join(lines) + "\n"}]}},
+            {"type": "launch", "parameters": {"command": ["python", f"{APPS}/notes.py", f"~/{name}"]}},
+            {"type": "wait_window", "parameters": {"window_name": f"Notes - {name}"}}]
+
+
+def _notes_check(name: str, lines: list[str]) -> dict:
+    return {"func": "check_lines", "result": {"type": "vm_file", "path": f"~/{name}"},
+            "expected": {"type": "rule", "rules": {"expected": lines}}}
+
+
+# ------------------------------------------------------------------------------------------------ training families
+
+
+def display_name(rng: random.Random) -> Instance:
+    state = _settings(rng)
+    name = state["display_name"]
+    while name == state["display_name"]:
+        name = f"{rng.choice(FIRST)} {rng.choice(LAST)}"
+    return _settings_instance(rng, rng.choice([f"Change my display name in the Demo settings to '{name}'.",
+                                               f"In the Demo settings, set the display name to '{name}' and save."]),
+                              state, {"display_name": name},
+                              [{"action": "triple_click", "target": "Display name", "offset": [100, 0]},
+                               {"action": "type", "text": name}])
+
+
+def font_size(rng: random.Random) -> Instance:
+    state = _settings(rng)
+    size = rng.choice([n for n in range(8, 33) if n != state["font_size"]])
+    return _settings_instance(rng, rng.choice([f"Set the font size to {size} in the Demo settings.",
+                                               f"Change the Demo editor's font size to {size} and save it."]),
+                              state, {"font_size": size},
+                              [{"action": "triple_click", "target": "Font size", "offset": [80, 0]},
+                               {"action": "type", "text": str(size)}])
+
+
+def turn_on(rng: random.Random) -> Instance:
+    state = _settings(rng)
+    key = rng.choice(["sounds", "backups", "word_wrap"])
+    state[key] = False
+    label = CHECKS[key]
+    return _settings_instance(rng, rng.choice([f"Turn on '{label}' in the Demo settings and save the change.",
+                                               f"In the Demo settings, enable the option '{label}'."]),
+                              state, {key: True}, [{"action": "left_click", "target": label}])
+
+
+def replace_line(rng: random.Random) -> Instance:
+    name = f"{rng.choice(LIST_FILES)}.txt"
+    lines = rng.sample(ITEMS, rng.randint(2, 5))
+    k = rng.randrange(len(lines))
+    new = rng.choice([i for i in ITEMS if i not in lines])
+    return Instance(rng.choice([f"In the open Notes window, replace the line '{lines[k]}' with '{new}' and save.",
+                                f"Change {lines[k]} to {new} on my list in Notes and save it."]),
+                    _notes_config(name, lines), _notes_check(name, lines[:k] + [new] + lines[k + 1:]),
+                    [{"action": "left_click", "target": lines[k]}, {"action": "key", "keys": ["home"]},
+                     {"action": "key", "keys": ["shift", "end"]}, {"action": "type", "text": new},
+                     {"action": "key", "keys": ["ctrl", "s"]}, {"action": "terminate", "status": "success"}], "notes")
+
+
+def delete_file(rng: random.Random) -> Instance:
+    files = _folder(rng)
+    victim = rng.choice(files)
+    return Instance(rng.choice([f"Delete {victim} from my docs folder.",
+                                f"I don't need {victim} anymore: delete it from my docs folder."]),
+                    _files_config(files), _files_check([f for f in files if f != victim] + ["archive"]),
+                    [{"action": "left_click", "target": _stem(victim)}, {"action": "left_click", "target": "Delete"},
+                     {"action": "key", "keys": ["enter"]}, {"action": "terminate", "status": "success"}], "files")
+
+
+def new_folder(rng: random.Random) -> Instance:
+    files = _folder(rng)
+    folder = rng.choice([n for n in FOLDER_NAMES if n not in files])
+    return Instance(rng.choice([f"Make a new folder called '{folder}' in my docs folder.",
+                                f"Create a folder named {folder} in my docs folder."]),
+                    _files_config(files), _files_check(files + ["archive", folder]),
+                    [{"action": "left_click", "target": "New Folder"}, {"action": "type", "text": folder},
+                     {"action": "key", "keys": ["enter"]}, {"action": "terminate", "status": "success"}], "files")
+
+
+def rename_file(rng: random.Random) -> Instance:
+    files = _folder(rng)
+    old = rng.choice(files)
+    new = old
+    while new in files:
+        new = f"{rng.choice(FILE_STEMS)}-final.{old.rsplit('.', 1)[1]}"
+    return Instance(rng.choice([f"In the file manager, rename {old} in my docs folder to {new}.",
+                                f"Rename {old} to {new} (it is in my docs folder)."]),
+                    _files_config(files), _files_check([f for f in files if f != old] + [new, "archive"]),
+                    [{"action": "left_click", "target": _stem(old)}, {"action": "left_click", "target": "Rename"},
+                     {"action": "key", "keys": ["ctrl", "a"]}, {"action": "type", "text": new},
+                     {"action": "key", "keys": ["enter"]}, {"action": "terminate", "status": "success"}], "files")
+
+
+def append_line(rng: random.Random) -> Instance:
+    name = f"{rng.choice(LIST_FILES)}.txt"
+    lines = rng.sample(ITEMS, rng.randint(2, 5))
+    item = rng.choice([i for i in ITEMS if i not in lines])
+    return Instance(rng.choice([f"In the open Notes window, add a new last line that says '{item}' and save it.",
+                                f"Add {item} at the end of the list in Notes and save the file."]),
+                    _notes_config(name, lines), _notes_check(name, lines + [item]),
+                    [{"action": "left_click", "target": lines[-1]}, {"action": "key", "keys": ["ctrl", "end"]},
+                     {"action": "type", "text": item}, {"action": "key", "keys": ["ctrl", "s"]},
+                     {"action": "terminate", "status": "success"}], "notes")
+
+
+# ------------------------------------------------------------------------------------------------ held-out families
+
+
+def turn_off(rng: random.Random) -> Instance:
+    state = _settings(rng)
+    key = rng.choice(["notifications", "line_numbers", "sounds"])
+    state[key] = True
+    label = CHECKS[key]
+    return _settings_instance(rng, rng.choice([f"Turn off '{label}' in the Demo settings and save the change.",
+                                               f"In the Demo settings, disable the option '{label}'."]),
+                              state, {key: False}, [{"action": "left_click", "target": label}])
+
+
+def theme(rng: random.Random) -> Instance:
+    state = _settings(rng)
+    target = rng.choice([t for t in THEMES if t != state["theme"]])
+    return _settings_instance(rng, f"Switch the Demo app to the {THEMES[target]} theme and save.", state,
+                              {"theme": target}, [{"action": "left_click", "target": THEMES[target]}])
+
+
+def delete_two_files(rng: random.Random) -> Instance:
+    files = _folder(rng)
+    first, second = rng.sample(files, 2)
+    steps = []
+    for victim in (first, second):
+        steps += [{"action": "left_click", "target": _stem(victim)}, {"action": "left_click", "target": "Delete"},
+                  {"action": "key", "keys": ["enter"]}]
+    return Instance(f"Delete both {first} and {second} from my docs folder.", _files_config(files),
+                    _files_check([f for f in files if f not in (first, second)] + ["archive"]),
+                    steps + [{"action": "terminate", "status": "success"}], "files")
+
+
+def move_to_archive(rng: random.Random) -> Instance:
+    files = _folder(rng)
+    moved = rng.choice(files)
+    return Instance(f"Move {moved} from my docs folder into the archive folder.",
+                    _files_config(files), _files_check([f for f in files if f != moved] + ["archive",
+                                                                                          f"archive/{moved}"]),
+                    [{"action": "left_click", "target": _stem(moved)}, {"action": "left_click", "target": "Move"},
+                     {"action": "type", "text": "archive"}, {"action": "key", "keys": ["enter"]},
+                     {"action": "terminate", "status": "success"}], "files")
+
+
+def remove_line(rng: random.Random) -> Instance:
+    name = f"{rng.choice(LIST_FILES)}.txt"
+    lines = rng.sample(ITEMS, rng.randint(3, 5))
+    item = rng.choice(lines[:-1])  # not the last line: deleting it leaves a trailing newline to remove too
+    return Instance(f"Take {item} off my list in Notes and save it.",
+                    _notes_config(name, lines), _notes_check(name, [x for x in lines if x != item]),
+                    [{"action": "left_click", "target": item}, {"action": "key", "keys": ["home"]},
+                     {"action": "key", "keys": ["shift", "end"]}, {"action": "key", "keys": ["delete"]},
+                     {"action": "key", "keys": ["delete"]}, {"action": "key", "keys": ["ctrl", "s"]},
+                     {"action": "terminate", "status": "success"}], "notes")
+
+
+def volume(rng: random.Random) -> Instance:
+    state = _settings(rng)
+    state["volume"] = rng.choice([20, 30, 40, 50])
+    target = state["volume"] + 10 * rng.randint(1, 3)
+    clicks = [{"action": "left_click", "target": "Volume", "offset": [220, 0]}] * ((target - state["volume"]) // 10)
+    return _settings_instance(rng, f"Raise the volume in the Demo settings to {target} and save.", state,
+                              {"volume": target}, clicks)
+
+
+TRAIN_FAMILIES = [Family("display-name", display_name), Family("font-size", font_size), Family("turn-on", turn_on),
+                  Family("replace-line", replace_line), Family("delete-file", delete_file), Family("new-folder", new_folder),
+                  Family("rename-file", rename_file), Family("append-line", append_line)]
+HELDOUT_FAMILIES = [Family("turn-off", turn_off), Family("theme", theme),
+                    Family("delete-two-files", delete_two_files),
+                    Family("move-to-archive", move_to_archive), Family("remove-line", remove_line),
+                    Family("volume", volume)]
+FAMILIES = {f.name: f for f in TRAIN_FAMILIES + HELDOUT_FAMILIES}
+
+
+# ------------------------------------------------------------------------------------------------ writing
+
+
+def identity(instance: Instance) -> str:
+    return json.dumps([instance.instruction, instance.config], sort_keys=True)
+
+
+def draw_instances(family: Family, count: int, seed: int, exclude: set[str]) -> list[Instance]:
+    """`count` instances whose `identity` is not in `exclude` (nor repeated)."""
+    return [instance for _, instance in draw_distinct(family.name, family.draw, identity, count, seed, exclude)]
+
+
+def write_task(tasks: Path, family: Family, task_id: str, instance: Instance) -> str:
+    folder = tasks / family.name
+    folder.mkdir(parents=True, exist_ok=True)
+    task = {"id": task_id, "snapshot": instance.app, "instruction": instance.instruction, "source": "slime-families",
+            "related_apps": [instance.app], "config": instance.config, "evaluator": instance.evaluator}
+    (folder / f"{task_id}.json").write_text(json.dumps(task, indent=1) + "\n")
+    (folder / f"{task_id}.solution.json").write_text(json.dumps({"steps": instance.steps}, indent=1) + "\n")
+    return f"{family.name}/{task_id}"
+
+
+def write_families(out: Path, train_instances: int = 30, demo_share: float = 0.5, heldout_instances: int = 4,
+                   seed: int = 0) -> dict[str, int]:
+    """Writes `out/tasks/<family>/<family>-<t|h><k>.json` (and `.solution.json`) and the four data files."""
+    def write(family: Family, tag: str, instance_seed: int, instance: Instance) -> dict:
+        key = write_task(Path(out) / "tasks", family, f"{family.name}-{tag}", instance)
+        return {"prompt": key, "label": "", "metadata": {"domain": family.name, "example_id": f"{family.name}-{tag}",
+                                                         "instruction": instance.instruction}}
+
+    return write_family_set(Path(out), TRAIN_FAMILIES, HELDOUT_FAMILIES, identity, write, train_instances, demo_share,
+                            heldout_instances, seed)
+
+
+def family_of(key: str) -> str:
+    """A task key `<family>/<id>` -> the family (its domain)."""
+    return key.split("/")[0]
+
+
+def main(argv: list[str] | None = None) -> None:
+    task_families.main(__doc__.split("\n\n")[0], write_families, len(TRAIN_FAMILIES), len(HELDOUT_FAMILIES), 30, argv)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+"""bench/learning_protocol.py: run files -> episodes -> the table and the RESULT line, from plain or committed
+(compressed) files; a finished stage is reused only with the same settings."""
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+import learning_protocol as lp  # noqa: E402
+
+
+def _sample(task, index, turn, accuracy, text):
+    return {"group_index": index, "index": index, "response": text,
+            "metadata": {"task_key": f"{task}:{task}", "turn_idx": turn, "accuracy": accuracy, "status": "completed"}}
+
+
+def _dump(path: Path, samples):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(s) + "\n" for s in samples))
+
+
+def family(key):
+    return key.split(":")[0].rsplit("-", 1)[0]
+
+
+def test_episodes_are_grouped_from_turn_samples_in_turn_order(tmp_path):
+    path = tmp_path / "instances.jsonl"
+    _dump(path, [_sample("sum-h000", 0, 1, 1.0, "answer"), _sample("sum-h000", 0, 0, 1.0, "call"),
+                 _sample("grep-h000", 1, 0, 0.0, "prose")])
+    rows = lp.episode_rows(path, family)
+    assert len(rows) == 2
+    first = next(r for r in rows if r["task"] == "sum-h000")
+    assert first["family"] == "sum" and [t["text"] for t in first["turns"]] == ["call", "answer"]
+
+
+def _write_policy(out: Path, policy: str, solved: dict[str, list[float]]):
+    for set_name, accs in solved.items():
+        rows = [{"task": f"f{i % 2}-h{i:03d}", "family": f"f{i % 2}", "accuracy": a, "status": "completed",
+                 "evaluation": None, "turns": []} for i, a in enumerate(accs)]
+        (out / f"eval_{policy}_{set_name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_the_result_is_rl_minus_warm_start_on_unseen_instances_and_recomputes_from_committed_files(
+        tmp_path, capsys, monkeypatch):
+    _write_policy(tmp_path, "base", {"instances": [0, 0, 0, 0], "tasks": [0, 0]})
+    _write_policy(tmp_path, "warm", {"instances": [1, 0, 0, 0], "tasks": [1, 0]})
+    _write_policy(tmp_path, "rl", {"instances": [1, 1, 1, 0], "tasks": [0, 0]})
+    gain = lp.report(tmp_path, {"sft": 10.0}, "x_learning", 0.1)
+    out = capsys.readouterr().out
+    assert gain == pytest.approx(0.5)
+    assert out.strip().endswith("RESULT x_learning value=0.500 target=>=0.1 PASS")
+    assert "unseen tasks: base 0.000, warm start 0.500, after RL 0.000" in out
+    (tmp_path / "result.json").write_text("{}")
+    monkeypatch.setattr(lp, "REPO", tmp_path / "repo")
+    dest = lp.commit_results(tmp_path, "x_learning", "org/model")
+    assert dest == tmp_path / "repo" / "bench" / "results" / "x_learning" / "org_model"
+    assert sorted(p.name for p in dest.glob("eval_*.jsonl.gz")) == [
+        f"eval_{p}_{s}.jsonl.gz" for p in ("base", "rl", "warm") for s in ("instances", "tasks")]
+    assert lp.report(dest, {}, "x_learning", 0.6) == pytest.approx(0.5)  # from the .gz files alone
+    assert capsys.readouterr().out.strip().endswith("value=0.500 target=>=0.6 FAIL")
+
+
+def test_a_finished_stage_is_reused_only_with_resume_and_the_same_settings(tmp_path):
+    from train_stages import record_stage_settings
+
+    assert not lp.stage_done(tmp_path, {"a": 1}, resume=True)  # unfinished: run it
+    record_stage_settings(tmp_path, {"a": 1})
+    assert not lp.stage_done(tmp_path, {"a": 1}, resume=False)
+    assert lp.stage_done(tmp_path, {"a": 1}, resume=True)
+    with pytest.raises(SystemExit, match="a 1 there, 2 now"):
+        lp.stage_done(tmp_path, {"a": 2}, resume=True)
+
+
+def test_evaluations_must_hold_every_set(tmp_path):
+    _dump(tmp_path / "eval" / "before_training" / "instances.jsonl", [])
+    _dump(tmp_path / "eval" / "before_training" / "tasks.jsonl", [])
+    _dump(tmp_path / "eval" / "rollout_000003" / "instances.jsonl", [])
+    with pytest.raises(SystemExit, match="expected 2 evaluation"):
+        lp.evaluations(tmp_path, 2)
+    _dump(tmp_path / "eval" / "rollout_000003" / "tasks.jsonl", [])
+    before, after = lp.evaluations(tmp_path, 2)
+    assert before["tasks"].parent.name == "before_training" and after["instances"].parent.name == "rollout_000003"
+
+
+def test_lora_flags_and_the_adapter_or_full_model_of_a_checkpoint(tmp_path):
+    class Opts:
+        lora_rank = 8
+    assert lp.lora_flags(Opts) == ["--use-lora", "--lora-rank", "8", "--lora-alpha", "16"]
+    Opts.lora_rank = 0
+    assert lp.lora_flags(Opts) == []
+    for it, name in (("iter_0000001", "config.json"), ("iter_0000002", "adapter_config.json")):
+        (tmp_path / it / "model").mkdir(parents=True)
+        (tmp_path / it / "model" / name).write_text("{}")
+    assert lp.adapter_or_model(tmp_path) == tmp_path / "iter_0000002" / "model"
+    with pytest.raises(SystemExit, match="no checkpoint"):
+        lp.adapter_or_model(tmp_path / "none")
