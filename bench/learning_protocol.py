@@ -81,6 +81,9 @@ def add_arguments(parser: argparse.ArgumentParser, setting: str, defaults: dict)
     parser.add_argument("--max-steps", type=int, default=d["max_steps"], help="model turns per episode")
     parser.add_argument("--engine-threads", type=int, default=d["engine_threads"],
                         help="the embedded engine's torch threads (evaluations run while the trainer waits)")
+    parser.add_argument("--sft-plain-tokens", nargs="*", default=["<tool_call>", "</tool_call>"], metavar="TEXT",
+                        help="added tokens the warm start trains as ordinary text (slime/rollout/sft_rollout.py: "
+                             "Qwen2.5-Coder-0.5B's tool-call tags have untrained rows); none: give the flag alone")
     parser.add_argument("--seed", type=int, default=0, help="the families' instances")
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "bench" / setting)
     parser.add_argument("--resume", action="store_true",
@@ -285,7 +288,7 @@ def run(setting: Setting, opts) -> int:
     sft_dir = opts.out / "sft"
     sft_settings = {**demo_settings, "model": opts.model, "sft_steps": opts.sft_steps, "sft_lr": opts.sft_lr,
                     "lora_rank": opts.lora_rank, "eval_samples": opts.eval_samples, "max_steps": opts.max_steps,
-                    "engine_threads": opts.engine_threads}
+                    "engine_threads": opts.engine_threads, "sft_plain_tokens": list(opts.sft_plain_tokens)}
     if not stage_done(sft_dir, sft_settings, opts.resume):
         shutil.rmtree(sft_dir, ignore_errors=True)
         # the engine idles while SFT trains: the trainer gets both cores
@@ -293,7 +296,9 @@ def run(setting: Setting, opts) -> int:
                                {**env, "RUN_DIR": str(sft_dir), "NUM_ROLLOUT": str(opts.sft_steps), "EVAL": "1",
                                 "OMP_NUM_THREADS": "2", "HF_CKPT": opts.model, "LR": str(opts.sft_lr),
                                 "SFT_DATA": str(demos / "sft_demos.jsonl")},
-                               [*flags, *lora_flags(opts)], opts.out / "sft.log"))
+                               [*flags, *lora_flags(opts),
+                                *(["--sft-plain-tokens", *opts.sft_plain_tokens] if opts.sft_plain_tokens else [])],
+                               opts.out / "sft.log"))
         record_stage_settings(sft_dir, sft_settings)
     base_files, warm_files = evaluations(sft_dir, 2)
     keep_episodes(opts.out, "base", base_files, setting.family_of)

@@ -12,19 +12,51 @@ each piece is tokenised on its own and appended, then the end-of-turn token (tra
 `metadata.end_of_turn` is false. So a trace in an agent loop's layout trains exactly the tokens that loop would
 sample (`slime.agentic.toolcall_traces` writes them for tool-call RL).
 
+`--sft-plain-tokens S [S ...]`: these added-token strings are trained as ordinary text pieces where a response holds
+them. For a model whose rows of those tokens were never trained: Qwen2.5-Coder-0.5B-Instruct's `<tool_call>` and
+`</tool_call>` output rows sit in a cluster of 3,346 near-identical untrained rows (L2 distance < 0.05), so a
+LoRA warm start (which leaves the output layer as it is) that trains the token itself learns to raise the whole
+cluster and samples one of its tokens at random (measured: every held-out episode wrote a random token where the
+tag belongs, 0 of 72 parsed). As text pieces ("<", "tool", "_call", ">") the tags use trained rows; the agent loops
+parse the text, so both spellings are the same tool call.
+
 Evaluation (`evaluation=True`, with `--eval-interval` / `--eval-prompt-data`) is the default eval rollout: the
 SFT policy generates through the engine as an RL policy would (e.g. with the agent's custom generate function).
 """
 
 from __future__ import annotations
 
+import re
+
 from slime.rollout.data_source import as_messages, load_tokenizer
 from slime.utils.types import RolloutFnTrainOutput, Sample
 
 
+def plain_ids(tokenizer, text: str) -> list[int]:
+    """`text` tokenised as ordinary text, as if the tokenizer had no added token for it (its pre-tokenizer and BPE
+    model alone): "<tool_call>" -> "<", "tool", "_call", ">"."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        raise ValueError("--sft-plain-tokens needs a fast (Rust) tokenizer")
+    pieces = backend.pre_tokenizer.pre_tokenize_str(text) if backend.pre_tokenizer is not None else [(text, None)]
+    return [token.id for piece, _ in pieces for token in backend.model.tokenize(piece)]
+
+
+def encode_response(tokenizer, text: str, plain: tuple[str, ...] = ()) -> list[int]:
+    """A response piece's ids; the strings in `plain` (added tokens) as ordinary text pieces (`plain_ids`)."""
+    if not plain:
+        return tokenizer.encode(text, add_special_tokens=False)
+    ids: list[int] = []
+    for piece in re.split("(" + "|".join(map(re.escape, plain)) + ")", text):
+        if piece:
+            ids += plain_ids(tokenizer, piece) if piece in plain else tokenizer.encode(piece, add_special_tokens=False)
+    return ids
+
+
 def segment_ids(tokenizer, messages: list[dict], segments: list[dict], tools: list[dict] | None = None,
-                end_of_turn: bool = True) -> tuple[list[int], list[int], int]:
-    """(token ids, loss mask over the response, response length) of one SFT row."""
+                end_of_turn: bool = True, plain: tuple[str, ...] = ()) -> tuple[list[int], list[int], int]:
+    """(token ids, loss mask over the response, response length) of one SFT row. `plain`: added-token strings
+    trained as ordinary text (`--sft-plain-tokens`)."""
     from slime.models.chat_template import render_prompt_ids
 
     prompt_ids = render_prompt_ids(tokenizer, messages, tools)
@@ -33,7 +65,7 @@ def segment_ids(tokenizer, messages: list[dict], segments: list[dict], tools: li
     for i, segment in enumerate(segments):
         if not isinstance(segment, dict) or not isinstance(segment.get("text"), str):
             raise ValueError(f"segment {i} must be {{'text': str, 'loss': 0|1}}, got {segment!r}")
-        ids = tokenizer.encode(segment["text"], add_special_tokens=False)
+        ids = encode_response(tokenizer, segment["text"], plain)
         response += ids
         mask += [1 if segment.get("loss", 1) else 0] * len(ids)
     if end_of_turn:
@@ -46,14 +78,14 @@ def segment_ids(tokenizer, messages: list[dict], segments: list[dict], tools: li
     return prompt_ids + response, mask, len(response)
 
 
-def sft_sample(tokenizer, sample: Sample) -> Sample:
+def sft_sample(tokenizer, sample: Sample, plain: tuple[str, ...] = ()) -> Sample:
     """Fill `sample` (prompt + metadata.segments) with its tokens, loss mask and a neutral reward."""
     meta = sample.metadata or {}
     if "segments" not in meta:
         raise ValueError("an SFT row needs metadata.segments (the response as [{'text', 'loss'}, ...]); "
                          "is --metadata-key right?")
     tokens, mask, length = segment_ids(tokenizer, as_messages(sample.prompt), meta["segments"], meta.get("tools"),
-                                       bool(meta.get("end_of_turn", True)))
+                                       bool(meta.get("end_of_turn", True)), plain)
     sample.tokens, sample.loss_mask, sample.response_length = tokens, mask, length
     sample.response = tokenizer.decode(tokens[len(tokens) - length:])
     sample.rollout_log_probs = None
@@ -72,9 +104,10 @@ def generate_rollout(args, rollout_id: int, data_source, evaluation: bool = Fals
         raise ValueError("slime.rollout.sft_rollout trains with --loss-type sft_loss (its rows have no rewards)")
     tokenizer = load_tokenizer(args.hf_checkpoint)
     groups = data_source.get_samples(int(args.rollout_batch_size))
+    plain = tuple(getattr(args, "sft_plain_tokens", None) or ())
     for group in groups:
         for sample in group:
-            sft_sample(tokenizer, sample)
+            sft_sample(tokenizer, sample, plain)
     samples = [s for g in groups for s in g]
     trained = sum(sum(s.loss_mask) for s in samples)
     return RolloutFnTrainOutput(samples=groups, metrics={

@@ -375,6 +375,10 @@ def _add_algorithm_flags(g):
     g.add_argument("--eps-clip-c", type=float, default=None, help="dual-clip constant (> 1)")
     g.add_argument("--loss-type", choices=["policy_loss", "custom_loss", "sft_loss"], default="policy_loss",
                    help="default: the conversation method's, else policy_loss")
+    g.add_argument("--sft-plain-tokens", nargs="+", default=None, metavar="TEXT",
+                   help="--loss-type sft_loss: train these added-token strings (e.g. '<tool_call>' '</tool_call>') as "
+                        "ordinary text pieces where a response holds them: for a model whose rows of those tokens "
+                        "are untrained, as Qwen2.5-Coder-0.5B's (slime/rollout/sft_rollout.py)")
     g.add_argument("--custom-loss-function-path", default=None)
     g.add_argument("--calculate-per-token-loss", action="store_true")
     g.add_argument("--disable-compute-advantages-and-returns", dest="compute_advantages_and_returns",
@@ -904,6 +908,8 @@ def _check_algorithm(args):
         _fail(f"--tis-clip-low {args.tis_clip_low} must be below --tis-clip {args.tis_clip}")
     if args.use_tis and args.tis_clip_low < 0:
         _fail(f"--tis-clip-low must be >= 0 (a negative weight flips the gradient), got {args.tis_clip_low}")
+    if args.sft_plain_tokens and args.loss_type != "sft_loss":
+        _fail(f"--sft-plain-tokens changes how SFT rows are tokenised; --loss-type is {args.loss_type}, not sft_loss")
     if args.use_tis and args.loss_type == "sft_loss":
         _fail("--use-tis reweights the policy-gradient loss; --loss-type sft_loss has none")
     if args.use_tis and not args.compute_advantages_and_returns:
