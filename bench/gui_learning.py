@@ -71,11 +71,9 @@ def demonstrate(families: Path, out: Path, opts) -> str:
 SETTING = Setting(
     name="gui_learning", target=0.1,
     sft_script="gui-rl/run_cpu_smollm2_gui_text_sft.sh", rl_script="gui-rl/run_cpu_smollm2_gui_text.sh",
-    write_families=lambda folder, opts: write_families(folder, opts.train_instances, 0.5, opts.heldout_instances,
-                                                       opts.seed),
+    write_families=write_families,
     demonstrate=demonstrate,
-    stage_flags=lambda opts, families: ["--eval-max-response-len", "128", "--gui-tasks-dir",
-                                        str(families / "tasks")],
+    stage_flags=lambda opts, families: ["--eval-max-response-len", "128"],
     stage_env=lambda opts, families: {"TASKS_DIR": str(families / "tasks")},
     family_of=family_of,
     verify=verify,

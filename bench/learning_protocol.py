@@ -50,7 +50,8 @@ class Setting:
     target: float  # RL's gain over the warm start on unseen instances
     sft_script: str
     rl_script: str
-    write_families: Callable[[Path, argparse.Namespace], dict]  # (families folder, opts) -> counts per data file
+    # the setting's families module's write_families(out, train_instances, demo_share, heldout_instances, seed)
+    write_families: Callable[[Path, int, float, int, int], dict]
     demonstrate: Callable[[Path, Path, argparse.Namespace], str]  # (families, out jsonl, opts) -> summary line
     stage_flags: Callable[[argparse.Namespace, Path], list[str]]  # the setting's trainer flags (both stages)
     stage_env: Callable[[argparse.Namespace, Path], dict]  # the scripts' environment (tasks folder, ...)
@@ -264,7 +265,7 @@ def run(setting: Setting, opts) -> int:
     if not stage_done(families, family_settings, opts.resume):
         shutil.rmtree(families, ignore_errors=True)
         started = time.monotonic()
-        counts = setting.write_families(families, opts)
+        counts = setting.write_families(families, opts.train_instances, 0.5, opts.heldout_instances, opts.seed)
         print("[families] " + ", ".join(f"{k} {v}" for k, v in counts.items()), flush=True)
         if setting.verify is not None:
             print(f"[families] {setting.verify(families, opts)}", flush=True)

@@ -59,8 +59,7 @@ def demonstrate(families: Path, out: Path, opts) -> str:
 SETTING = Setting(
     name="terminal_learning", target=0.1,
     sft_script="terminal-rl/run_cpu_smollm2_terminal_sft.sh", rl_script="terminal-rl/run_cpu_smollm2_terminal.sh",
-    write_families=lambda folder, opts: write_families(folder, opts.train_instances, 0.5, opts.heldout_instances,
-                                                       opts.seed),
+    write_families=write_families,
     demonstrate=demonstrate,
     stage_flags=lambda opts, families: ["--terminal-tools", opts.tools, "--eval-max-response-len", "256"],
     stage_env=lambda opts, families: {"TASKS_DIR": str(families / "tasks")},

@@ -81,10 +81,11 @@ def main(argv: list[str] | None = None) -> None:
     from slime.agentic.env_service.launch import EnvService
     from slime.agentic.env_service.settings import PoolSettings
 
-    tasks = [t for t in load_tasks(args.tasks_dir) if args.split == "all" or split_of(t) == args.split]
+    every = load_tasks(args.tasks_dir)
+    tasks = [t for t in every if args.split == "all" or split_of(t) == args.split]
     if args.data is not None:
         keys = [json.loads(line)["prompt"] for line in args.data.read_text().splitlines() if line.strip()]
-        by_key = {t.key: t for t in load_tasks(args.tasks_dir)}
+        by_key = {t.key: t for t in every}
         missing = [k for k in keys if k not in by_key]
         if missing:
             raise SystemExit(f"{args.data}: no task {missing[0]!r} under {args.tasks_dir}")
