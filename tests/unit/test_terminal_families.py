@@ -2,6 +2,7 @@
 the data (the solution's run lives in tests/integration/test_terminal_families_solvable.py)."""
 import json
 import random
+import re
 
 import pytest
 
@@ -59,6 +60,33 @@ def test_instances_vary_and_their_tests_pin_the_computed_answer(family):
         assert instance.tests and instance.solution.strip()
         for body in instance.tests.values():
             compile(body, family, "exec")
+
+
+@pytest.mark.parametrize("family", [f.name for f in TRAIN_FAMILIES])
+def test_training_families_ask_their_task_in_several_ways(family):
+    # one template per family would be learnt by heart from the demonstrations; the variants need other commands
+    drawn = draw_instances(FAMILIES[family], 40, seed=0, exclude=set())
+    by_variant = {}
+    for _, instance in drawn:
+        # the solution's shape: what is left when the names and numbers the instruction gives are blanked out
+        given = set(re.findall(r"[A-Za-z0-9_]+", instance.instruction))
+        shape = re.sub(r"[A-Za-z0-9_]+", lambda m: "_" if m.group() in given else m.group(), instance.solution)
+        by_variant.setdefault(instance.variant, set()).add(shape)
+    assert len(by_variant) >= 4, sorted(by_variant)
+    assert "" not in by_variant
+    # different variants are solved by different commands, not the same command with other names
+    variants = sorted(by_variant)
+    for i, a in enumerate(variants):
+        for b in variants[i + 1:]:
+            assert not by_variant[a] & by_variant[b], (a, b, by_variant[a] & by_variant[b])
+
+
+def test_the_variant_is_recorded_in_the_task_and_the_data(tmp_path):
+    write_families(tmp_path, train_instances=2, heldout_instances=1, seed=0)
+    row = load_data_files(tmp_path)["demos"][0]["task"]
+    assert row["variant"]
+    meta = (tmp_path / "tasks" / row["task_path"] / "task.yaml").read_text()
+    assert f"variant: {row['variant']}" in meta
 
 
 def test_exclusion_redraws(tmp_path):

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +60,7 @@ class Instance:
     solution: str  # bash, run in /app
     tests: dict[str, str]  # test function name -> body (indented by the writer)
     modes: dict[str, int] = field(default_factory=dict)  # path relative to /app -> chmod mode
+    variant: str = ""  # which way of asking the family's task this instance uses (task.yaml's `variant`)
 
 
 @dataclass(frozen=True)
@@ -123,35 +125,79 @@ def _tree(rng: random.Random, root: str, exts: list[str], count: int) -> dict[st
 
 
 # ------------------------------------------------------------------------------------------------ training families
+# Each training family has several variants: the same kind of task asked in ways that need different commands (a
+# filter, the opposite selection, another output shape, a separator to notice). A model that learned one template per
+# family fails the other variants: the warm start leaves room, and RL gets groups with mixed outcomes to learn from.
+# The variant is recorded on the instance (task.yaml's `variant`), so results can be read per variant.
+
+CSV_PRE = "awk -F'{sep}' -v col={col} 'NR==1 {{for (i=1; i<=NF; i++) if ($i==col) k=i; next}} "  # the column by name
 
 
 def count_level_lines(rng: random.Random) -> Instance:
-    log, out, level = f"{rng.choice(['app', 'server', 'worker', 'api'])}.log", rng.choice(["answer.txt", "count.txt"]), \
-        rng.choice(LEVELS)
+    log, out = f"{rng.choice(['app', 'server', 'worker', 'api'])}.log", rng.choice(["answer.txt", "count.txt", "n.txt"])
     lines = _log_lines(rng, rng.randint(40, 120))
-    expected = sum(1 for lvl, _ in lines if lvl == level)
-    return Instance(
-        instruction=(f"The log /app/{log} has one entry per line with the level in square brackets, e.g. [{level}]. "
-                     f"How many lines have the level {level}? Write just the number to /app/{out}."),
-        files={log: "".join(line + "\n" for _, line in lines)},
-        solution=f"grep -c '\\[{level}\\]' /app/{log} > /app/{out}",
-        tests={"test_count": _answer_test(out, str(expected))})
+    present = sorted({lvl for lvl, _ in lines})
+    level, other = _pick(rng, present, 2)
+    intro = (f"The log /app/{log} has one entry per line: a date, a time, the level in square brackets (e.g. "
+             f"[{level}]) and a message.")
+    variant = rng.choice(["level", "day", "either", "not", "word"])
+    if variant == "level":
+        ask, expected = f"How many lines have the level {level}?", sum(lvl == level for lvl, _ in lines)
+        solution = f"grep -c '\\[{level}\\]' /app/{log}"
+    elif variant == "day":
+        day = rng.choice([line[:10] for lvl, line in lines if lvl == level])
+        ask = f"How many {level} lines were logged on {day}?"
+        expected = sum(lvl == level and line.startswith(day) for lvl, line in lines)
+        solution = f"grep '^{day} ' /app/{log} | grep -c '\\[{level}\\]'"
+    elif variant == "either":
+        ask = f"How many lines have the level {level} or the level {other}?"
+        expected = sum(lvl in (level, other) for lvl, _ in lines)
+        solution = f"grep -cE '\\[({level}|{other})\\]' /app/{log}"
+    elif variant == "not":
+        ask, expected = f"How many lines do NOT have the level {level}?", sum(lvl != level for lvl, _ in lines)
+        solution = f"grep -vc '\\[{level}\\]' /app/{log}"
+    else:
+        word = rng.choice([line.split("] ")[1].split()[0] for lvl, line in lines if lvl == level])
+        ask = f"How many {level} lines have a message that starts with the word \"{word}\"?"
+        expected = sum(lvl == level and line.split("] ")[1].startswith(word + " ") for lvl, line in lines)
+        solution = f"grep -c '\\[{level}\\] {word} ' /app/{log}"
+    return Instance(instruction=f"{intro} {ask} Write just the number to /app/{out}.",
+                    files={log: "".join(line + "\n" for _, line in lines)}, solution=f"{solution} > /app/{out}",
+                    tests={"test_count": _answer_test(out, str(expected))}, variant=variant)
 
 
 def sum_csv_column(rng: random.Random) -> Instance:
     cols = _pick(rng, ["price", "qty", "weight", "score", "hours", "cost", "visits"], 3)
-    col, csv_name, out = rng.choice(cols), f"{rng.choice(['sales', 'orders', 'stats', 'items'])}.csv", "total.txt"
+    col, csv_name, out = rng.choice(cols), f"{rng.choice(['sales', 'orders', 'stats', 'items'])}.csv", \
+        rng.choice(["total.txt", "result.txt", "answer.txt"])
+    sep = rng.choice([",", ",", ";"])
     rows = [[rng.choice(CITIES)] + [str(rng.randint(1, 500)) for _ in cols] for _ in range(rng.randint(8, 25))]
-    text = "name," + ",".join(cols) + "\n" + "".join(",".join(r) + "\n" for r in rows)
-    k = cols.index(col) + 1
-    expected = sum(int(r[k]) for r in rows)
+    text = sep.join(["name", *cols]) + "\n" + "".join(sep.join(r) + "\n" for r in rows)
+    values = [int(r[cols.index(col) + 1]) for r in rows]
+    kind = "a CSV file" if sep == "," else "a semicolon-separated file (fields separated by ;)"
+    pre = CSV_PRE.format(sep=sep, col=col)
+    variant = rng.choice(["sum", "sum-where", "max", "min", "count-over"])
+    if variant == "sum":
+        ask, expected, prog = f"the sum of its column \"{col}\" (all rows)", sum(values), "{s+=$k} END {print s}'"
+    elif variant == "sum-where":
+        city = rng.choice(rows)[0]
+        ask = f"the sum of its column \"{col}\" over the rows whose name is \"{city}\""
+        expected = sum(v for r, v in zip(rows, values) if r[0] == city)
+        prog = f"$1==\"{city}\" {{s+=$k}} END {{print s+0}}'"
+    elif variant == "max":
+        ask, expected, prog = f"the largest value in its column \"{col}\"", max(values), \
+            "m==\"\" || $k+0>m+0 {m=$k} END {print m}'"
+    elif variant == "min":
+        ask, expected, prog = f"the smallest value in its column \"{col}\"", min(values), \
+            "m==\"\" || $k+0<m+0 {m=$k} END {print m}'"
+    else:
+        n = rng.choice(sorted(values)[1:-1] or values)
+        ask = f"how many rows have a \"{col}\" greater than {n}"
+        expected, prog = sum(v > n for v in values), f"$k>{n} {{c++}} END {{print c+0}}'"
     return Instance(
-        instruction=f"/app/{csv_name} is a CSV file with a header line. Write the sum of its column \"{col}\" "
-                    f"(all rows) to /app/{out}, just the number.",
-        files={csv_name: text},
-        solution=(f"awk -F, -v col={col} 'NR==1 {{for (i=1; i<=NF; i++) if ($i==col) k=i; next}} {{s+=$k}} "
-                  f"END {{print s}}' /app/{csv_name} > /app/{out}"),
-        tests={"test_sum": _answer_test(out, str(expected))})
+        instruction=f"/app/{csv_name} is {kind} with a header line. Write {ask} to /app/{out}, just the number.",
+        files={csv_name: text}, solution=f"{pre}{prog} /app/{csv_name} > /app/{out}",
+        tests={"test_answer": _answer_test(out, str(expected))}, variant=variant)
 
 
 def list_by_extension(rng: random.Random) -> Instance:
@@ -159,112 +205,254 @@ def list_by_extension(rng: random.Random) -> Instance:
     ext, out = exts[0], rng.choice(["list.txt", "found.txt", "files.txt"])
     files = _tree(rng, root, exts, rng.randint(8, 16))
     files.setdefault(f"{root}/{rng.choice(WORDS)}_extra.{ext}", "x\n")
-    expected = sorted(p[len(root) + 1:] for p in files if p.endswith("." + ext))
-    return Instance(
-        instruction=(f"List every file ending in .{ext} anywhere under /app/{root} (subfolders too) into /app/{out}: "
-                     f"one path per line, relative to /app/{root} (e.g. sub/name.{ext}), sorted."),
-        files=files,
-        solution=f"cd /app/{root} && find . -type f -name '*.{ext}' | sed 's|^\\./||' | sort > /app/{out}",
-        tests={"test_list": _lines_test(out, expected)})
+    matching = [p for p in files if p.endswith("." + ext)]
+    variant = rng.choice(["relative", "top-level", "names", "absolute"])
+    find = f"find /app/{root} -type f -name '*.{ext}'"
+    if variant == "relative":
+        shape = f"anywhere under /app/{root} (subfolders too) into /app/{out}: one path per line, relative to " \
+                f"/app/{root} (e.g. sub/name.{ext}), sorted"
+        expected = sorted(p[len(root) + 1:] for p in matching)
+        solution = f"cd /app/{root} && find . -type f -name '*.{ext}' | sed 's|^\\./||' | sort"
+    elif variant == "top-level":
+        shape = f"directly in /app/{root} (not in its subfolders) into /app/{out}: one file name per line, sorted"
+        expected = sorted(p[len(root) + 1:] for p in matching if "/" not in p[len(root) + 1:])
+        solution = f"find /app/{root} -maxdepth 1 -type f -name '*.{ext}' -printf '%f\\n' | sort"
+    elif variant == "names":
+        shape = f"anywhere under /app/{root} (subfolders too) into /app/{out}: just the file names, without their " \
+                f"folders, one per line, sorted"
+        expected = sorted(p.rsplit("/", 1)[1] for p in matching)
+        solution = f"{find} -printf '%f\\n' | sort"
+    else:
+        shape = f"anywhere under /app/{root} (subfolders too) into /app/{out}: one absolute path per line (starting " \
+                f"with /app/), sorted"
+        expected = sorted("/app/" + p for p in matching)
+        solution = f"{find} | sort"
+    return Instance(instruction=f"List every file ending in .{ext} {shape}.", files=files,
+                    solution=f"{solution} > /app/{out}", tests={"test_list": _lines_test(out, expected)},
+                    variant=variant)
 
 
 def replace_word(rng: random.Random) -> Instance:
-    old, new = _pick(rng, WORDS, 2)
+    old, new, marker = _pick(rng, WORDS, 3)
     name = f"{rng.choice(['notes', 'readme', 'letter', 'plan'])}.txt"
-    others = [w for w in WORDS if w not in (old, new)]
+    others = [w for w in WORDS if w not in (old, new, marker)]
+    variant = rng.choice(["all", "whole-word", "lines-with", "first-per-line"])
+    longer = [old + "s", old + "wood"] if variant == "whole-word" else []
     lines = []
-    for _ in range(rng.randint(6, 14)):
-        words = rng.sample(others, 4) + ([old] * rng.randint(0, 2))
+    for i in range(rng.randint(6, 14)):
+        words = rng.sample(others, 4) + [old] * rng.randint(0, 2) + ([marker] if i % 2 else []) \
+            + ([rng.choice(longer)] if longer and rng.random() < 0.4 else [])
         rng.shuffle(words)
         lines.append(" ".join(words))
-    if not any(old in line for line in lines):
-        lines[0] += " " + old
+    lines[0], lines[1] = f"{old} {lines[0]} {old}", f"{old} {lines[1]}"  # some line holds two, a marker line one
     text = "".join(line + "\n" for line in lines)
+    if variant == "all":
+        ask, after, solution = "", text.replace(old, new), f"sed -i 's/{old}/{new}/g' /app/{name}"
+    elif variant == "whole-word":
+        text += f"{old}s and {old}wood stay\n"
+        ask = f" Only whole words: longer words that contain it (such as \"{old}s\") stay as they are."
+        after = re.sub(rf"\b{old}\b", new, text)
+        solution = f"sed -i 's/\\b{old}\\b/{new}/g' /app/{name}"
+    elif variant == "lines-with":
+        ask = f" Only on lines that contain the word \"{marker}\"; other lines stay as they are."
+        after = "".join((line.replace(old, new) if marker in line.split() else line) + "\n" for line in lines)
+        solution = f"sed -i '/\\b{marker}\\b/s/{old}/{new}/g' /app/{name}"
+    else:
+        ask = " Only its first occurrence on each line: later ones on the same line stay as they are."
+        after = "".join(line.replace(old, new, 1) + "\n" for line in lines)
+        solution = f"sed -i 's/{old}/{new}/' /app/{name}"
     return Instance(
-        instruction=f"In /app/{name}, replace every occurrence of the word \"{old}\" with \"{new}\". Change nothing else.",
-        files={name: text},
-        solution=f"sed -i 's/{old}/{new}/g' /app/{name}",
-        tests={"test_replaced": (f"assert Path({'/app/' + name!r}).read_text() == {text.replace(old, new)!r}")})
+        instruction=f"In /app/{name}, replace the word \"{old}\" with \"{new}\".{ask} Change nothing else.",
+        files={name: text}, solution=solution,
+        tests={"test_replaced": f"assert Path({'/app/' + name!r}).read_text() == {after!r}"}, variant=variant)
 
 
 def run_script_output(rng: random.Random) -> Instance:
     script, out, word, n = f"{rng.choice(['build', 'report', 'greet', 'stamp'])}.sh", \
-        f"{rng.choice(['output', 'result'])}.txt", rng.choice(WORDS), rng.randint(2, 6)
-    body = f"#!/bin/bash\nfor i in $(seq 1 {n}); do echo \"{word} $i\"; done\n"
+        f"{rng.choice(['output', 'result', 'log'])}.txt", rng.choice(WORDS), rng.randint(2, 6)
+    variant = rng.choice(["run", "argument", "last-line", "with-errors"])
+    loop = f"for i in $(seq 1 {n}); do echo \"{word} $i\"; done"
+    lines = [f"{word} {i}" for i in range(1, n + 1)]
+    run, how, ask = f"/app/{script}", "run it", "save what it prints to"
+    if variant == "argument":
+        loop = f"for i in $(seq 1 \"${{1:?give a count}}\"); do echo \"{word} $i\"; done"
+        m = rng.randint(3, 9)
+        lines, run, how = [f"{word} {i}" for i in range(1, m + 1)], f"/app/{script} {m}", \
+            f"run it with the argument {m}"
+    elif variant == "last-line":
+        lines, run, ask = lines[-1:], f"/app/{script} | tail -n 1", "save only the last line it prints to"
+    elif variant == "with-errors":
+        loop += f"\necho \"{word} done\" >&2"
+        lines = lines + [f"{word} done"]
+        ask = "save everything it prints, standard output and standard error, to"
     return Instance(
-        instruction=(f"/app/{script} cannot be run yet because it is not executable. Make it executable, run it, and "
-                     f"save what it prints to /app/{out}."),
-        files={script: body}, modes={script: 0o644},
-        solution=f"chmod +x /app/{script} && /app/{script} > /app/{out}",
+        instruction=(f"/app/{script} cannot be run yet because it is not executable. Make it executable, {how}, "
+                     f"and {ask} /app/{out}."),
+        files={script: f"#!/bin/bash\n{loop}\n"}, modes={script: 0o644},
+        solution=f"chmod +x /app/{script} && {run} > /app/{out}" + (" 2>&1" if variant == "with-errors" else ""),
         tests={"test_executable": f"assert os.stat({'/app/' + script!r}).st_mode & 0o100",
-               "test_output": _lines_test(out, [f"{word} {i}" for i in range(1, n + 1)])})
+               "test_output": _lines_test(out, lines)}, variant=variant)
 
 
 def distinct_values(rng: random.Random) -> Instance:
     csv_name, col, out = f"{rng.choice(['visits', 'trips', 'events'])}.csv", rng.choice(["city", "place"]), \
-        rng.choice(["cities.txt", "distinct.txt"])
+        rng.choice(["cities.txt", "distinct.txt", "answer.txt"])
     cities = _pick(rng, CITIES, rng.randint(3, 7))
-    rows = [(rng.randint(1, 9999), rng.choice(cities), rng.randint(1, 50)) for _ in range(rng.randint(12, 30))]
-    text = f"id,{col},amount\n" + "".join(f"{a},{b},{c}\n" for a, b, c in rows)
+    header = ["id", col, "amount"]
+    rng.shuffle(header)
+    rows = [{"id": str(rng.randint(1, 9999)), col: rng.choice(cities), "amount": str(rng.randint(1, 50))}
+            for _ in range(rng.randint(12, 30))]
+    text = ",".join(header) + "\n" + "".join(",".join(r[h] for h in header) + "\n" for r in rows)
+    values = [r[col] for r in rows]
+    counts = {v: values.count(v) for v in sorted(set(values))}
+    top = max(counts.values())
+    variant = rng.choice(["distinct", "count-distinct", "most-common", "counts"])
+    if variant == "most-common" and list(counts.values()).count(top) > 1:
+        variant = "counts"  # a tie has no single most common value
+    column = CSV_PRE.format(sep=",", col=col) + f"{{print $k}}' /app/{csv_name}"
+    if variant == "distinct":
+        ask, expected, tail = "the distinct values of the \"{col}\" column of {f} to {out}: each value once, one per " \
+                              "line, sorted alphabetically", sorted(counts), "sort -u"
+    elif variant == "count-distinct":
+        ask, expected, tail = "how many different values the \"{col}\" column of {f} has to {out}, just the number", \
+            [str(len(counts))], "sort -u | wc -l"
+    elif variant == "most-common":
+        ask = "the value that occurs most often in the \"{col}\" column of {f} to {out}, just the value"
+        expected, tail = [max(counts, key=counts.get)], "sort | uniq -c | sort -rn | head -n 1 | awk '{print $2}'"
+    else:
+        ask = "each distinct value of the \"{col}\" column of {f} with how often it occurs to {out}: one line per " \
+              "value, the value, a space and the count (e.g. \"oslo 3\"), sorted by value"
+        expected, tail = [f"{v} {c}" for v, c in counts.items()], "sort | uniq -c | awk '{print $2, $1}'"
     return Instance(
-        instruction=(f"Write the distinct values of the \"{col}\" column of /app/{csv_name} (a CSV file with a header "
-                     f"line) to /app/{out}: each value once, one per line, sorted alphabetically."),
-        files={csv_name: text},
-        solution=f"tail -n +2 /app/{csv_name} | cut -d, -f2 | sort -u > /app/{out}",
-        tests={"test_values": _lines_test(out, sorted({b for _, b, _ in rows}))})
+        instruction=(f"/app/{csv_name} is a CSV file with a header line. Write "
+                     + ask.format(col=col, f=f"/app/{csv_name}", out=f"/app/{out}") + "."),
+        files={csv_name: text}, solution=f"{column} | {tail} > /app/{out}",
+        tests={"test_values": _lines_test(out, expected)}, variant=variant)
 
 
 def json_get_value(rng: random.Random) -> Instance:
-    name, section = f"{rng.choice(['config', 'settings', 'app'])}.json", rng.choice(["server", "database", "cache"])
+    name, out = f"{rng.choice(['config', 'settings', 'app'])}.json", rng.choice(["value.txt", "answer.txt"])
+    section = rng.choice(["server", "database", "cache"])
     keys = _pick(rng, ["port", "host", "timeout", "user", "retries", "region"], 4)
+    group, item_names = rng.choice(["servers", "workers", "nodes"]), _pick(rng, WORDS, rng.randint(3, 6))
+    items = [{"name": n, "port": rng.randint(1000, 9000), "weight": rng.randint(1, 99)} for n in item_names]
     data = {section: {k: (rng.randint(1, 9000) if k in ("port", "timeout", "retries") else rng.choice(CITIES))
-                      for k in keys}, "version": rng.randint(1, 9)}
-    key, out = rng.choice(keys), "value.txt"
+                      for k in keys}, "version": rng.randint(1, 9), group: items,
+            "limits": {section: {"max": rng.randint(10, 500), "min": rng.randint(1, 9)}}}
+    variant = rng.choice(["nested", "deeper", "by-name", "count", "sum"])
+    load = f"d = json.load(open('/app/{name}'))"
+    if variant == "nested":
+        key = rng.choice(keys)
+        ask, expected, expr = f"the value of \"{key}\" inside the \"{section}\" object", data[section][key], \
+            f"d['{section}']['{key}']"
+    elif variant == "deeper":
+        key = rng.choice(["max", "min"])
+        ask = f"the value of \"{key}\" inside the \"{section}\" object inside the \"limits\" object"
+        expected, expr = data["limits"][section][key], f"d['limits']['{section}']['{key}']"
+    elif variant == "by-name":
+        item, field_name = rng.choice(items), rng.choice(["port", "weight"])
+        ask = f"the \"{field_name}\" of the entry named \"{item['name']}\" in the \"{group}\" list"
+        expected, expr = item[field_name], f"next(x['{field_name}'] for x in d['{group}'] if x['name'] == " \
+                                           f"'{item['name']}')"
+    elif variant == "count":
+        ask, expected, expr = f"how many entries the \"{group}\" list has", len(items), f"len(d['{group}'])"
+    else:
+        ask, expected, expr = f"the sum of the \"weight\" of all entries in the \"{group}\" list", \
+            sum(x["weight"] for x in items), f"sum(x['weight'] for x in d['{group}'])"
     return Instance(
-        instruction=(f"/app/{name} is a JSON file. Write the value of \"{key}\" inside the \"{section}\" object to "
-                     f"/app/{out}, just the value."),
+        instruction=f"/app/{name} is a JSON file. Write {ask} to /app/{out}, just the value.",
         files={name: json.dumps(data, indent=2) + "\n"},
-        solution=(f"python3 -c \"import json; print(json.load(open('/app/{name}'))['{section}']['{key}'])\" "
-                  f"> /app/{out}"),
-        tests={"test_value": _answer_test(out, str(data[section][key]))})
+        solution=f"python3 -c \"import json; {load}; print({expr})\" > /app/{out}",
+        tests={"test_value": _answer_test(out, str(expected))}, variant=variant)
 
 
 def delete_by_extension(rng: random.Random) -> Instance:
     root, exts = rng.choice(DIRS), _pick(rng, EXTS, 3)
-    ext = exts[0]
+    ext, word = exts[0], rng.choice(WORDS)
     files = _tree(rng, root, exts, rng.randint(8, 16))
     files.setdefault(f"{root}/{rng.choice(WORDS)}_junk.{ext}", "junk\n")
-    keep = sorted(p[len(root) + 1:] for p in files if not p.endswith("." + ext))
-    return Instance(
-        instruction=f"Delete every file ending in .{ext} under /app/{root}, in subfolders too. Keep all other files.",
-        files=files,
-        solution=f"find /app/{root} -type f -name '*.{ext}' -delete",
-        tests={"test_kept": f"assert files_under('/app/{root}') == {keep!r}"})
+    files.setdefault(f"{root}/old/{word}_{rng.randint(1, 99)}.{exts[1]}", "old\n")
+    variant = rng.choice(["recursive", "top-level", "empty", "name-contains"])
+    rel = {p: p[len(root) + 1:] for p in files}
+    if variant == "recursive":
+        ask, gone = f"every file ending in .{ext} under /app/{root}, in subfolders too", \
+            {p for p in files if p.endswith("." + ext)}
+        solution = f"find /app/{root} -type f -name '*.{ext}' -delete"
+    elif variant == "top-level":
+        ask = f"every file ending in .{ext} directly in /app/{root} (files in its subfolders stay)"
+        gone = {p for p in files if p.endswith("." + ext) and "/" not in rel[p]}
+        solution = f"find /app/{root} -maxdepth 1 -type f -name '*.{ext}' -delete"
+    elif variant == "empty":
+        for p in rng.sample(sorted(files), 3):
+            files[p] = ""
+        ask, gone = f"every empty file (size 0) under /app/{root}, in subfolders too", \
+            {p for p, text in files.items() if not text}
+        solution = f"find /app/{root} -type f -empty -delete"
+    else:
+        ask = f"every file whose name contains \"{word}\" under /app/{root}, in subfolders too"
+        gone = {p for p in files if word in p.rsplit("/", 1)[1]}
+        solution = f"find /app/{root} -type f -name '*{word}*' -delete"
+    keep = sorted(rel[p] for p in files if p not in gone)
+    return Instance(instruction=f"Delete {ask}. Keep all other files.", files=files, solution=solution,
+                    tests={"test_kept": f"assert files_under('/app/{root}') == {keep!r}"}, variant=variant)
 
 
 def make_archive(rng: random.Random) -> Instance:
-    root, name = rng.choice(DIRS), f"{rng.choice(['backup', 'bundle', 'snapshot'])}.tar.gz"
-    files = _tree(rng, root, _pick(rng, EXTS, 3), rng.randint(4, 9))
-    expected = sorted(files)
+    root, stem = rng.choice(DIRS), rng.choice(["backup", "bundle", "snapshot"])
+    exts = _pick(rng, EXTS, 3)
+    files = _tree(rng, root, exts, rng.randint(4, 9))
+    files.setdefault(f"{root}/{rng.choice(WORDS)}_main.{exts[0]}", "main\n")
+    variant = rng.choice(["folder", "only-ext", "plain-tar", "contents"])
+    name, mode, expected = f"{stem}.tar.gz", "r:gz", sorted(files)
+    what = f"of the folder /app/{root}. Paths inside the archive must start with \"{root}/\""
+    solution = f"tar -czf /app/{name} -C /app {root}"
+    if variant == "only-ext":
+        expected = sorted(p for p in files if p.endswith("." + exts[0]))
+        what = (f"of only the .{exts[0]} files under /app/{root} (subfolders too). Paths inside the archive must start "
+                f"with \"{root}/\"")
+        solution = f"cd /app && find {root} -type f -name '*.{exts[0]}' | tar -czf /app/{name} -T -"
+    elif variant == "plain-tar":
+        name, mode = f"{stem}.tar", "r:"
+        what = f"of the folder /app/{root}, not compressed. Paths inside the archive must start with \"{root}/\""
+        solution = f"tar -cf /app/{name} -C /app {root}"
+    elif variant == "contents":
+        expected = sorted(p[len(root) + 1:] for p in files)
+        what = (f"of what is inside /app/{root}: paths inside the archive are relative to /app/{root} (e.g. "
+                f"\"{expected[0]}\", no \"{root}/\" in front)")
+        solution = f"cd /app/{root} && tar -czf /app/{name} *"
+    kind = "an uncompressed tar archive" if variant == "plain-tar" else "a gzip-compressed tar archive"
     return Instance(
-        instruction=(f"Create a gzip-compressed tar archive /app/{name} of the folder /app/{root}. Paths inside the "
-                     f"archive must start with \"{root}/\"."),
-        files=files,
-        solution=f"tar -czf /app/{name} -C /app {root}",
-        tests={"test_archive": (f"with tarfile.open({'/app/' + name!r}, 'r:gz') as t:\n"
-                                f"    got = sorted(m.name for m in t.getmembers() if m.isfile())\n"
-                                f"assert got == {expected!r}, got")})
+        instruction=f"Create {kind} /app/{name} {what}.", files=files, solution=solution,
+        tests={"test_archive": (f"with tarfile.open({'/app/' + name!r}, {mode!r}) as t:\n"
+                                f"    got = sorted(m.name.removeprefix('./') for m in t.getmembers() if m.isfile())\n"
+                                f"assert got == {expected!r}, got")}, variant=variant)
 
 
 def first_lines(rng: random.Random) -> Instance:
     name, n, out = f"{rng.choice(['words', 'names', 'items'])}.txt", rng.randint(3, 9), \
-        rng.choice(["head.txt", "top.txt", "first.txt"])
-    lines = [f"{rng.choice(WORDS)} {rng.randint(1, 999)}" for _ in range(rng.randint(15, 30))]
-    return Instance(
-        instruction=f"Write the first {n} lines of /app/{name} to /app/{out}.",
-        files={name: "".join(line + "\n" for line in lines)},
-        solution=f"head -n {n} /app/{name} > /app/{out}",
-        tests={"test_lines": _lines_test(out, lines[:n])})
+        rng.choice(["head.txt", "top.txt", "part.txt"])
+    word = rng.choice(WORDS[:8])
+    lines = [f"{rng.choice(WORDS[:8] if i % 2 else WORDS)} {rng.randint(1, 999)}" for i in range(rng.randint(20, 34))]
+    variant = rng.choice(["first", "range", "skip", "first-matching"])
+    if variant == "first":
+        ask, expected, solution = f"the first {n} lines", lines[:n], f"head -n {n} /app/{name}"
+    elif variant == "range":
+        a = rng.randint(2, 8)
+        b = a + rng.randint(2, 8)
+        ask, expected, solution = f"lines {a} to {b} (both included, the first line is line 1)", lines[a - 1:b], \
+            f"sed -n '{a},{b}p' /app/{name}"
+    elif variant == "skip":
+        ask, expected, solution = f"every line except the first {n}", lines[n:], f"tail -n +{n + 1} /app/{name}"
+    else:
+        matching = [line for line in lines if line.split()[0] == word]
+        while len(matching) < n:
+            lines.append(f"{word} {rng.randint(1, 999)}")
+            matching.append(lines[-1])
+        ask, expected = f"the first {n} lines that start with the word \"{word}\"", matching[:n]
+        solution = f"grep '^{word} ' /app/{name} | head -n {n}"
+    return Instance(instruction=f"Write {ask} of /app/{name} to /app/{out}.",
+                    files={name: "".join(line + "\n" for line in lines)}, solution=f"{solution} > /app/{out}",
+                    tests={"test_lines": _lines_test(out, expected)}, variant=variant)
 
 
 def rename_extension(rng: random.Random) -> Instance:
@@ -272,25 +460,67 @@ def rename_extension(rng: random.Random) -> Instance:
     old, new = _pick(rng, ["txt", "md", "text", "log", "dat", "csv"], 2)
     names = sorted({f"{w}.{old}" for w in rng.sample(WORDS, rng.randint(3, 7))})
     other = f"{rng.choice(WORDS)}_keep.cfg"
+    variant = rng.choice(["extension", "prefix", "into-folder", "recursive"])
     files = {f"{root}/{n}": f"{n}\n" for n in names} | {f"{root}/{other}": "keep\n"}
-    expected = sorted([n[: -len(old)] + new for n in names] + [other])
-    return Instance(
-        instruction=(f"In /app/{root}, rename every file ending in .{old} so that it ends in .{new} instead "
-                     f"(report.{old} becomes report.{new}). Leave other files alone."),
-        files=files,
-        solution=f"cd /app/{root} && for f in *.{old}; do mv \"$f\" \"${{f%.{old}}}.{new}\"; done",
-        tests={"test_names": f"assert files_under('/app/{root}') == {expected!r}"})
+    if variant == "recursive":
+        deep = f"{rng.choice(['old', '2024', 'misc'])}/{rng.choice(WORDS)}_deep.{old}"
+        files[f"{root}/{deep}"] = "deep\n"
+        names.append(deep)
+    if variant in ("extension", "recursive"):
+        expected = [n[: -len(old)] + new for n in names]
+        where = f"/app/{root} and its subfolders" if variant == "recursive" else f"/app/{root}"
+        ask = f"In {where}, rename every file ending in .{old} so that it ends in .{new} instead " \
+              f"(report.{old} becomes report.{new})."
+        solution = (f"find /app/{root} -type f -name '*.{old}' -exec sh -c 'mv \"$1\" \"${{1%.{old}}}.{new}\"' _ {{}} \\;"
+                    if variant == "recursive" else
+                    f"cd /app/{root} && for f in *.{old}; do mv \"$f\" \"${{f%.{old}}}.{new}\"; done")
+    elif variant == "prefix":
+        prefix = rng.choice(["old_", "draft_", "2024_"])
+        expected = [prefix + n for n in names]
+        ask = f"In /app/{root}, rename every file ending in .{old} by putting \"{prefix}\" in front of its name " \
+              f"(report.{old} becomes {prefix}report.{old})."
+        solution = f"cd /app/{root} && for f in *.{old}; do mv \"$f\" \"{prefix}$f\"; done"
+    else:
+        sub = rng.choice(["done", "moved", "sorted"])
+        expected = [f"{sub}/{n}" for n in names]
+        ask = f"Move every file ending in .{old} in /app/{root} into a new folder /app/{root}/{sub}."
+        solution = f"mkdir -p /app/{root}/{sub} && mv /app/{root}/*.{old} /app/{root}/{sub}/"
+    return Instance(instruction=f"{ask} Leave other files alone.", files=files, solution=solution,
+                    tests={"test_names": f"assert files_under('/app/{root}') == {sorted(expected + [other])!r}"},
+                    variant=variant)
 
 
 def count_files(rng: random.Random) -> Instance:
-    root, out = rng.choice(DIRS), rng.choice(["count.txt", "answer.txt"])
-    files = _tree(rng, root, _pick(rng, EXTS, 3), rng.randint(5, 20))
-    return Instance(
-        instruction=(f"How many files are there in /app/{root}, counting its subfolders too (folders themselves do "
-                     f"not count)? Write just the number to /app/{out}."),
-        files=files,
-        solution=f"find /app/{root} -type f | wc -l > /app/{out}",
-        tests={"test_count": _answer_test(out, str(len(files)))})
+    root, out = rng.choice(DIRS), rng.choice(["count.txt", "answer.txt", "n.txt"])
+    exts = _pick(rng, EXTS, 3)
+    files = _tree(rng, root, exts, rng.randint(5, 20))
+    variant = rng.choice(["files", "by-extension", "folders", "larger-than", "top-level"])
+    rel = [p[len(root) + 1:] for p in files]
+    if variant == "files":
+        ask, expected = "files are there in {d}, counting its subfolders too (folders themselves do not count)", \
+            len(files)
+        solution = f"find /app/{root} -type f | wc -l"
+    elif variant == "by-extension":
+        ask = f"files ending in .{exts[0]} are there in {{d}}, counting its subfolders too"
+        expected = sum(p.endswith("." + exts[0]) for p in files)
+        solution = f"find /app/{root} -type f -name '*.{exts[0]}' | wc -l"
+    elif variant == "folders":
+        ask = "folders are there inside {d}, at any depth ({d} itself does not count)"
+        expected = len({"/".join(r.split("/")[:i]) for r in rel for i in range(1, r.count("/") + 1)})
+        solution = f"find /app/{root} -mindepth 1 -type d | wc -l"
+    elif variant == "larger-than":
+        files = {p: "x" * rng.randint(10, 3000) + "\n" for p in files}
+        limit = rng.choice([500, 1000, 2000])
+        ask = f"files larger than {limit} bytes are there in {{d}}, counting its subfolders too"
+        expected = sum(len(t) > limit for t in files.values())
+        solution = f"find /app/{root} -type f -size +{limit}c | wc -l"
+    else:
+        ask, expected = "files are directly in {d} (files in its subfolders do not count)", \
+            sum("/" not in r for r in rel)
+        solution = f"find /app/{root} -maxdepth 1 -type f | wc -l"
+    return Instance(instruction=f"How many {ask.format(d='/app/' + root)}? Write just the number to /app/{out}.",
+                    files=files, solution=f"{solution} > /app/{out}",
+                    tests={"test_count": _answer_test(out, str(expected))}, variant=variant)
 
 
 # ------------------------------------------------------------------------------------------------ held-out families
@@ -425,7 +655,7 @@ def write_task(root: Path, name: str, family: Family, instance: Instance, seed: 
     (folder / "tests").mkdir(parents=True, exist_ok=True)
     meta = {"instruction": instance.instruction, "category": family.category, "difficulty": "easy",
             "tags": list(family.tags), "author": AUTHOR, "max_test_timeout_sec": 30, "family": family.name,
-            "seed": seed}
+            "variant": instance.variant, "seed": seed}
     (folder / "task.yaml").write_text(yaml.safe_dump(meta, sort_keys=False, width=120))
     (folder / "setup.sh").write_text(setup_script(instance))
     (folder / "solution.sh").write_text(f"#!/bin/bash\n{instance.solution}\n")
@@ -451,7 +681,7 @@ def write_families(out: Path, train_instances: int = 45, demo_share: float = 0.5
         name = f"{family.name}-{tag}"
         write_task(Path(out) / "tasks", name, family, instance, instance_seed)
         return {"task": {"task_name": name, "task_path": name, "instruction": instance.instruction,
-                         "data_source": "terminal_bench", "family": family.name}}
+                         "data_source": "terminal_bench", "family": family.name, "variant": instance.variant}}
 
     return write_family_set(Path(out), TRAIN_FAMILIES, HELDOUT_FAMILIES, identity, write, train_instances, demo_share,
                             heldout_instances, seed)
