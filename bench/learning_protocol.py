@@ -57,6 +57,10 @@ class Setting:
     stage_env: Callable[[argparse.Namespace, Path], dict]  # the scripts' environment (tasks folder, ...)
     family_of: Callable[[str], str]  # a task key -> its family
     verify: Callable[[Path, argparse.Namespace], str] | None = None  # filters the held-out sets; -> summary line
+    key_field: str = "task_key"  # the sample metadata field that names an episode's task
+    row_fields: tuple[str, ...] = ()  # more of an episode's metadata kept in its run-file row
+    # step-level numbers of one evaluation beside success ({name: value}), from its kept rows
+    signals: Callable[[list[dict]], dict[str, float]] | None = None
 
 
 def add_arguments(parser: argparse.ArgumentParser, setting: str, defaults: dict) -> None:
@@ -147,16 +151,22 @@ def full_model(ckpt: Path, base: str) -> Path:
     return folder / "merged"
 
 
-def episode_rows(samples_file: Path, family_of: Callable[[str], str]) -> list[dict]:
-    """Every evaluated episode of a dumped evaluation, with its turns' text (one sample per turn)."""
+def episode_rows(samples_file: Path, family_of: Callable[[str], str], key_field: str = "task_key",
+                 fields: tuple[str, ...] = ()) -> list[dict]:
+    """Every evaluated episode of a dumped evaluation, with its turns' text (one sample per turn) and the metadata
+    `fields` of its last step."""
+    def turn_of(sample: dict) -> int:
+        meta = sample.get("metadata") or {}
+        return meta.get("turn_idx") if meta.get("turn_idx") is not None else meta.get("step") or 0
+
     rows = []
-    for (key, _, _), steps in episode_samples(samples_file).items():
-        steps = sorted(steps, key=lambda s: (s.get("metadata") or {}).get("turn_idx") or 0)
+    for (key, _, _), steps in episode_samples(samples_file, key_field).items():
+        steps = sorted(steps, key=turn_of)
         meta = steps[-1].get("metadata") or {}
         rows.append({"task": key.split(":")[0], "family": family_of(key), **episode_outcome(steps[-1]),
                      "status": meta.get("status"), "evaluation": meta.get("evaluation"),
-                     "turns": [{"turn": (s.get("metadata") or {}).get("turn_idx"), "text": s.get("response")}
-                               for s in steps]})
+                     **{name: meta.get(name) for name in fields},
+                     "turns": [{"turn": turn_of(s), "text": s.get("response")} for s in steps]})
     return rows
 
 
@@ -169,9 +179,9 @@ def evaluations(run_dir: Path, count: int) -> list[dict[str, Path]]:
     return [dict(zip(SETS, files)) for files in zip(*found)]
 
 
-def keep_episodes(out: Path, policy: str, files: dict[str, Path], family_of) -> None:
+def keep_episodes(out: Path, policy: str, files: dict[str, Path], setting: Setting) -> None:
     for name, path in files.items():
-        rows = episode_rows(path, family_of)
+        rows = episode_rows(path, setting.family_of, setting.key_field, setting.row_fields)
         (out / f"eval_{policy}_{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
@@ -186,8 +196,9 @@ def _read_rows(out: Path, policy: str, name: str) -> list[dict] | None:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
-def summaries(out: Path) -> dict:
-    """{policy: {set: summary}} from the kept episodes (what --recompute reads; plain or committed .gz files)."""
+def summaries(out: Path, signals: Callable[[list[dict]], dict[str, float]] | None = None) -> dict:
+    """{policy: {set: summary}} from the kept episodes (what --recompute reads; plain or committed .gz files), with
+    the setting's step-level `signals` under "signals"."""
     result: dict[str, dict] = {}
     for policy, _ in POLICIES:
         result[policy] = {}
@@ -197,12 +208,16 @@ def summaries(out: Path) -> dict:
                 result[policy][name] = summarize([{"task": r["family"], "accuracy": r["accuracy"],
                                                    "solved": r["accuracy"] >= 1.0,
                                                    "parse_error": bool(r.get("parse_error"))} for r in rows])
+                if signals is not None:
+                    result[policy][name]["signals"] = signals(rows)
     return result
 
 
-def report(out: Path, timings: dict, name: str, target: float) -> float:
-    """The table (per policy and set: episodes, success, mean accuracy, per family) and the RESULT line."""
-    table = summaries(out)
+def report(out: Path, timings: dict, name: str, target: float,
+           signals: Callable[[list[dict]], dict[str, float]] | None = None) -> float:
+    """The table (per policy and set: episodes, success, mean accuracy, per family, the step-level signals) and the
+    RESULT line."""
+    table = summaries(out, signals)
     print(f"{'policy':<11} {'set':<10} {'episodes':>8} {'success':>8} {'acc':>6}  per family (solved/episodes)")
     for policy, label in POLICIES:
         for set_name in SETS:
@@ -210,6 +225,8 @@ def report(out: Path, timings: dict, name: str, target: float) -> float:
             if row:
                 print(f"{label:<11} {set_name:<10} {row['episodes']:>8} {row['success']:>8.3f} {row['accuracy']:>6.3f}  "
                       + ", ".join(f"{t} {s}" for t, s in row["per_task"].items()))
+                if row.get("signals"):
+                    print(f"{'':<11} {'':<10} signals: " + ", ".join(f"{k} {v:.3f}" for k, v in row["signals"].items()))
 
     def rate(policy: str, set_name: str) -> str:
         row = table[policy].get(set_name)
@@ -247,7 +264,7 @@ def run(setting: Setting, opts) -> int:
     if opts.recompute:
         timings_path = opts.out / "timings.json"
         report(opts.out, json.loads(timings_path.read_text()) if timings_path.exists() else {}, setting.name,
-               setting.target)
+               setting.target, setting.signals)
         return 0
     if not opts.resume:
         shutil.rmtree(opts.out, ignore_errors=True)  # metrics.jsonl is appended to: start from empty folders
@@ -302,8 +319,8 @@ def run(setting: Setting, opts) -> int:
                                opts.out / "sft.log"))
         record_stage_settings(sft_dir, sft_settings)
     base_files, warm_files = evaluations(sft_dir, 2)
-    keep_episodes(opts.out, "base", base_files, setting.family_of)
-    keep_episodes(opts.out, "warm", warm_files, setting.family_of)
+    keep_episodes(opts.out, "base", base_files, setting)
+    keep_episodes(opts.out, "warm", warm_files, setting)
     warm_model = full_model(sft_dir / "ckpt", opts.model)
 
     rl_dir = opts.out / "rl"
@@ -332,12 +349,12 @@ def run(setting: Setting, opts) -> int:
         timed("rl", timings.get("rl", 0.0) + seconds)
         record_stage_settings(rl_dir, rl_settings)
     (rl_files,) = evaluations(rl_dir, 1)
-    keep_episodes(opts.out, "rl", rl_files, setting.family_of)
+    keep_episodes(opts.out, "rl", rl_files, setting)
 
-    gain = report(opts.out, timings, setting.name, setting.target)
+    gain = report(opts.out, timings, setting.name, setting.target, setting.signals)
     (opts.out / "result.json").write_text(json.dumps(
         {"settings": rl_settings, "demonstration_rows": demo_rows, "timings": timings,
-         "summaries": summaries(opts.out), "value": gain, "target": setting.target}, indent=1))
+         "summaries": summaries(opts.out, setting.signals), "value": gain, "target": setting.target}, indent=1))
     if opts.commit_results:
         commit_results(opts.out, setting.name, opts.model)
     return 0

@@ -12,7 +12,9 @@
 #      ENV_WORKERS pool servers, default 1), RUN_DIR (runs/swe-cpu), ROLLOUT_BATCH_SIZE (2 instances), N_SAMPLES (4 per
 #      instance), NUM_ROLLOUT (20), MAX_STEPS (8 steps per episode), LR (1e-6), STEP_JUDGE (rules: the CPU rule judge
 #      scores every step and advantages are step_wise; module:factory for your own; default none), SWE_BACKEND (bwrap,
-#      or docker: --swe-backend), SWE_IMAGE (with docker: swebench, swe-gym or an image template: --swe-image).
+#      or docker: --swe-backend), SWE_IMAGE (with docker: swebench, swe-gym or an image template: --swe-image),
+#      SAMPLE_UNIT (step: one sample per step, --dynamic-history; trajectory: one sample per episode, the observations
+#      masked out: a third of the tokens to train on a CPU).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="${SLIME_ROOT:-$HERE/..}"
@@ -31,11 +33,16 @@ ROLLOUT_ARGS=(
     --custom-generate-function-path slime.agentic.swe.agent.generate
     --custom-rm-path slime.agentic.swe.agent.reward_func --reward-key score
     --swe-instances "$INSTANCES" --env-workers "${ENV_WORKERS:-1}" --env-provider swe
-    --max-turns "${MAX_STEPS:-8}" --dynamic-history
+    --max-turns "${MAX_STEPS:-8}"
     --num-rollout "${NUM_ROLLOUT:-20}" --rollout-batch-size "${ROLLOUT_BATCH_SIZE:-2}"
     --n-samples-per-prompt "${N_SAMPLES:-4}" --num-steps-per-rollout 1
     --rollout-max-response-len 384 --rollout-max-context-len 8192 --rollout-temperature 1.0
 )
+case "${SAMPLE_UNIT:-step}" in  # step: one sample per step (upstream's); trajectory: one per episode, observations masked
+    step) ROLLOUT_ARGS+=(--dynamic-history) ;;
+    trajectory) ;;
+    *) echo "error: SAMPLE_UNIT must be step or trajectory, got '${SAMPLE_UNIT}'" >&2; exit 2 ;;
+esac
 agentic_cpu_rl_args "${ROLLOUT_ARGS[@]}"
 SWE_ARGS=()
 if [ -n "${SWE_BACKEND:-}" ]; then  # where the pool servers run an instance: bwrap (the default) or docker
@@ -50,7 +57,7 @@ SUMMARY=$(cat <<'PY'
 backend = (f"backend {args.swe_backend}, " if args.swe_backend else "") + \
           (f"image {args.swe_image}, " if args.swe_image else "")
 print(f"SWE RL: {args.rollout_batch_size} instances x {args.n_samples_per_prompt} episodes per rollout, at most "
-      f"{args.max_turns} steps, one sample per step; " + environments(f"{backend}instances {args.swe_instances}"))
+      f"{args.max_turns} steps, one sample per {'step' if args.dynamic_history else 'trajectory'}; " + environments(f"{backend}instances {args.swe_instances}"))
 PY
 )
 agentic_cpu_launch ", the environment service as child processes" "$SUMMARY" "$@"

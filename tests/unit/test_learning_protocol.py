@@ -95,3 +95,26 @@ def test_lora_flags_and_the_adapter_or_full_model_of_a_checkpoint(tmp_path):
     assert lp.adapter_or_model(tmp_path) == tmp_path / "iter_0000002" / "model"
     with pytest.raises(SystemExit, match="no checkpoint"):
         lp.adapter_or_model(tmp_path / "none")
+
+
+def test_a_setting_names_its_key_field_and_keeps_more_metadata_per_episode(tmp_path):
+    # SWE step samples name their instance in `instance_id` and order by `step`
+    path = tmp_path / "instances.jsonl"
+    meta = {"accuracy": 0.0, "status": "truncated", "exit_status": "max_steps", "tests_ran": True}
+    _dump(path, [{"group_index": 0, "index": 0, "response": "second", "metadata": {**meta, "instance_id": "a__b-1",
+                                                                                   "step": 1}},
+                 {"group_index": 0, "index": 0, "response": "first", "metadata": {**meta, "instance_id": "a__b-1",
+                                                                                  "step": 0}}])
+    (row,) = lp.episode_rows(path, lambda key: "a/b", "instance_id", ("exit_status", "tests_ran"))
+    assert row["task"] == "a__b-1" and row["family"] == "a/b"
+    assert [t["text"] for t in row["turns"]] == ["first", "second"]
+    assert row["exit_status"] == "max_steps" and row["tests_ran"] is True
+
+
+def test_step_level_signals_are_reported_per_policy_and_set(tmp_path, capsys):
+    for policy in ("base", "warm", "rl"):
+        _write_policy(tmp_path, policy, {"instances": [0, 1], "tasks": [0]})
+    lp.report(tmp_path, {}, "x_learning", 0.05, signals=lambda rows: {"episodes_seen": float(len(rows))})
+    out = capsys.readouterr().out
+    assert out.count("signals: episodes_seen 2.000") == 3 and out.count("signals: episodes_seen 1.000") == 3
+    assert lp.summaries(tmp_path, lambda rows: {"n": 1.0})["rl"]["tasks"]["signals"] == {"n": 1.0}

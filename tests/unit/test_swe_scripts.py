@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPT = "swe-rl/run_cpu_smollm2_swe.sh"
 ENTRY = "swe-rl/run_swe_agent.sh"
 UNSET = ("DRY_RUN", "ENV_SERVER_URL", "FORCE_DEVICE", "INSTANCES", "PROMPT_DATA", "SWE_BACKEND", "SWE_IMAGE",
-         "SWE_BENCH_LITE", "HF_CKPT")
+         "SWE_BENCH_LITE", "HF_CKPT", "SAMPLE_UNIT", "SFT_DATA", "EVAL", "EVAL_DATA", "MAX_STEPS", "RUN_DIR")
 
 
 def _run(*argv: str, script: str = SCRIPT, **env) -> subprocess.CompletedProcess:
@@ -114,3 +114,31 @@ def test_entry_point_rejects_a_bad_benchmark_with_its_usage(argv):
     assert ("--benchmark must be local, swe-bench-lite or a PATH.jsonl, got '" in done.stderr
             or "--benchmark needs a value" in done.stderr)
     assert "bash swe-rl/run_swe_agent.sh [--benchmark local|swe-bench-lite|PATH.jsonl]" in done.stderr
+
+
+def test_cpu_script_trains_one_sample_per_trajectory_when_asked(tmp_path):
+    done = _run("--dry-run", SAMPLE_UNIT="trajectory", RUN_DIR=str(tmp_path / "run"))
+    assert done.returncode == 0, done.stderr
+    assert "one sample per trajectory" in done.stdout
+    args = parse_args(shlex.split(done.stdout.strip().splitlines()[-1])[2:], mode="async", world_size=1)
+    assert not args.dynamic_history
+    bad = _run("--dry-run", SAMPLE_UNIT="turn", RUN_DIR=str(tmp_path / "run"))
+    assert bad.returncode == 2 and "SAMPLE_UNIT must be step or trajectory" in bad.stderr
+
+
+def test_sft_script_dry_run_trains_demonstration_rows_and_evaluates_through_the_loop(tmp_path):
+    demos = tmp_path / "demos.jsonl"
+    demos.write_text(json.dumps({"prompt": [{"role": "user", "content": "x"}],
+                                 "metadata": {"segments": [{"text": "THOUGHT: y\n\n```bash\nls\n```", "loss": 1}]}})
+                     + "\n")
+    done = _run("--dry-run", script="swe-rl/run_cpu_smollm2_swe_sft.sh", SFT_DATA=str(demos), EVAL="1",
+                MAX_STEPS="3", RUN_DIR=str(tmp_path / "run"))
+    assert done.returncode == 0, done.stderr
+    setting, command = done.stdout.strip().splitlines()[-2:]
+    assert setting.startswith(f"SFT warm start: 32 steps of 8 demonstration steps from {demos}")
+    args = parse_args(shlex.split(command)[2:], mode="sync", world_size=1)
+    assert args.loss_type == "sft_loss" and (args.input_key, args.eval_input_key) == ("prompt", "text")
+    assert args.custom_generate_function_path == "slime.agentic.swe.agent.generate" and args.max_turns == 3
+    # the evaluation rows default to every instance's training rows, written into the run folder
+    rows = (tmp_path / "run" / "train.jsonl").read_text().splitlines()
+    assert len(rows) == 47 and json.loads(rows[0])["metadata"]["instance"]["instance_id"]

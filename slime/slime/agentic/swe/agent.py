@@ -52,7 +52,7 @@ from slime.agentic.terminal.agent import Turn, engine_weight_version, failed_sam
 from slime.utils.types import Sample
 
 from . import templates
-from .patches import patch_format_problem
+from .patches import patch_format_problem, patch_paths
 from .provider import DEFAULT_EXEC_TIMEOUT_S, INSTANCES_ENV, timeout_message
 
 logger = logging.getLogger(__name__)
@@ -535,6 +535,10 @@ def episode_metadata(episode: SweEpisode) -> dict:
             "exit_status": episode.exit_status, "patch_source": episode.patch_source,
             "patch_chars": len(episode.patch), "resolved": episode.resolved, "accuracy": float(episode.resolved),
             "format_errors": episode.format_errors, "evaluation": evaluation,
+            # step-level signals beside the outcome (bench/swe_learning.py reports them): which files the patch
+            # changes, and whether the host saw a test run
+            "patch_files": sorted(set(patch_paths(episode.patch)[0])) if episode.patch.strip() else [],
+            "tests_ran": any(s.tests_ran for s in episode.steps),
             "context_managed_steps": sum(bool(getattr(t, "managed", False)) for t in episode.turns)}
 
 
