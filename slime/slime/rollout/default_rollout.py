@@ -624,7 +624,9 @@ async def eval_rollout_async(args, rollout_id: int) -> RolloutFnEvalOutput:
         samples = _trajectories(results)
         rewards = [_eval_reward(args, s) for s in samples]
         truncated = [s.status == Sample.Status.TRUNCATED for s in samples]
-        data[name] = {"rewards": rewards, "truncated": truncated, "samples": samples}
+        # metrics count trajectories; the dump keeps every step sample of a multi-step generator, so an episode's
+        # earlier turns (the commands an agent ran) are in the run files, not only its last reply
+        data[name] = {"rewards": rewards, "truncated": truncated, "samples": samples, "steps": _flatten(results)}
         metrics[f"eval/{name}"] = statistics.fmean(rewards) if rewards else math.nan
         metrics[f"eval/{name}-truncated_ratio"] = sum(truncated) / len(truncated) if truncated else math.nan
         lengths = [s.response_length for s in samples]

@@ -365,9 +365,16 @@ def _evaluating(args) -> bool:
     return getattr(args, "eval_interval", None) is not None
 
 
+def eval_samples_to_dump(result: dict) -> list:
+    """An evaluated dataset's samples for its run file: every step sample of a multi-step agent (`steps`), else the
+    one sample per trajectory its metrics count."""
+    return result.get("steps") or result["samples"]
+
+
 def _evaluate(args, rollout_id: int, actor, dist, producer, tracker, bar) -> None:
     """Rank 0 runs the eval rollout on the weights the engines serve (`rollout_id` -1: before training) and logs
-    `eval/...` at the current optimizer step; every sample goes to `<run dir>/eval/rollout_<id>/<dataset>.jsonl`.
+    `eval/...` at the current optimizer step; every sample (every step sample of a multi-step agent) goes to
+    `<run dir>/eval/rollout_<id>/<dataset>.jsonl`.
     The other ranks go on to the next collective and wait there."""
     if not dist.is_main:
         return
@@ -377,7 +384,7 @@ def _evaluate(args, rollout_id: int, actor, dist, producer, tracker, bar) -> Non
     folder = Path(args.run_dir) / "eval" / ("before_training" if rollout_id < 0 else f"rollout_{rollout_id:06d}")
     for name, result in (getattr(output, "data", None) or {}).items():
         if isinstance(result, dict) and result.get("samples"):
-            _dump_samples(str(folder / f"{name}.jsonl"), result["samples"])
+            _dump_samples(str(folder / f"{name}.jsonl"), eval_samples_to_dump(result))
     metrics["perf/eval_time"] = time.perf_counter() - started
     metrics["eval/rollout_id"] = rollout_id
     tracker.log(metrics, step=actor.global_step)
