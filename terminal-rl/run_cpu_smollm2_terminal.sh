@@ -18,7 +18,7 @@ cd "$ROOT"
 source scripts/agentic_cpu_launch.sh
 RUN_DIR=${RUN_DIR:-runs/terminal-cpu}
 ROLLOUT_ARGS=(
-    --prompt-data "${PROMPT_DATA:-$HERE/data/train.jsonl}" --input-key task
+    --prompt-data "${PROMPT_DATA:-$HERE/data/train.jsonl}" --input-key task --rollout-shuffle
     --custom-generate-function-path slime.agentic.terminal.agent.generate
     --custom-rm-path slime.agentic.terminal.agent.reward_func --reward-key score
     --terminal-tasks-dir "${TASKS_DIR:-$HERE/tasks}" --env-workers "${ENV_WORKERS:-1}" --env-provider terminal
