@@ -124,6 +124,26 @@ def test_resume_restores_weights_and_the_next_batch(prompts, tmp_path):
     assert got == expected
 
 
+def test_a_run_resumed_after_its_last_step_still_writes_its_final_evaluation(prompts, tmp_path):
+    # stopped during the final evaluation: the last checkpoint exists, the evaluation's samples do not
+    run_dir, save = tmp_path / "run", tmp_path / "ckpt"
+    flags = ("--save", str(save), "--save-interval", "1", "--eval-interval", "1", "--skip-eval-before-train",
+             "--eval-prompt-data", "digits", str(prompts))
+    _run(_command("train_async.py", prompts, run_dir, *flags, rollouts=1), tmp_path / "first.log")
+    final = run_dir / "eval" / "rollout_000000" / "digits.jsonl"
+    assert final.exists()
+    first = final.read_text()
+    final.unlink()
+    final.parent.rmdir()
+    _run(_command("train_async.py", prompts, run_dir, *flags, "--load", str(save), rollouts=1),
+         tmp_path / "resumed.log")
+    assert final.exists() and len(final.read_text().splitlines()) == len(first.splitlines())
+    records = _metrics(run_dir)
+    evals = [r for r in records if "eval/rollout_id" in r]
+    assert [e["eval/rollout_id"] for e in evals] == [0, 0]  # the first run's, then the resumed one's
+    assert sum("train/loss" in r for r in records) == 1  # nothing trained again
+
+
 def test_tis_run_weights_the_loss_by_the_train_rollout_gap(prompts, tmp_path):
     """--use-tis end to end: the engine's log-probs reach the loss on every rank and the weights are logged.
     Async with interval 1 trains on a batch generated one version behind, so the gap is not zero."""

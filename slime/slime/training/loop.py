@@ -355,6 +355,11 @@ def _run(args, mode, actor, dist, producer, publisher, tracker, stop, start_roll
             bar.update(1)
         if eval_due:
             _evaluate(args, rollout_id, actor, dist, producer, tracker, bar)
+    if start_rollout >= total > 0 and _evaluating(args) and _periodic(total - 1, args.eval_interval, total) \
+            and not eval_folder(args, total - 1).is_dir():
+        # resumed after the last step but before its evaluation was written (stopped during it): evaluate the
+        # checkpoint's weights, which the resume published, so the run still ends with its final evaluation
+        _evaluate(args, total - 1, actor, dist, producer, tracker, bar)
     bar.close()
     if args.save and last_trained is not None and last_saved != last_trained:
         _save(args, last_trained, actor, dist, producer, publisher)  # at exit, also after a stop request
@@ -363,6 +368,11 @@ def _run(args, mode, actor, dist, producer, publisher, tracker, stop, start_roll
 def _evaluating(args) -> bool:
     """`--eval-interval` (validate_args made sure there is something to evaluate)."""
     return getattr(args, "eval_interval", None) is not None
+
+
+def eval_folder(args, rollout_id: int) -> Path:
+    """Where the evaluation after `rollout_id` (-1: before training) writes its samples."""
+    return Path(args.run_dir) / "eval" / ("before_training" if rollout_id < 0 else f"rollout_{rollout_id:06d}")
 
 
 def eval_samples_to_dump(result: dict) -> list:
@@ -381,7 +391,7 @@ def _evaluate(args, rollout_id: int, actor, dist, producer, tracker, bar) -> Non
     started = time.perf_counter()
     output = args.hooks["eval_function_path"](args, rollout_id, producer.data_source, evaluation=True)
     metrics = dict(getattr(output, "metrics", None) or {})
-    folder = Path(args.run_dir) / "eval" / ("before_training" if rollout_id < 0 else f"rollout_{rollout_id:06d}")
+    folder = eval_folder(args, rollout_id)
     for name, result in (getattr(output, "data", None) or {}).items():
         if isinstance(result, dict) and result.get("samples"):
             _dump_samples(str(folder / f"{name}.jsonl"), eval_samples_to_dump(result))
