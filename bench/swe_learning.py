@@ -33,6 +33,7 @@ start, unseen instances> target=>=0.05 PASS|FAIL`.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from pathlib import Path
 
@@ -87,9 +88,14 @@ def project_of(instance_id: str) -> str:
     return instance_id.split(":")[0].rsplit("-", 1)[0].replace("__", "/", 1)
 
 
+@functools.cache
+def _gold() -> dict:
+    return {i.instance_id: i for i in load_instances(DEFAULT_INSTANCES)}
+
+
 def signals(rows: list[dict]) -> dict[str, float]:
     """The step-level signals of one evaluation's episodes (see the module docstring)."""
-    gold = {i.instance_id: i for i in load_instances(DEFAULT_INSTANCES)}
+    gold = _gold()
     n = len(rows) or 1
 
     def f2p_share(row: dict) -> float:

@@ -1,5 +1,5 @@
 """slime.agentic.swe.demonstrations: the scripted engineer's steps from a gold patch and the base tree (the run
-through the real service is tests/integration/test_swe_demonstrations.py)."""
+through the real service is tests/integration/test_swe_demonstrations_service.py)."""
 import subprocess
 import sys
 
@@ -83,7 +83,7 @@ def test_the_function_of_the_change_and_the_one_the_issue_names():
 
 def test_the_responses_find_read_edit_test_and_submit():
     responses = demonstration_responses(_instance(statement="`pkg.helper([1])` is fine but mean is not"),
-                                        lambda path: SOURCE, ["pkg/stats.py"])
+                                        lambda path: SOURCE, {"helper", "mean"})
     commands = [parse_bash_block(r) for r in responses]
     assert all(commands)
     # the issue names `helper`, the bug is in `mean`: both are looked up

@@ -75,9 +75,8 @@ def unique_piece(source: str, hunk: Hunk) -> tuple[str, str]:
     """(old, new) texts: the hunk's changed lines, grown by context lines until `source` holds the old text once
     (an insertion starts from the line before it)."""
     lo, hi = hunk.before, len(hunk.old) - hunk.after  # the removed lines, over hunk.old
-    if lo == hi:
-        lo = max(lo - 1, 0) if lo > 0 else lo
-        hi = hi if lo < hi else hi + 1
+    if lo == hi:  # a pure insertion: start from the line before it (or after it, at the hunk's top)
+        lo, hi = (lo - 1, hi) if lo > 0 else (lo, hi + 1)
     while source.count("\n".join(hunk.old[lo:hi]) + "\n") != 1:
         if lo == 0 and hi == len(hunk.old):
             raise ValueError(f"{hunk.path}: the hunk at line {hunk.old_start} is not unique in the file")
@@ -122,9 +121,9 @@ def edit_command(edits: list[tuple[str, str, str]]) -> str:
     return "python3 - <<'EOF'\n" + "\n".join(body).rstrip() + "\nEOF"
 
 
-def demonstration_responses(instance: SweInstance, base_file, source_paths: list[str]) -> list[str]:
-    """The scripted engineer's responses for `instance`; `base_file(path)` reads a file of the base tree,
-    `source_paths` are its non-test Python files."""
+def demonstration_responses(instance: SweInstance, base_file, defined: set[str]) -> list[str]:
+    """The scripted engineer's responses for `instance`; `base_file(path)` reads a file of the base tree, `defined`
+    holds the names of the functions its non-test Python files define."""
     hunks = parse_hunks(instance.patch)
     if not hunks:
         raise ValueError(f"{instance.instance_id}: the gold patch changes no lines")
@@ -141,7 +140,6 @@ def demonstration_responses(instance: SweInstance, base_file, source_paths: list
         old, new = unique_piece(base_file(h.path), h)
         edits.append((h.path, old, new))
     test_file = instance.FAIL_TO_PASS[0].split("::")[0]
-    defined = {m.group(1) for p in source_paths for m in DEF.finditer(base_file(p))} if source_paths else set()
     named = issue_function(instance.problem_statement, defined)
     find = []
     if named and named != name:  # the issue names the function the user called; the bug is in one it calls
@@ -177,13 +175,20 @@ def sft_rows(episode: SweEpisode) -> list[dict]:
 
 
 def base_tree(instance: SweInstance):
-    """(a reader of the base tree's files, its non-test Python files), from the repository store (no checkout)."""
+    """(a reader of the base tree's files, the functions its non-test Python files define), from the repository
+    store (no checkout; the names from one `git grep` over the base commit)."""
     from .patches import is_test_path
-    from .repos import ensure_base_commit, list_files, read_file
+    from .repos import ensure_base_commit, git, read_file
 
     repo = ensure_base_commit(instance)
-    sources = [p for p in list_files(repo, instance.base_commit) if p.endswith(".py") and not is_test_path(p)]
-    return (lambda path: read_file(repo, instance.base_commit, path).decode()), sources
+    found = git("grep", "-E", r"^\s*(async\s+)?def\s+[A-Za-z_]", instance.base_commit, "--", "*.py", git_dir=repo,
+                check=False).stdout.decode("utf-8", "surrogateescape")
+    defined = set()
+    for line in found.splitlines():  # "<commit>:<path>:<line>"
+        _, path, text = line.split(":", 2)
+        if not is_test_path(path) and (m := DEF.match(text)):
+            defined.add(m.group(1))
+    return (lambda path: read_file(repo, instance.base_commit, path).decode()), defined
 
 
 async def demonstrate(env, instances: list[SweInstance], concurrency: int = 2,
