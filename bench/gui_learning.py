@@ -6,10 +6,13 @@ run.
 
 The tasks are families (`slime.agentic.gui.families`): 8 kinds of desktop task over the Tk apps (the settings dialog,
 the file manager, the notes editor) with generated instances (starting state, target and wording drawn per
-instance; the evaluator's expected state computed from the same draw; one scripted solution per family) and 6 more
-kinds that nothing trains on. The policy sees the screen as text (the OCR text view, `--gui-observation text`: no
+instance; each training family in 3-4 variants that need other actions or a value read off the screen; the
+evaluator's expected state computed from the same draw; one scripted solution per instance) and 6 more kinds that
+nothing trains on. The policy sees the screen as text (the OCR text view, `--gui-observation text`: no
 vision-language weights exist in any package here; the tiny-VLM screenshot path is tested on its own), one sample
-per step. Stages and run files are `learning_protocol.py`'s (shared with `terminal_learning.py`), each the
+per step, with the compact prompt that keeps a step affordable on 2 cores: the current screen only (`--gui-history
+1`; earlier steps by their action lines) and the lean tool profile (`--gui-tools lean`), about 570 prompt tokens
+per step sample instead of 1,200. Stages and run files are `learning_protocol.py`'s (shared with `terminal_learning.py`), each the
 setting's own CPU script as a user runs it (real `slime/train*.py` processes, the embedded engine, the environment
 service's pool server, a desktop per episode: Xvfb and the task's Tk app in the bubblewrap sandbox):
 
@@ -42,6 +45,13 @@ sys.path.insert(0, str(REPO / "slime"))
 from slime.agentic.gui.families import family_of, write_families  # noqa: E402
 
 
+# Screens per step prompt: the current one only (earlier steps are listed by their action lines). Upstream's 3 made a
+# step sample ~1,200 prompt tokens on the 0.5B model, over half of them screens already acted on; generation on 2 CPU
+# cores is bound by prefill and an RL step by prompt tokens, so 1 is what keeps a rollout affordable.
+HISTORY = 1
+TOOLS = "lean"  # the short system prompt and computer_use schema (as terminal_learning's lean shell tool)
+
+
 def verify(families: Path, opts) -> str:
     """Plays every held-out instance's scripted solution once; rewrites both held-out data files with the instances
     that check out (solution 1, doing nothing 0). Returns what was dropped."""
@@ -65,7 +75,8 @@ def verify(families: Path, opts) -> str:
 
 def demonstrate(families: Path, out: Path, opts) -> str:
     return run_module(["slime.agentic.gui.demonstrations", "--tasks-dir", str(families / "tasks"),
-                       "--data", str(families / "demos.jsonl"), "--out", str(out)], "demos")
+                       "--data", str(families / "demos.jsonl"), "--out", str(out), "--history", str(HISTORY),
+                       "--tools", TOOLS], "demos")
 
 
 SETTING = Setting(
@@ -73,7 +84,8 @@ SETTING = Setting(
     sft_script="gui-rl/run_cpu_smollm2_gui_text_sft.sh", rl_script="gui-rl/run_cpu_smollm2_gui_text.sh",
     write_families=write_families,
     demonstrate=demonstrate,
-    stage_flags=lambda opts, families: ["--eval-max-response-len", "128"],
+    stage_flags=lambda opts, families: ["--eval-max-response-len", "128", "--gui-history", str(HISTORY),
+                                        "--gui-tools", TOOLS],
     stage_env=lambda opts, families: {"TASKS_DIR": str(families / "tasks")},
     family_of=family_of,
     verify=verify,

@@ -66,6 +66,8 @@ def main() -> int:
     parser.add_argument("--sft-plain-tokens", nargs="*", default=[], metavar="TEXT",
                         help="added tokens the warm start trains as ordinary text (Qwen2.5-Coder's <tool_call> "
                              "</tool_call>: their rows are untrained; slime/rollout/sft_rollout.py)")
+    parser.add_argument("--engine-threads", type=int, default=2,
+                        help="the engine's threads (it generates while the trainer waits: both cores)")
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "bench" / "toolcall_learning")
     opts = parser.parse_args()
     lora = ["--use-lora", "--lora-rank", str(opts.lora_rank), "--lora-alpha", str(2 * opts.lora_rank)] \
@@ -79,7 +81,8 @@ def main() -> int:
     rl_problems = opts.out / "rl_problems.jsonl"
     rl_problems.write_text("".join(line for line in (DATA / "train.jsonl").read_text().splitlines(keepends=True)
                                    if json.loads(line)["id"] not in traced))
-    eval_flags = ["--eval-prompt-data", "heldout", str(heldout), "--eval-temperature", "1.0",
+    shared_flags = ["--engine-threads", str(opts.engine_threads),
+                  "--eval-prompt-data", "heldout", str(heldout), "--eval-temperature", "1.0",
                   "--eval-max-response-len", "256", "--eval-reward-key", "acc"]
 
     sft_seconds = 0.0
@@ -90,7 +93,7 @@ def main() -> int:
                                 {"RUN_DIR": str(sft_dir), "NUM_ROLLOUT": str(opts.sft_steps), "EVAL": "1",
                                  "EVAL_DATA": str(heldout), "OMP_NUM_THREADS": "2", "HF_CKPT": opts.model,
                                  "LR": str(opts.sft_lr)},
-                                [*eval_flags, *([] if opts.base else ["--skip-eval-before-train"]), *lora,
+                                [*shared_flags, *([] if opts.base else ["--skip-eval-before-train"]), *lora,
                                  *(["--sft-plain-tokens", *opts.sft_plain_tokens] if opts.sft_plain_tokens else [])],
                                 opts.out / "sft.log")
         sft_evals = eval_records(sft_dir)
@@ -107,7 +110,7 @@ def main() -> int:
     rl_seconds = run_stage("rl", "toolcall-rl/run_cpu_smollm2_toolcall.sh",
                            {"RUN_DIR": str(rl_dir), "HF_CKPT": start_model, "PROMPT_DATA": str(rl_problems),
                             "NUM_ROLLOUT": str(opts.rl_rollouts), "LR": str(opts.lr)},
-                           ["--eval-interval", str(opts.rl_rollouts), *eval_flags,
+                           ["--eval-interval", str(opts.rl_rollouts), *shared_flags,
                             *(["--skip-eval-before-train"] if warm is not None else []),
                             "--save-interval", str(opts.rl_rollouts), *lora],
                            opts.out / "rl.log")

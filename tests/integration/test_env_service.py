@@ -313,3 +313,25 @@ def test_a_call_over_the_pools_time_limit_answers_504_and_the_lease_stays_usable
         error, after = run(scenario())
         assert (error.status, error.code) == (504, "TIMEOUT") and "1 s" in error.message
         assert after["observation"] == "fine\n[exit code 0]"
+
+
+def test_a_lease_kept_alive_while_its_policy_thinks_outlives_the_idle_ttl(tmp_path):
+    # an agent loop waits on its policy between calls (a 0.5B model's step on two CPU cores took minutes): keep_alive
+    # heartbeats meanwhile, so the pool's idle reaper leaves the lease alone; the same wait without it loses the lease
+    with PoolServerProcess(settings(tmp_path, idle_ttl_s=1.5, reap_interval_s=0.2)) as pool:
+        async def scenario():
+            async with EnvClient(pool.url) as env:
+                kept = (await env.allocate("t"))["lease_id"]
+                await env.reset(kept, {"setup_command": "echo x > file"})
+                lost = (await env.allocate("t"))["lease_id"]
+                await env.reset(lost, {"setup_command": "echo x > file"})
+                async with env.keep_alive(kept, every_s=0.3):
+                    await asyncio.sleep(3.0)  # twice the TTL
+                reply = await env.exec_tool(kept, "run_command", {"command": "cat file"})
+                with pytest.raises(EnvServiceError) as e:
+                    await env.exec_tool(lost, "run_command", {"command": "cat file"})
+                return reply, e.value
+
+        reply, error = run(scenario())
+        assert reply["observation"].splitlines()[0] == "x"
+        assert (error.status, error.code) == (404, "UNKNOWN_LEASE")

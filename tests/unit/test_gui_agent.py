@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
+
+import pytest
 
 from slime.agentic.gui.agent import (
     AgentSettings,
@@ -35,6 +39,41 @@ def test_messages_keep_the_last_steps_and_every_action_line():
     first = build_messages("x", [], {"text_view": ""}, AgentSettings())
     assert len(first) == 2 and "(no text on the screen)" in first[1]["content"] and "Previous actions:\nNone" in \
         first[1]["content"]
+
+
+def test_history_one_keeps_only_the_current_screen_and_every_action_line():
+    steps = [step(f"A{i}", f"[1, 1] screen {i}") for i in range(3)]
+    messages = build_messages("Do it", steps, {"text_view": "[5, 5] now"}, AgentSettings(history=1))
+    assert [m["role"] for m in messages] == ["system", "user"]
+    assert not any(f"screen {i}" in messages[1]["content"] for i in range(3)) and "[5, 5] now" in messages[1]["content"]
+    assert all(f"Step {i + 1}: A{i}" in messages[1]["content"] for i in range(3))
+    with pytest.raises(ValueError, match="at least 1"):
+        AgentSettings(history=0)
+
+
+def test_the_lean_tool_profile_is_a_shorter_prompt_for_the_same_calls():
+    from types import SimpleNamespace
+
+    from slime.agentic.gui.actions import ACTIONS, COMPUTER_USE, LEAN_COMPUTER_USE
+    from slime.agentic.gui.agent import LEAN_SYSTEM_PROMPT, SYSTEM_PROMPT
+
+    lean = AgentSettings(tools="lean")
+    assert (lean.prompt, lean.tool_schemas) == (LEAN_SYSTEM_PROMPT, [LEAN_COMPUTER_USE])
+    assert (AgentSettings().prompt, AgentSettings().tool_schemas) == (SYSTEM_PROMPT, [COMPUTER_USE])
+    schema = LEAN_COMPUTER_USE["function"]
+    assert schema["name"] == COMPUTER_USE["function"]["name"]
+    assert set(schema["parameters"]["properties"]["action"]["enum"]) < set(ACTIONS)
+    assert len(json.dumps(LEAN_COMPUTER_USE)) + len(LEAN_SYSTEM_PROMPT) < \
+        0.5 * (len(json.dumps(COMPUTER_USE)) + len(SYSTEM_PROMPT))
+    # a lean call is an ordinary call: the same parser reads it
+    call = tool_call_text("computer_use", {"action": "left_click", "coordinate": [10, 20]}, "Action: click")
+    assert parse_response(call)[1] == {"action": "left_click", "coordinate": [10, 20]}
+    with pytest.raises(ValueError, match="text policy"):
+        AgentSettings(tools="lean", observation="screenshot")
+    with pytest.raises(ValueError, match="tools must be"):
+        AgentSettings(tools="short")
+    flags = AgentSettings.from_args(SimpleNamespace(max_turns=5, gui_history=1, gui_tools="lean"))
+    assert (flags.max_steps, flags.history, flags.tools) == (5, 1, "lean")
 
 
 def test_the_scripted_policy_reads_targets_off_the_current_screen():
@@ -141,6 +180,9 @@ class _Env:
 
     async def heartbeat(self, lease):
         pass
+
+    def keep_alive(self, lease):
+        return contextlib.nullcontext()
 
     async def exec_tool(self, lease, name, arguments):
         self.calls += 1

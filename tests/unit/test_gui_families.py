@@ -55,3 +55,31 @@ def test_file_names_in_a_folder_have_distinct_stems():
         names = [f["path"].rsplit("/", 1)[1] for f in instance.config[0]["parameters"]["files"]]
         stems = [n.rsplit(".", 1)[0] for n in names]
         assert len(set(stems)) == len(stems)
+
+
+def _shape(instance) -> tuple:
+    """A solution abstracted to what a template would fix: the actions in order, and for each typed text or click
+    target whether it is copied from the instruction or has to be worked out from the screen."""
+    def source(text: str) -> str:
+        return "copied" if text.lower().rstrip("/") in instance.instruction.lower() else "worked out"
+    return tuple((s["action"], tuple(s.get("keys", ())), source(s["text"]) if "text" in s else "",
+                  source(s["target"]) if "target" in s else "") for s in instance.steps)
+
+
+@pytest.mark.parametrize("family", TRAIN_FAMILIES, ids=lambda f: f.name)
+def test_training_families_have_variants_that_one_template_does_not_solve(family):
+    drawn = draw_instances(family, 60, seed=0, exclude=set())
+    shapes: dict[str, set] = {}
+    for instance in drawn:
+        shapes.setdefault(instance.variant, set()).add(_shape(instance))
+    assert len(shapes) >= 3, sorted(shapes)
+    assert len(set().union(*shapes.values())) >= 2  # not one action sequence with other words
+    # some variant needs a value that is not in its instruction (the current size, the name already there, the n-th
+    # line, the only PDF): copying the instruction's words does not solve the family
+    assert any("worked out" in step for shape in set().union(*shapes.values()) for step in shape), family.name
+
+
+def test_held_out_families_are_not_variants_of_training_families():
+    assert not {f.name for f in TRAIN_FAMILIES} & {f.name for f in HELDOUT_FAMILIES}
+    for family in HELDOUT_FAMILIES:
+        assert {i.variant for i in draw_instances(family, 5, seed=0, exclude=set())} == {""}

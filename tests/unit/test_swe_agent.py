@@ -6,6 +6,7 @@ stay aligned with the steps after a format error."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import pytest
 
@@ -155,6 +156,9 @@ class FakeEnv:
 
     async def heartbeat(self, lease):
         pass
+
+    def keep_alive(self, lease):
+        return contextlib.nullcontext()
 
     async def exec_tool(self, lease, name, arguments):
         self.calls.append((name, arguments.get("command")))

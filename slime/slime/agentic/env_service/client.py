@@ -9,6 +9,7 @@ commands twice):
   at a backoff growing from `allocate_backoff_s` to 5 s; `allocate_retries` bounds the count too when given), a lost
   answer and a 5xx. A rollout or an evaluation may start more episodes than the service has slots (an evaluation
   starts all of its episodes at once): those wait for a slot, rather than fail;
+* `keep_alive(lease)`: heartbeats while the caller waits on its policy (the agent loops wrap every generation);
 * `heartbeat`, `status`, `reset` (a reset starts the environment over: twice is the same as once) and `close`
   (an unknown lease counts as closed): also a lost answer and a 5xx;
 * `exec_tool` and `evaluate`: nothing more. A lost answer is an error the episode has to handle.
@@ -17,12 +18,14 @@ commands twice):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 
 import httpx
 
 logger = logging.getLogger(__name__)
+KEEP_ALIVE_S = 60.0  # a tenth of the pools' default idle TTL
 
 
 class EnvServiceError(RuntimeError):
@@ -98,6 +101,28 @@ class EnvClient:
 
     async def heartbeat(self, lease_id: str) -> None:
         await self._post("/heartbeat", {"lease_id": lease_id}, idempotent=True)
+
+    @contextlib.asynccontextmanager
+    async def keep_alive(self, lease_id: str, every_s: float = KEEP_ALIVE_S):
+        """Heartbeats for `lease_id` every `every_s` seconds while the body runs: a lease waiting on a slow policy
+        (a 0.5B model's step on two CPU cores, a queue of episodes in one engine) is in use, not idle, and must not be
+        reaped by the pool's idle TTL (10 min by default) between two calls. A failed heartbeat is logged and the
+        body goes on: the episode's next call reports a lease that is really gone."""
+        async def beat() -> None:
+            while True:
+                await asyncio.sleep(every_s)
+                try:
+                    await self.heartbeat(lease_id)
+                except Exception as e:  # noqa: BLE001 - the next real call on the lease surfaces it
+                    logger.warning("env client: heartbeat of lease %s failed: %r", lease_id, e)
+
+        task = asyncio.create_task(beat())
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     async def reset(self, lease_id: str, task_meta: dict | None = None, run_ctx: dict | None = None,
                     task_timeouts: dict | None = None) -> dict:

@@ -52,6 +52,29 @@ COMPUTER_USE = {
         },
     },
 }
+# The lean profile (`--gui-tools lean`) of a text policy: the same tool and calls, described in ~110 prompt tokens
+# instead of ~330 (the actions a Tk or web app needs; the environment still runs every action of ACTIONS).
+LEAN_ACTIONS = ("left_click", "double_click", "triple_click", "type", "key", "scroll", "terminate")
+LEAN_COMPUTER_USE = {
+    "type": "function",
+    "function": {
+        "name": "computer_use",
+        "description": "Mouse and keyboard on the screen; coordinates from 0 to 999.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "action": {"type": "string", "enum": list(LEAN_ACTIONS)},
+                "coordinate": {"type": "array", "description": "[x, y]"},
+                "text": {"type": "string"},
+                "keys": {"type": "array", "description": "pressed together"},
+                "pixels": {"type": "number"},
+                "status": {"type": "string", "enum": ["success", "failure"]},
+            },
+            "required": ["action"],
+        },
+    },
+}
+TOOL_PROFILES = {"upstream": COMPUTER_USE, "lean": LEAN_COMPUTER_USE}
 # the keys pyautogui presses on X (its KEYBOARD_KEYS, without the single characters, which are checked apart)
 NAMED_KEYS = frozenset(
     "enter return tab space backspace delete del esc escape up down left right home end pageup pagedown pgup pgdn "

@@ -36,7 +36,7 @@ from slime.agentic.prm import PendingJudgements
 from slime.agentic.terminal.agent import EngineTurnPolicy, Turn, failed_sample, tool_call_text, turn_sample
 from slime.utils.types import Sample
 
-from .actions import ACTION_FAILED, COMPUTER_USE, REFUSED, ActionError, parse_response
+from .actions import ACTION_FAILED, REFUSED, TOOL_PROFILES, ActionError, parse_response
 from .observation import downscale_png
 
 logger = logging.getLogger(__name__)
@@ -63,6 +63,10 @@ SCREENSHOT_SYSTEM_PROMPT = (
     "</tool_call>\n"
     "Nothing else. When the task is complete, call terminate with status success; when it cannot be done, call "
     "terminate with status failure.")
+LEAN_SYSTEM_PROMPT = (  # the chat template's tool section shows the call format: no example here
+    "You operate a Linux desktop through the computer_use tool. The screen is given as lines `[x, y] text`: where a "
+    "text is, from 0 to 999. Answer with one line `Action: <what you do>`, then one tool call. When the task is "
+    "done, call terminate with status success.")
 STEP_PROMPT = ("Please generate the next move according to the screen, the instruction and the previous actions.\n\n"
                "Instruction: {instruction}\n\nPrevious actions:\n{previous}")
 
@@ -122,21 +126,40 @@ class AgentSettings:
     max_parse_errors: int = DEFAULT_MAX_PARSE_ERRORS
     observation: str = "text"  # or "screenshot" (a vision-language policy)
     screenshot_max_pixels: int | None = None  # screenshots are scaled down to this many pixels (None: as sent)
-    system_prompt: str = ""  # "": the observation's own (SYSTEM_PROMPT / SCREENSHOT_SYSTEM_PROMPT)
+    system_prompt: str = ""  # "": the observation's own (SYSTEM_PROMPT / SCREENSHOT_SYSTEM_PROMPT / LEAN_SYSTEM_PROMPT)
+    # the tool profile: upstream's computer_use schema, or `lean` (a text policy's short prompt and schema: ~250 prompt
+    # tokens of system prompt and tool instead of ~630, the same calls)
+    tools: str = "upstream"
 
     def __post_init__(self):
+        if self.history < 1:
+            raise ValueError(f"history counts the current screen: at least 1, got {self.history}")
         if self.observation not in OBSERVATIONS:
             raise ValueError(f"observation must be one of {', '.join(OBSERVATIONS)}, got {self.observation!r}")
+        if self.tools not in TOOL_PROFILES:
+            raise ValueError(f"tools must be one of {', '.join(TOOL_PROFILES)}, got {self.tools!r}")
+        if self.tools == "lean" and self.observation != "text":
+            raise ValueError("the lean tool profile is for a text policy (--gui-observation text)")
 
     @property
     def prompt(self) -> str:
-        return self.system_prompt or (SYSTEM_PROMPT if self.observation == "text" else SCREENSHOT_SYSTEM_PROMPT)
+        if self.system_prompt:
+            return self.system_prompt
+        if self.observation == "screenshot":
+            return SCREENSHOT_SYSTEM_PROMPT
+        return LEAN_SYSTEM_PROMPT if self.tools == "lean" else SYSTEM_PROMPT
+
+    @property
+    def tool_schemas(self) -> list[dict]:
+        return [TOOL_PROFILES[self.tools]]
 
     @classmethod
     def from_args(cls, args) -> AgentSettings:
         pixels = getattr(args, "gui_screenshot_max_pixels", None) or os.environ.get("GUI_SCREENSHOT_MAX_PIXELS")
         return cls(max_steps=int(getattr(args, "max_turns", None) or os.environ.get("GUI_MAX_STEPS")
                                  or DEFAULT_MAX_STEPS),
+                   history=int(getattr(args, "gui_history", None) or os.environ.get("GUI_HISTORY") or DEFAULT_HISTORY),
+                   tools=getattr(args, "gui_tools", None) or os.environ.get("GUI_TOOLS") or "upstream",
                    max_parse_errors=int(getattr(args, "max_parse_errors", None) or DEFAULT_MAX_PARSE_ERRORS),
                    observation=getattr(args, "gui_observation", None) or os.environ.get("GUI_OBSERVATION") or "text",
                    screenshot_max_pixels=int(pixels) if pixels else None)
@@ -170,7 +193,8 @@ async def run_episode(policy, env, task_key: str, settings: AgentSettings, *, re
                 episode.status, episode.stop_reason = "truncated", "max_steps"
                 break
             messages = build_messages(instruction, episode.steps, observation, settings)
-            turn = await policy.generate_turn(messages, [COMPUTER_USE])
+            async with env.keep_alive(lease):
+                turn = await policy.generate_turn(messages, settings.tool_schemas)
             if turn is None:
                 episode.status, episode.stop_reason = "truncated", "context_full"
                 break

@@ -20,8 +20,7 @@ import logging
 import tempfile
 from pathlib import Path
 
-from .actions import COMPUTER_USE
-from .agent import AgentSettings, GuiEpisode, ScriptedGuiPolicy, run_episode
+from .agent import DEFAULT_HISTORY, AgentSettings, GuiEpisode, ScriptedGuiPolicy, run_episode
 from .scripted import SolutionError, load_solution
 from .tasks import TASKS_DIR, GuiTask, load_tasks, split_of
 
@@ -40,21 +39,24 @@ class RecordingPolicy(ScriptedGuiPolicy):
         return await super().generate_turn(messages, tools)
 
 
-def sft_rows(task: GuiTask, episode: GuiEpisode, prompts: list[list[dict]]) -> list[dict]:
-    return [{"prompt": prompt, "metadata": {"tools": [COMPUTER_USE], "segments": [{"text": step.turn.text, "loss": 1}],
+def sft_rows(task: GuiTask, episode: GuiEpisode, prompts: list[list[dict]], tools: list[dict]) -> list[dict]:
+    return [{"prompt": prompt, "metadata": {"tools": tools, "segments": [{"text": step.turn.text, "loss": 1}],
                                             "task": task.key, "turn": k}}
             for k, (prompt, step) in enumerate(zip(prompts, episode.steps))]
 
 
-async def demonstrate(env, tasks: list[GuiTask], concurrency: int = 2) -> tuple[list[dict], list[str]]:
-    """(SFT rows of the tasks whose scripted solution scored 1, keys of those that did not)."""
+async def demonstrate(env, tasks: list[GuiTask], concurrency: int = 2, history: int = DEFAULT_HISTORY,
+                      tools: str = "upstream") -> tuple[list[dict], list[str]]:
+    """(SFT rows of the tasks whose scripted solution scored 1, keys of those that did not); `history` and `tools`:
+    each step's prompt as the policy trained on the rows will see it (`--gui-history`, `--gui-tools`)."""
+    settings = AgentSettings(max_steps=30, history=history, tools=tools)
     slots = asyncio.Semaphore(concurrency)
 
     async def one(task: GuiTask):
         async with slots:
             policy = RecordingPolicy(load_solution(task))
             try:
-                episode = await run_episode(policy, env, task.key, AgentSettings(max_steps=30))
+                episode = await run_episode(policy, env, task.key, settings)
             except SolutionError as e:  # a target the screen's text view does not show: not demonstrable
                 logger.warning("demonstration of %s: %s", task.key, str(e).splitlines()[0])
                 return task, None, []
@@ -63,7 +65,7 @@ async def demonstrate(env, tasks: list[GuiTask], concurrency: int = 2) -> tuple[
     rows, failed = [], []
     for task, episode, prompts in await asyncio.gather(*(one(t) for t in tasks)):
         if episode is not None and episode.reward == 1.0:
-            rows.extend(sft_rows(task, episode, prompts))
+            rows.extend(sft_rows(task, episode, prompts, settings.tool_schemas))
         else:
             failed.append(task.key)
     return rows, failed
@@ -76,6 +78,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data", type=Path, default=None,
                         help="a prompt JSONL (`prompt` = domain/id per line): demonstrate these tasks, not a split")
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--history", type=int, default=DEFAULT_HISTORY,
+                        help="screens per step prompt, as the trained policy's --gui-history")
+    parser.add_argument("--tools", choices=["upstream", "lean"], default="upstream",
+                        help="the tool profile, as the trained policy's --gui-tools")
     args = parser.parse_args(argv)
     from slime.agentic.env_service.client import EnvClient
     from slime.agentic.env_service.launch import EnvService
@@ -95,7 +101,7 @@ def main(argv: list[str] | None = None) -> None:
                                     provider_options={"tasks_dir": str(args.tasks_dir)})) as service:
         async def go():
             async with EnvClient(service.url, service.api_key) as env:
-                return await demonstrate(env, tasks)
+                return await demonstrate(env, tasks, history=args.history, tools=args.tools)
 
         rows, failed = asyncio.run(go())
     args.out.parent.mkdir(parents=True, exist_ok=True)

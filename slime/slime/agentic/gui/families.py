@@ -4,8 +4,9 @@
 
 A family draws an instance from a seed over the Tk apps of `gui-rl/apps/` (the settings dialog, the file manager,
 the notes editor): the starting state (settings values, the folder's files, the note's lines), the target (a name, a
-size, an item) and the wording; the evaluator's expected state computed from the same draw; one scripted solution
-per family (`<id>.solution.json`, text-targeted clicks resolved on the screen's OCR text view as a text policy reads
+size, an item), the variant (a training family asks its task in 3-4 ways that need other actions or a value read
+off the screen) and the wording; the evaluator's expected state computed from the same draw; one scripted solution
+per instance (`<id>.solution.json`, text-targeted clicks resolved on the screen's OCR text view as a text policy reads
 it, `slime.agentic.gui.scripted`). Checked per instance by `python -m slime.agentic.gui.check --tasks-dir
 DIR/tasks`, and again by the demonstrations, which keep only instances whose evaluation scored 1.
 
@@ -55,6 +56,7 @@ class Instance:
     evaluator: dict
     steps: list[dict]  # the scripted solution (computer_use arguments, text targets)
     app: str
+    variant: str = ""  # which way of asking the family's task this instance uses
 
 
 @dataclass(frozen=True)
@@ -88,10 +90,10 @@ def _settings_check(state: dict, changed: dict, rng: random.Random) -> dict:
 
 
 def _settings_instance(rng: random.Random, instruction: str, state: dict, changed: dict,
-                       steps: list[dict]) -> Instance:
+                       steps: list[dict], variant: str = "") -> Instance:
     return Instance(instruction, _settings_config(state), _settings_check(state, changed, rng),
                     steps + [{"action": "left_click", "target": "Save"}, {"action": "terminate", "status": "success"}],
-                    "settings")
+                    "settings", variant)
 
 
 def _folder(rng: random.Random) -> list[str]:
@@ -103,8 +105,10 @@ def _folder(rng: random.Random) -> list[str]:
     return sorted(f"{stem}.{rng.choice(FILE_EXTS)}" for stem in sorted(stems))
 
 
-def _files_config(files: list[str]) -> list[dict]:
+def _files_config(files: list[str], archived: list[str] = ()) -> list[dict]:
+    """The docs folder with `files` and an archive folder holding `archived`."""
     uploads = [{"path": f"~/docs/{name}", "content": f"{name} {i}\n"} for i, name in enumerate(files)]
+    uploads += [{"path": f"~/docs/archive/{name}", "content": f"{name} archived\n"} for name in archived]
     return [{"type": "upload_file", "parameters": {"files": uploads}},
             {"type": "execute", "parameters": {"command": ["mkdir", "-p", "~/docs/archive"]}},
             {"type": "launch", "parameters": {"command": ["python", f"{APPS}/files.py", "~/docs"]}},
@@ -134,97 +138,203 @@ def _notes_check(name: str, lines: list[str]) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------ training families
+# Each training family has variants: the same kind of task asked in ways that need other actions or a value the policy
+# must work out from the screen (the current font size, the name already there, the n-th line, the only PDF). A model
+# that learned one template per family fails the other variants: the warm start leaves room, and RL gets groups with
+# mixed outcomes to learn from. The variant is recorded on the instance (the task file's and data row's `variant`).
+
+ORDINALS = ["first", "second", "third", "fourth", "fifth"]
+EXT_WORDS = {"txt": "text file", "csv": "CSV file", "pdf": "PDF", "png": "PNG image", "md": "Markdown file",
+             "doc": "Word document"}
+PREFIXES = ["old-", "copy-", "2024-", "final-"]
+NAME_FIELD = {"action": "triple_click", "target": "Display name", "offset": [100, 0]}
+SIZE_FIELD = {"action": "triple_click", "target": "Font size", "offset": [80, 0]}
 
 
 def display_name(rng: random.Random) -> Instance:
     state = _settings(rng)
-    name = state["display_name"]
-    while name == state["display_name"]:
-        name = f"{rng.choice(FIRST)} {rng.choice(LAST)}"
-    return _settings_instance(rng, rng.choice([f"Change my display name in the Demo settings to '{name}'.",
-                                               f"In the Demo settings, set the display name to '{name}' and save."]),
-                              state, {"display_name": name},
-                              [{"action": "triple_click", "target": "Display name", "offset": [100, 0]},
-                               {"action": "type", "text": name}])
+    first, last = state["display_name"].split(" ")
+    variant = rng.choice(["set", "last-name", "first-name", "clear"])
+    if variant == "set":
+        name = state["display_name"]
+        while name == state["display_name"]:
+            name = f"{rng.choice(FIRST)} {rng.choice(LAST)}"
+        instruction = rng.choice([f"Change my display name in the Demo settings to '{name}'.",
+                                  f"In the Demo settings, set the display name to '{name}' and save."])
+    elif variant == "last-name":
+        new = rng.choice([n for n in LAST if n != last])
+        name = f"{first} {new}"
+        instruction = f"In the Demo settings, change only the last name of my display name to {new} and save."
+    elif variant == "first-name":
+        new = rng.choice([n for n in FIRST if n != first])
+        name = f"{new} {last}"
+        instruction = f"Keep my last name but change the first name of my Demo display name to {new}, then save."
+    else:
+        name = ""
+        instruction = "Clear the display name in the Demo settings (leave it empty) and save."
+    edit = [{"action": "type", "text": name}] if name else [{"action": "key", "keys": ["delete"]}]
+    return _settings_instance(rng, instruction, state, {"display_name": name}, [NAME_FIELD, *edit], variant)
 
 
 def font_size(rng: random.Random) -> Instance:
     state = _settings(rng)
-    size = rng.choice([n for n in range(8, 33) if n != state["font_size"]])
-    return _settings_instance(rng, rng.choice([f"Set the font size to {size} in the Demo settings.",
-                                               f"Change the Demo editor's font size to {size} and save it."]),
-                              state, {"font_size": size},
-                              [{"action": "triple_click", "target": "Font size", "offset": [80, 0]},
-                               {"action": "type", "text": str(size)}])
+    current = state["font_size"]
+    variant = rng.choice(["set", "bigger", "smaller"])  # the dialog refuses sizes outside 8-32: steps stay inside
+    if variant == "set":
+        size = rng.choice([n for n in range(8, 33) if n != current])
+        instruction = rng.choice([f"Set the font size to {size} in the Demo settings.",
+                                  f"Change the Demo editor's font size to {size} and save it."])
+    else:
+        step = rng.randint(1, min(4, 32 - current if variant == "bigger" else current - 8))
+        size = current + step if variant == "bigger" else current - step
+        instruction = (f"Make the Demo editor's font {step} point{'s' if step > 1 else ''} "
+                       f"{'bigger' if variant == 'bigger' else 'smaller'} than it is now, and save.")
+    return _settings_instance(rng, instruction, state, {"font_size": size},
+                              [SIZE_FIELD, {"action": "type", "text": str(size)}], variant)
 
 
 def turn_on(rng: random.Random) -> Instance:
     state = _settings(rng)
-    key = rng.choice(["sounds", "backups", "word_wrap"])
-    state[key] = False
-    label = CHECKS[key]
-    return _settings_instance(rng, rng.choice([f"Turn on '{label}' in the Demo settings and save the change.",
-                                               f"In the Demo settings, enable the option '{label}'."]),
-                              state, {key: True}, [{"action": "left_click", "target": label}])
+    variant = rng.choice(["one", "two", "with-size"])
+    keys = rng.sample(["sounds", "backups", "word_wrap"], 2 if variant == "two" else 1)
+    for key in keys:
+        state[key] = False
+    labels = [CHECKS[key] for key in keys]
+    changed = {key: True for key in keys}
+    steps = [{"action": "left_click", "target": label} for label in labels]
+    if variant == "one":
+        instruction = rng.choice([f"Turn on '{labels[0]}' in the Demo settings and save the change.",
+                                  f"In the Demo settings, enable the option '{labels[0]}'."])
+    elif variant == "two":
+        instruction = f"In the Demo settings, turn on both '{labels[0]}' and '{labels[1]}', then save."
+    else:
+        size = rng.choice([n for n in range(8, 33) if n != state["font_size"]])
+        changed["font_size"] = size
+        steps += [SIZE_FIELD, {"action": "type", "text": str(size)}]
+        instruction = f"In the Demo settings, enable '{labels[0]}' and set the font size to {size}; save both."
+    return _settings_instance(rng, instruction, state, changed, steps, variant)
 
 
 def replace_line(rng: random.Random) -> Instance:
     name = f"{rng.choice(LIST_FILES)}.txt"
-    lines = rng.sample(ITEMS, rng.randint(2, 5))
-    k = rng.randrange(len(lines))
+    lines = rng.sample(ITEMS, rng.randint(3, 5))
     new = rng.choice([i for i in ITEMS if i not in lines])
-    return Instance(rng.choice([f"In the open Notes window, replace the line '{lines[k]}' with '{new}' and save.",
-                                f"Change {lines[k]} to {new} on my list in Notes and save it."]),
-                    _notes_config(name, lines), _notes_check(name, lines[:k] + [new] + lines[k + 1:]),
+    variant = rng.choice(["item", "ordinal", "last"])
+    k = len(lines) - 1 if variant == "last" else rng.randrange(len(lines) - (variant == "ordinal"))
+    if variant == "item":
+        instruction = rng.choice([f"In the open Notes window, replace the line '{lines[k]}' with '{new}' and save.",
+                                  f"Change {lines[k]} to {new} on my list in Notes and save it."])
+    elif variant == "ordinal":
+        instruction = f"In Notes, replace the {ORDINALS[k]} line of my list with '{new}' and save."
+    else:
+        instruction = f"Replace the last item on my list in Notes with {new} and save the file."
+    return Instance(instruction, _notes_config(name, lines), _notes_check(name, lines[:k] + [new] + lines[k + 1:]),
                     [{"action": "left_click", "target": lines[k]}, {"action": "key", "keys": ["home"]},
                      {"action": "key", "keys": ["shift", "end"]}, {"action": "type", "text": new},
-                     {"action": "key", "keys": ["ctrl", "s"]}, {"action": "terminate", "status": "success"}], "notes")
+                     {"action": "key", "keys": ["ctrl", "s"]}, {"action": "terminate", "status": "success"}], "notes",
+                    variant)
+
+
+def _open_archive() -> list[dict]:
+    return [{"action": "left_click", "target": "archive/"}, {"action": "left_click", "target": "Open"}]
 
 
 def delete_file(rng: random.Random) -> Instance:
+    variant = rng.choice(["name", "extension", "archived"])
     files = _folder(rng)
+    archived: list[str] = []
     victim = rng.choice(files)
-    return Instance(rng.choice([f"Delete {victim} from my docs folder.",
-                                f"I don't need {victim} anymore: delete it from my docs folder."]),
-                    _files_config(files), _files_check([f for f in files if f != victim] + ["archive"]),
-                    [{"action": "left_click", "target": _stem(victim)}, {"action": "left_click", "target": "Delete"},
-                     {"action": "key", "keys": ["enter"]}, {"action": "terminate", "status": "success"}], "files")
+    if variant == "extension":
+        ext = victim.rsplit(".", 1)[1]
+        files = [f if f == victim or not f.endswith(f".{ext}") else
+                 f"{_stem(f)}.{rng.choice([e for e in FILE_EXTS if e != ext])}" for f in files]
+        instruction = f"Delete the only {EXT_WORDS[ext]} (.{ext}) in my docs folder."
+    elif variant == "archived":
+        files, archived = files[:3], files[3:]
+        victim = rng.choice(archived)
+        instruction = f"Delete {victim} from the archive folder inside my docs folder."
+    else:
+        instruction = rng.choice([f"Delete {victim} from my docs folder.",
+                                  f"I don't need {victim} anymore: delete it from my docs folder."])
+    steps = (_open_archive() if variant == "archived" else []) + [
+        {"action": "left_click", "target": _stem(victim)}, {"action": "left_click", "target": "Delete"},
+        {"action": "key", "keys": ["enter"]}, {"action": "terminate", "status": "success"}]
+    kept = [f for f in files if f != victim] + [f"archive/{f}" for f in archived if f != victim]
+    return Instance(instruction, _files_config(files, archived), _files_check(kept + ["archive"]), steps, "files",
+                    variant)
 
 
 def new_folder(rng: random.Random) -> Instance:
     files = _folder(rng)
-    folder = rng.choice([n for n in FOLDER_NAMES if n not in files])
-    return Instance(rng.choice([f"Make a new folder called '{folder}' in my docs folder.",
-                                f"Create a folder named {folder} in my docs folder."]),
-                    _files_config(files), _files_check(files + ["archive", folder]),
-                    [{"action": "left_click", "target": "New Folder"}, {"action": "type", "text": folder},
-                     {"action": "key", "keys": ["enter"]}, {"action": "terminate", "status": "success"}], "files")
+    variant = rng.choice(["plain", "inside-archive", "two"])
+    made = rng.sample([n for n in FOLDER_NAMES if n not in files], 2 if variant == "two" else 1)
+    if variant == "plain":
+        instruction = rng.choice([f"Make a new folder called '{made[0]}' in my docs folder.",
+                                  f"Create a folder named {made[0]} in my docs folder."])
+    elif variant == "inside-archive":
+        instruction = f"Create a folder named {made[0]} inside the archive folder of my docs folder."
+    else:
+        instruction = f"Make two new folders in my docs folder: {made[0]} and {made[1]}."
+    steps = _open_archive() if variant == "inside-archive" else []
+    for folder in made:
+        steps += [{"action": "left_click", "target": "New Folder"}, {"action": "type", "text": folder},
+                  {"action": "key", "keys": ["enter"]}]
+    where = "archive/" if variant == "inside-archive" else ""
+    return Instance(instruction, _files_config(files), _files_check(files + ["archive"] + [where + m for m in made]),
+                    steps + [{"action": "terminate", "status": "success"}], "files", variant)
 
 
 def rename_file(rng: random.Random) -> Instance:
     files = _folder(rng)
     old = rng.choice(files)
-    new = old
-    while new in files:
-        new = f"{rng.choice(FILE_STEMS)}-final.{old.rsplit('.', 1)[1]}"
-    return Instance(rng.choice([f"In the file manager, rename {old} in my docs folder to {new}.",
-                                f"Rename {old} to {new} (it is in my docs folder)."]),
-                    _files_config(files), _files_check([f for f in files if f != old] + [new, "archive"]),
+    stem, ext = old.rsplit(".", 1)
+    variant = rng.choice(["full", "extension", "prefix"])
+    if variant == "full":
+        new = old
+        while new in files:
+            new = f"{rng.choice(FILE_STEMS)}-final.{ext}"
+        instruction = rng.choice([f"In the file manager, rename {old} in my docs folder to {new}.",
+                                  f"Rename {old} to {new} (it is in my docs folder)."])
+    elif variant == "extension":
+        new_ext = rng.choice([e for e in FILE_EXTS if e != ext])
+        new = f"{stem}.{new_ext}"
+        instruction = f"Change the extension of {old} in my docs folder to .{new_ext}, keeping the rest of its name."
+    else:
+        prefix = rng.choice(PREFIXES)
+        new = prefix + old
+        instruction = f"Put '{prefix}' in front of the name of {old} in my docs folder."
+    return Instance(instruction, _files_config(files), _files_check([f for f in files if f != old] + [new, "archive"]),
                     [{"action": "left_click", "target": _stem(old)}, {"action": "left_click", "target": "Rename"},
                      {"action": "key", "keys": ["ctrl", "a"]}, {"action": "type", "text": new},
-                     {"action": "key", "keys": ["enter"]}, {"action": "terminate", "status": "success"}], "files")
+                     {"action": "key", "keys": ["enter"]}, {"action": "terminate", "status": "success"}], "files",
+                    variant)
 
 
 def append_line(rng: random.Random) -> Instance:
     name = f"{rng.choice(LIST_FILES)}.txt"
-    lines = rng.sample(ITEMS, rng.randint(2, 5))
+    lines = rng.sample(ITEMS, rng.randint(3, 5))
     item = rng.choice([i for i in ITEMS if i not in lines])
-    return Instance(rng.choice([f"In the open Notes window, add a new last line that says '{item}' and save it.",
-                                f"Add {item} at the end of the list in Notes and save the file."]),
-                    _notes_config(name, lines), _notes_check(name, lines + [item]),
-                    [{"action": "left_click", "target": lines[-1]}, {"action": "key", "keys": ["ctrl", "end"]},
-                     {"action": "type", "text": item}, {"action": "key", "keys": ["ctrl", "s"]},
-                     {"action": "terminate", "status": "success"}], "notes")
+    variant = rng.choice(["end", "start", "after"])
+    if variant == "end":
+        instruction = rng.choice([f"In the open Notes window, add a new last line that says '{item}' and save it.",
+                                  f"Add {item} at the end of the list in Notes and save the file."])
+        after = lines + [item]
+        steps = [{"action": "left_click", "target": lines[-1]}, {"action": "key", "keys": ["ctrl", "end"]},
+                 {"action": "type", "text": item}]
+    elif variant == "start":
+        instruction = f"Add {item} as the new first line of my list in Notes and save it."
+        after = [item] + lines
+        steps = [{"action": "left_click", "target": lines[0]}, {"action": "key", "keys": ["ctrl", "home"]},
+                 {"action": "type", "text": item}, {"action": "key", "keys": ["enter"]}]
+    else:
+        k = rng.randrange(len(lines) - 1)
+        instruction = f"In Notes, add {item} on a new line right after {lines[k]}, then save."
+        after = lines[:k + 1] + [item] + lines[k + 1:]
+        steps = [{"action": "left_click", "target": lines[k]}, {"action": "key", "keys": ["end"]},
+                 {"action": "key", "keys": ["enter"]}, {"action": "type", "text": item}]
+    return Instance(instruction, _notes_config(name, lines), _notes_check(name, after),
+                    steps + [{"action": "key", "keys": ["ctrl", "s"]}, {"action": "terminate", "status": "success"}],
+                    "notes", variant)
 
 
 # ------------------------------------------------------------------------------------------------ held-out families
@@ -317,7 +427,8 @@ def write_task(tasks: Path, family: Family, task_id: str, instance: Instance) ->
     folder = tasks / family.name
     folder.mkdir(parents=True, exist_ok=True)
     task = {"id": task_id, "snapshot": instance.app, "instruction": instance.instruction, "source": "slime-families",
-            "related_apps": [instance.app], "config": instance.config, "evaluator": instance.evaluator}
+            "related_apps": [instance.app], "config": instance.config, "evaluator": instance.evaluator,
+            "variant": instance.variant}
     (folder / f"{task_id}.json").write_text(json.dumps(task, indent=1) + "\n")
     (folder / f"{task_id}.solution.json").write_text(json.dumps({"steps": instance.steps}, indent=1) + "\n")
     return f"{family.name}/{task_id}"
@@ -329,7 +440,8 @@ def write_families(out: Path, train_instances: int = 30, demo_share: float = 0.5
     def write(family: Family, tag: str, instance_seed: int, instance: Instance) -> dict:
         key = write_task(Path(out) / "tasks", family, f"{family.name}-{tag}", instance)
         return {"prompt": key, "label": "", "metadata": {"domain": family.name, "example_id": f"{family.name}-{tag}",
-                                                         "instruction": instance.instruction}}
+                                                         "instruction": instance.instruction,
+                                                         "variant": instance.variant}}
 
     return write_family_set(Path(out), TRAIN_FAMILIES, HELDOUT_FAMILIES, identity, write, train_instances, demo_share,
                             heldout_instances, seed)

@@ -453,7 +453,8 @@ async def run_episode(policy, env, instance_id: str, settings: AgentSettings, *,
         episode.exit_status = "max_steps"
         for k in range(settings.max_steps):
             await env.heartbeat(lease)
-            turn = await policy.generate_turn(messages, None)
+            async with env.keep_alive(lease):
+                turn = await policy.generate_turn(messages, None)
             if turn is None:
                 episode.status, episode.exit_status = "truncated", "context_full"
                 break

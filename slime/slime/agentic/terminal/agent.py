@@ -348,7 +348,8 @@ async def run_episode(policy: TurnPolicy, env, task_key: str, task_meta: dict, s
             if len(episode.turns) >= settings.max_steps:
                 episode.status, episode.stop_reason = "truncated", "max_steps"
                 break
-            turn = await policy.generate_turn(messages, tools)
+            async with env.keep_alive(lease):
+                turn = await policy.generate_turn(messages, tools)
             if turn is None:
                 episode.status, episode.stop_reason = "truncated", "context_full"
                 break
