@@ -16,7 +16,8 @@ from slime.agentic.gui.tasks import load_tasks
 from helpers.gui_env import requires_desktop
 
 pytestmark = [*requires_desktop(), pytest.mark.gui_full, pytest.mark.timeout(1200)]
-SEED = 0  # the first held-out draw of each family: its words all reach the OCR text view (checked when written)
+SEED = 1  # the first held-out draw of each family: its words all reach the OCR text view (checked when written: with
+# the variants, seed 0's delete-file draw has a file name tesseract drops from the list, as the benchmark's check finds)
 
 
 @pytest.fixture(scope="module")
