@@ -76,6 +76,8 @@ def add_arguments(parser: argparse.ArgumentParser, setting: str, defaults: dict)
     parser.add_argument("--sft-steps", type=int, default=d["sft_steps"], help="SFT steps of 8 demonstration rows")
     parser.add_argument("--sft-lr", type=float, default=d["sft_lr"])
     parser.add_argument("--lora-rank", type=int, default=d["lora_rank"], help="0: full fine-tuning")
+    parser.add_argument("--lora-top-layers", type=int, default=d.get("lora_top_layers", 0),
+                        help="LoRA on the top N layers only (0: every layer): a cheaper step on a CPU")
     parser.add_argument("--rl-rollouts", type=int, default=d["rl_rollouts"])
     parser.add_argument("--rl-tasks", type=int, default=d["rl_tasks"], help="instances per rollout")
     parser.add_argument("--rl-samples", type=int, default=d["rl_samples"], help="episodes per instance (GRPO group)")
@@ -110,7 +112,8 @@ def run_module(args: list[str], what: str, ok_codes: tuple[int, ...] = (0,)) -> 
 
 
 def lora_flags(opts) -> list[str]:
-    return ["--use-lora", "--lora-rank", str(opts.lora_rank), "--lora-alpha", str(2 * opts.lora_rank)] \
+    top = ["--lora-top-layers", str(opts.lora_top_layers)] if opts.lora_top_layers else []
+    return ["--use-lora", "--lora-rank", str(opts.lora_rank), "--lora-alpha", str(2 * opts.lora_rank), *top] \
         if opts.lora_rank else []
 
 
@@ -305,7 +308,8 @@ def run(setting: Setting, opts) -> int:
 
     sft_dir = opts.out / "sft"
     sft_settings = {**demo_settings, "model": opts.model, "sft_steps": opts.sft_steps, "sft_lr": opts.sft_lr,
-                    "lora_rank": opts.lora_rank, "eval_samples": opts.eval_samples, "max_steps": opts.max_steps,
+                    "lora_rank": opts.lora_rank, "lora_top_layers": opts.lora_top_layers,
+                    "eval_samples": opts.eval_samples, "max_steps": opts.max_steps,
                     "engine_threads": opts.engine_threads, "sft_plain_tokens": list(opts.sft_plain_tokens)}
     if not stage_done(sft_dir, sft_settings, opts.resume):
         shutil.rmtree(sft_dir, ignore_errors=True)

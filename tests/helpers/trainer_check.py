@@ -38,11 +38,12 @@ def main():
     after = actor.compute_log_probs(rows)
     now = actor.hf_model.state_dict()
     changed = sorted(k for k, v in frozen.items() if not (now[k] == v).all())
+    adapted = sorted({int(k.split(".layers.")[1].split(".")[0]) for k in now if "lora_" in k and ".layers." in k})
     if export:
         actor.export_hf(Path(export[0]))
     with open(out_path, "w") as f:
         json.dump({"before": before, "after": after, "grad_norm": metrics["train/grad_norm"],
-                   "changed_base_tensors": changed}, f)
+                   "changed_base_tensors": changed, "lora_layers": adapted}, f)
     leave_together()
 
 

@@ -94,7 +94,22 @@ def test_engine_and_trainer_agree_and_a_published_step_reaches_the_engine(qwen2_
 
 
 def test_lora_trains_the_qwen2_adapters_and_leaves_the_base(qwen2_engine, qwen2_path, tmp_path):
+    from transformers import AutoConfig
+
     rows = _sampled_rows(qwen2_engine, 2)
     result = _trainer(qwen2_path, rows, tmp_path, "--use-lora", "--lora-rank", "4", "--lora-alpha", "8")
     assert result["changed_base_tensors"] == []  # the base (biases included) stays frozen
+    assert result["lora_layers"] == list(range(AutoConfig.from_pretrained(qwen2_path).num_hidden_layers))
+    assert _gap(result["after"], result["before"]) > 1e-4
+
+
+def test_lora_on_the_top_layers_adapts_only_those_and_still_trains(qwen2_engine, qwen2_path, tmp_path):
+    from transformers import AutoConfig
+
+    layers = AutoConfig.from_pretrained(qwen2_path).num_hidden_layers
+    rows = _sampled_rows(qwen2_engine, 2)
+    result = _trainer(qwen2_path, rows, tmp_path, "--use-lora", "--lora-rank", "4", "--lora-alpha", "8",
+                      "--lora-top-layers", "1")
+    assert result["lora_layers"] == [layers - 1]
+    assert result["changed_base_tensors"] == []
     assert _gap(result["after"], result["before"]) > 1e-4

@@ -585,6 +585,8 @@ def test_lora_validation():
     fails("--use-lora", "--lora-target-modules", ",", match="--lora-target-modules is empty")
     fails("--use-lora", "--lora-dropout", 1.0, match="--lora-dropout")
     fails("--use-lora", "--lora-rank", 0, match="--lora-rank")
+    fails("--use-lora", "--lora-top-layers", -1, match="--lora-top-layers")
+    assert parse("--use-lora", "--lora-top-layers", 8).lora_top_layers == 8
 
 
 # --------------------------------------------------------------------------------------------- eval

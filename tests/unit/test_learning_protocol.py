@@ -86,7 +86,10 @@ def test_evaluations_must_hold_every_set(tmp_path):
 def test_lora_flags_and_the_adapter_or_full_model_of_a_checkpoint(tmp_path):
     class Opts:
         lora_rank = 8
+        lora_top_layers = 0
     assert lp.lora_flags(Opts) == ["--use-lora", "--lora-rank", "8", "--lora-alpha", "16"]
+    Opts.lora_top_layers = 6
+    assert lp.lora_flags(Opts)[-2:] == ["--lora-top-layers", "6"]
     Opts.lora_rank = 0
     assert lp.lora_flags(Opts) == []
     for it, name in (("iter_0000001", "config.json"), ("iter_0000002", "adapter_config.json")):

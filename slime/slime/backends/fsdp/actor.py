@@ -32,6 +32,17 @@ from slime.utils import ppo_utils
 log = logging.getLogger(__name__)
 
 
+def _top_layers(model, top: int) -> list[int] | None:
+    """The indices of the top `top` transformer layers (None: every layer)."""
+    if not top:
+        return None
+    config = getattr(model.config, "text_config", None) or model.config
+    layers = int(config.num_hidden_layers)
+    if top > layers:
+        raise ValueError(f"--lora-top-layers {top}: the model has {layers} layers")
+    return list(range(layers - top, layers))
+
+
 def _names(value) -> list[str]:
     """Module names given as a list or a comma-separated string."""
     if not value:
@@ -134,7 +145,8 @@ class FSDPActor:
 
             config = LoraConfig(r=args.lora_rank, lora_alpha=args.lora_alpha, lora_dropout=args.lora_dropout,
                                 target_modules=_names(args.lora_target_modules), bias="none", task_type="CAUSAL_LM",
-                                modules_to_save=_names(getattr(args, "lora_modules_to_save", None)) or None)
+                                modules_to_save=_names(getattr(args, "lora_modules_to_save", None)) or None,
+                                layers_to_transform=_top_layers(model, getattr(args, "lora_top_layers", 0)))
             model = get_peft_model(model, config)
         model.train()
         return model
