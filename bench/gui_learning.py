@@ -11,8 +11,9 @@ evaluator's expected state computed from the same draw; one scripted solution pe
 nothing trains on. The policy sees the screen as text (the OCR text view, `--gui-observation text`: no
 vision-language weights exist in any package here; the tiny-VLM screenshot path is tested on its own), one sample
 per step, with the compact prompt that keeps a step affordable on 2 cores: the current screen only (`--gui-history
-1`; earlier steps by their action lines) and the lean tool profile (`--gui-tools lean`), about 570 prompt tokens
-per step sample instead of 1,200. Stages and run files are `learning_protocol.py`'s (shared with `terminal_learning.py`), each the
+1`; earlier steps by their action lines) and the lean tool profile (`--gui-tools lean`): on the demonstrations
+1,200 prompt tokens per step sample at upstream's layout, 884 with history 1, and about 570 with both (884 less the
+313 the lean profile saves; not yet measured on a run). Stages and run files are `learning_protocol.py`'s (shared with `terminal_learning.py`), each the
 setting's own CPU script as a user runs it (real `slime/train*.py` processes, the embedded engine, the environment
 service's pool server, a desktop per episode: Xvfb and the task's Tk app in the bubblewrap sandbox):
 

@@ -82,8 +82,8 @@ def main() -> int:
     rl_problems.write_text("".join(line for line in (DATA / "train.jsonl").read_text().splitlines(keepends=True)
                                    if json.loads(line)["id"] not in traced))
     shared_flags = ["--engine-threads", str(opts.engine_threads),
-                  "--eval-prompt-data", "heldout", str(heldout), "--eval-temperature", "1.0",
-                  "--eval-max-response-len", "256", "--eval-reward-key", "acc"]
+                    "--eval-prompt-data", "heldout", str(heldout), "--eval-temperature", "1.0",
+                    "--eval-max-response-len", "256", "--eval-reward-key", "acc"]
 
     sft_seconds = 0.0
     if opts.warm_start == "sft":

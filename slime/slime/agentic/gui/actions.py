@@ -52,8 +52,9 @@ COMPUTER_USE = {
         },
     },
 }
-# The lean profile (`--gui-tools lean`) of a text policy: the same tool and calls, described in ~110 prompt tokens
-# instead of ~330 (the actions a Tk or web app needs; the environment still runs every action of ACTIONS).
+# The lean profile (`--gui-tools lean`) of a text policy: the same tool and calls, described by the actions a Tk or
+# web app needs (the environment still runs every action of ACTIONS); with LEAN_SYSTEM_PROMPT, 316 prompt tokens of
+# system prompt and tool on Qwen2.5-Coder instead of 629.
 LEAN_ACTIONS = ("left_click", "double_click", "triple_click", "type", "key", "scroll", "terminate")
 LEAN_COMPUTER_USE = {
     "type": "function",

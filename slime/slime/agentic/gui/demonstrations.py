@@ -20,6 +20,7 @@ import logging
 import tempfile
 from pathlib import Path
 
+from .actions import TOOL_PROFILES
 from .agent import DEFAULT_HISTORY, AgentSettings, GuiEpisode, ScriptedGuiPolicy, run_episode
 from .scripted import SolutionError, load_solution
 from .tasks import TASKS_DIR, GuiTask, load_tasks, split_of
@@ -80,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--history", type=int, default=DEFAULT_HISTORY,
                         help="screens per step prompt, as the trained policy's --gui-history")
-    parser.add_argument("--tools", choices=["upstream", "lean"], default="upstream",
+    parser.add_argument("--tools", choices=sorted(TOOL_PROFILES), default="upstream",
                         help="the tool profile, as the trained policy's --gui-tools")
     args = parser.parse_args(argv)
     from slime.agentic.env_service.client import EnvClient
