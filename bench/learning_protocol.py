@@ -59,6 +59,7 @@ class Setting:
     verify: Callable[[Path, argparse.Namespace], str] | None = None  # filters the held-out sets; -> summary line
     key_field: str = "task_key"  # the sample metadata field that names an episode's task
     row_fields: tuple[str, ...] = ()  # more of an episode's metadata kept in its run-file row
+    settings_keys: tuple[str, ...] = ()  # the setting's own options recorded with the SFT and RL stages' settings
     # step-level numbers of one evaluation beside success ({name: value}), from its kept rows
     signals: Callable[[list[dict]], dict[str, float]] | None = None
 
@@ -82,6 +83,9 @@ def add_arguments(parser: argparse.ArgumentParser, setting: str, defaults: dict)
     parser.add_argument("--rl-tasks", type=int, default=d["rl_tasks"], help="instances per rollout")
     parser.add_argument("--rl-samples", type=int, default=d["rl_samples"], help="episodes per instance (GRPO group)")
     parser.add_argument("--lr", type=float, default=d["lr"], help="RL learning rate (of the LoRA weights)")
+    parser.add_argument("--constant-groups", choices=["keep", "drop"], default=d.get("constant_groups", "keep"),
+                        help="RL: drop GRPO groups whose episodes all scored the same (no advantage, but a training "
+                             "step's forward and backward passes on a CPU; the loss then averages over the rest)")
     parser.add_argument("--save-interval", type=int, default=d["save_interval"],
                         help="RL checkpoint every N rollouts (what --resume continues from)")
     parser.add_argument("--eval-samples", type=int, default=d["eval_samples"], help="episodes per held-out instance")
@@ -115,6 +119,23 @@ def lora_flags(opts) -> list[str]:
     top = ["--lora-top-layers", str(opts.lora_top_layers)] if opts.lora_top_layers else []
     return ["--use-lora", "--lora-rank", str(opts.lora_rank), "--lora-alpha", str(2 * opts.lora_rank), *top] \
         if opts.lora_rank else []
+
+
+def rl_stage_settings(sft_settings: dict, opts) -> dict:
+    """The RL stage's recorded settings (a `--resume` must match them): the warm start's and RL's own."""
+    return {**sft_settings, "rl_rollouts": opts.rl_rollouts, "rl_tasks": opts.rl_tasks,
+            "rl_samples": opts.rl_samples, "lr": opts.lr, "old_log_probs": "rollout",
+            # recorded only when not the default, so runs from before the flag still resume
+            **({"constant_groups": opts.constant_groups} if opts.constant_groups != "keep" else {})}
+
+
+def rl_flags(opts) -> list[str]:
+    """The RL stage's trainer flags of the protocol: one evaluation after the last rollout, checkpoints to resume from.
+    PPO's old log-probs are the engine's own (`--use-rollout-logprobs`): in async mode they are the behaviour
+    policy's (a version behind the trainer), engine and trainer agree on them (mean |d log p| 0.01 on the 0.5B), and
+    recomputing them was a forward pass over every sample: a quarter of an RL step's time on the CPU."""
+    return ["--eval-interval", str(opts.rl_rollouts), "--skip-eval-before-train", "--use-rollout-logprobs",
+            "--constant-groups", opts.constant_groups, "--save-interval", str(opts.save_interval)]
 
 
 def eval_flags(opts, families: Path) -> list[str]:
@@ -307,7 +328,8 @@ def run(setting: Setting, opts) -> int:
     env = setting.stage_env(opts, families)
 
     sft_dir = opts.out / "sft"
-    sft_settings = {**demo_settings, "model": opts.model, "sft_steps": opts.sft_steps, "sft_lr": opts.sft_lr,
+    sft_settings = {**demo_settings, **{k: getattr(opts, k) for k in setting.settings_keys},
+                    "model": opts.model, "sft_steps": opts.sft_steps, "sft_lr": opts.sft_lr,
                     "lora_rank": opts.lora_rank, "lora_top_layers": opts.lora_top_layers,
                     "eval_samples": opts.eval_samples, "max_steps": opts.max_steps,
                     "engine_threads": opts.engine_threads, "sft_plain_tokens": list(opts.sft_plain_tokens)}
@@ -328,8 +350,7 @@ def run(setting: Setting, opts) -> int:
     warm_model = full_model(sft_dir / "ckpt", opts.model)
 
     rl_dir = opts.out / "rl"
-    rl_settings = {**sft_settings, "rl_rollouts": opts.rl_rollouts, "rl_tasks": opts.rl_tasks,
-                   "rl_samples": opts.rl_samples, "lr": opts.lr, "old_log_probs": "rollout"}
+    rl_settings = rl_stage_settings(sft_settings, opts)
     if not stage_done(rl_dir, rl_settings, opts.resume):
         resume_flags = []
         if opts.resume and any((rl_dir / "ckpt").glob("iter_*")):
@@ -342,13 +363,7 @@ def run(setting: Setting, opts) -> int:
                              "PROMPT_DATA": str(families / "rl.jsonl"), "NUM_ROLLOUT": str(opts.rl_rollouts),
                              "ROLLOUT_BATCH_SIZE": str(opts.rl_tasks), "N_SAMPLES": str(opts.rl_samples),
                              "LR": str(opts.lr), "MAX_STEPS": str(opts.max_steps)},
-                            # PPO's old log-probs are the engine's own (`--use-rollout-logprobs`): in async mode
-                            # they are the behaviour policy's (a version behind the trainer), engine and trainer
-                            # agree on them (mean |d log p| 0.01 on the 0.5B), and recomputing them was a forward
-                            # pass over every sample: a quarter of an RL step's time on the CPU
-                            ["--eval-interval", str(opts.rl_rollouts), "--skip-eval-before-train",
-                             "--use-rollout-logprobs", *flags,
-                             "--save-interval", str(opts.save_interval), *lora_flags(opts), *resume_flags],
+                            [*rl_flags(opts), *flags, *lora_flags(opts), *resume_flags],
                             opts.out / "rl.log")
         timed("rl", timings.get("rl", 0.0) + seconds)
         record_stage_settings(rl_dir, rl_settings)

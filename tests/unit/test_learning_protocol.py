@@ -121,3 +121,22 @@ def test_step_level_signals_are_reported_per_policy_and_set(tmp_path, capsys):
     out = capsys.readouterr().out
     assert out.count("signals: episodes_seen 2.000") == 3 and out.count("signals: episodes_seen 1.000") == 3
     assert lp.summaries(tmp_path, lambda rows: {"n": 1.0})["rl"]["tasks"]["signals"] == {"n": 1.0}
+
+
+def test_rl_flags_and_settings_carry_the_constant_groups_choice():
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    lp.add_arguments(parser, "demo_learning", {})
+    opts = parser.parse_args([])
+    assert opts.constant_groups == "keep"
+    flags = lp.rl_flags(opts)
+    assert flags[flags.index("--constant-groups") + 1] == "keep"
+    assert flags[flags.index("--eval-interval") + 1] == str(opts.rl_rollouts)
+    # the default is not recorded: a run from before the flag still resumes
+    assert "constant_groups" not in lp.rl_stage_settings({"model": "m"}, opts)
+    opts = parser.parse_args(["--constant-groups", "drop", "--rl-rollouts", "8"])
+    flags = lp.rl_flags(opts)
+    assert flags[flags.index("--constant-groups") + 1] == "drop" and flags[flags.index("--eval-interval") + 1] == "8"
+    settings = lp.rl_stage_settings({"model": "m"}, opts)
+    assert settings["constant_groups"] == "drop" and settings["model"] == "m" and settings["rl_rollouts"] == 8
