@@ -2,7 +2,7 @@
 run.
 
     OMP_NUM_THREADS=1 python bench/gui_learning.py --model qwen2.5-coder-0.5b [--resume]
-        [--sft-steps 60] [--rl-rollouts 16] [--eval-samples 1] [--max-steps 8] [--lora-rank 16] [--response-len 128]
+        [--sft-steps 60] [--rl-rollouts 16] [--eval-samples 1] [--max-steps 8] [--lora-rank 16] [--response-len 96]
         [--constant-groups keep|drop]
 
 The tasks are families (`slime.agentic.gui.families`): 8 kinds of desktop task over the Tk apps (the settings dialog,
@@ -14,9 +14,10 @@ vision-language weights exist in any package here; the tiny-VLM screenshot path 
 per step, with the compact prompt that keeps a step affordable on 2 cores: the current screen only (`--gui-history
 1`; earlier steps by their action lines) and the lean tool profile (`--gui-tools lean`): on the demonstrations
 1,200 prompt tokens per step sample at upstream's layout, 884 with history 1, and 563 with both (measured on
-the 550 demonstration rows of a 0.5B run). Stages and run files are `learning_protocol.py`'s (shared with `terminal_learning.py`), each the
-setting's own CPU script as a user runs it (real `slime/train*.py` processes, the embedded engine, the environment
-service's pool server, a desktop per episode: Xvfb and the task's Tk app in the bubblewrap sandbox):
+the 550 demonstration rows of a 0.5B run). Stages and run files are `learning_protocol.py`'s (shared with
+`terminal_learning.py`), each the setting's own CPU script as a user runs it (real `slime/train*.py` processes, the
+embedded engine, the environment service's pool server, a desktop per episode: Xvfb and the task's Tk app in the
+bubblewrap sandbox):
 
 0. **Tasks**: the families written under `<out>/families/`; every held-out instance is then played once by its own
    scripted solution on a real desktop (`python -m slime.agentic.gui.check`), and one that its solution cannot solve
@@ -28,8 +29,8 @@ service's pool server, a desktop per episode: Xvfb and the task's Tk app in the 
 3. **RL** (`gui-rl/run_cpu_smollm2_gui_text.sh`, LoRA, GRPO on the evaluator's outcome), evaluated after.
 
 Every evaluation runs `--eval-samples` episodes per held-out instance at temperature 1.0, at most `--max-steps`
-steps of `--response-len` tokens. Last line: `RESULT gui_learning value=<success after RL - success of the warm start, unseen
-instances> target=>=0.1 PASS|FAIL`; the unseen tasks' numbers are printed before it, not counted.
+steps of `--response-len` tokens. Last line: `RESULT gui_learning value=<success after RL - success of the warm
+start, unseen instances> target=>=0.1 PASS|FAIL`; the unseen tasks' numbers are printed before it, not counted.
 """
 
 from __future__ import annotations
@@ -86,8 +87,8 @@ SETTING = Setting(
     sft_script="gui-rl/run_cpu_smollm2_gui_text_sft.sh", rl_script="gui-rl/run_cpu_smollm2_gui_text.sh",
     write_families=write_families,
     demonstrate=demonstrate,
-    # the response cap of evaluation and rollout alike: a lean action is under 60 tokens, and a policy that does not
-    # act (the base model) writes to the cap on every step, which sets the base evaluation's time
+    # the response cap of evaluation and rollout alike: the longest demonstrated lean action is 65 tokens, and a policy
+    # that does not act (the base model) writes to the cap on every step, which sets the base evaluation's time
     stage_flags=lambda opts, families: ["--eval-max-response-len", str(opts.response_len),
                                         "--rollout-max-response-len", str(opts.response_len),
                                         "--gui-history", str(HISTORY), "--gui-tools", TOOLS],
@@ -102,7 +103,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_arguments(parser, "gui_learning", {"train_instances": 30, "heldout_instances": 4, "max_steps": 8,
                                            "rl_tasks": 2})
-    parser.add_argument("--response-len", type=int, default=128, help="tokens per step's response")
+    parser.add_argument("--response-len", type=int, default=96,
+                        help="tokens per step's response, evaluation and rollouts (the longest demonstrated: 65)")
     return run(SETTING, parser.parse_args())
 
 
