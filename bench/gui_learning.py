@@ -3,7 +3,7 @@ run.
 
     OMP_NUM_THREADS=1 python bench/gui_learning.py --model qwen2.5-coder-0.5b [--resume]
         [--sft-steps 60] [--rl-rollouts 16] [--eval-samples 1] [--max-steps 8] [--lora-rank 16] [--response-len 96]
-        [--constant-groups keep|drop]
+        [--constant-groups keep|drop|drop-all] [--temperature 1.0]
 
 The tasks are families (`slime.agentic.gui.families`): 8 kinds of desktop task over the Tk apps (the settings dialog,
 the file manager, the notes editor) with generated instances (starting state, target and wording drawn per
@@ -28,8 +28,8 @@ bubblewrap sandbox):
 2. **SFT warm start** (`gui-rl/run_cpu_smollm2_gui_text_sft.sh`, LoRA), base and warm start evaluated.
 3. **RL** (`gui-rl/run_cpu_smollm2_gui_text.sh`, LoRA, GRPO on the evaluator's outcome), evaluated after.
 
-Every evaluation runs `--eval-samples` episodes per held-out instance at temperature 1.0, at most `--max-steps`
-steps of `--response-len` tokens. Last line: `RESULT gui_learning value=<success after RL - success of the warm
+Every evaluation runs `--eval-samples` episodes per held-out instance at `--temperature` (default 1.0; the RL
+rollouts sample at it too), at most `--max-steps` steps of `--response-len` tokens. Last line: `RESULT gui_learning value=<success after RL - success of the warm
 start, unseen instances> target=>=0.1 PASS|FAIL`; the unseen tasks' numbers are printed before it, not counted.
 """
 

@@ -16,6 +16,12 @@ Stages (each skipped with `--resume` when it finished with the same settings, `s
 3. `rl/`: RL from the warm start (the setting's RL script, LoRA), both sets evaluated after the last step; a
    checkpoint every `--save-interval` rollouts, from which `--resume` continues an interrupted stage (`--load`).
 
+`--temperature` (default 1.0) is every evaluation's and the RL rollouts' (the trainer scores at it too). A warm start
+trains the same at any temperature, so `--resume` at another one keeps a finished SFT stage and evaluates the base
+model and the warm start again at it (`sft/eval_t<temperature>/`: the SFT script with no steps). `--constant-groups
+drop-all` (GRPO groups whose episodes all scored the same left out, none kept) skips the optimizer step of a rollout
+that found no contrast: on 2 cores a GUI step that only the KL term would move costs 8-10 minutes.
+
 Run files in `--out`: `eval_<base|warm|rl>_<instances|tasks>.jsonl` (every evaluated episode: task, family,
 accuracy, status, the evaluation, the turns' text), both stages' `metrics.jsonl`, `timings.json`, `result.json`;
 `--commit-results` copies them (compressed) to `bench/results/<setting>/<model>/`, and `--recompute` prints the
@@ -64,6 +70,13 @@ class Setting:
     signals: Callable[[list[dict]], dict[str, float]] | None = None
 
 
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:  # RL samples its groups: a greedy policy would give every group one outcome
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser, setting: str, defaults: dict) -> None:
     """The protocol's flags, with the setting's defaults."""
     d = {"model": "qwen2.5-coder-0.5b", "train_instances": 45, "heldout_instances": 6, "sft_steps": 60,
@@ -83,12 +96,17 @@ def add_arguments(parser: argparse.ArgumentParser, setting: str, defaults: dict)
     parser.add_argument("--rl-tasks", type=int, default=d["rl_tasks"], help="instances per rollout")
     parser.add_argument("--rl-samples", type=int, default=d["rl_samples"], help="episodes per instance (GRPO group)")
     parser.add_argument("--lr", type=float, default=d["lr"], help="RL learning rate (of the LoRA weights)")
-    parser.add_argument("--constant-groups", choices=["keep", "drop"], default=d.get("constant_groups", "keep"),
+    parser.add_argument("--constant-groups", choices=["keep", "drop", "drop-all"],
+                        default=d.get("constant_groups", "keep"),
                         help="RL: drop GRPO groups whose episodes all scored the same (no advantage, but a training "
-                             "step's forward and backward passes on a CPU; the loss then averages over the rest)")
+                             "step's forward and backward passes on a CPU; the loss then averages over the rest); "
+                             "drop keeps one when all agree, drop-all none (that rollout takes no step)")
     parser.add_argument("--save-interval", type=int, default=d["save_interval"],
                         help="RL checkpoint every N rollouts (what --resume continues from)")
     parser.add_argument("--eval-samples", type=int, default=d["eval_samples"], help="episodes per held-out instance")
+    parser.add_argument("--temperature", type=_positive_float, default=d.get("temperature", 1.0),
+                        help="sampling temperature of every evaluation and of the RL rollouts (the trainer scores "
+                             "at the same temperature)")
     parser.add_argument("--max-steps", type=int, default=d["max_steps"], help="model turns per episode")
     parser.add_argument("--engine-threads", type=int, default=d["engine_threads"],
                         help="the embedded engine's torch threads (evaluations run while the trainer waits)")
@@ -121,12 +139,24 @@ def lora_flags(opts) -> list[str]:
         if opts.lora_rank else []
 
 
+def sft_stage_settings(demo_settings: dict, opts, settings_keys: tuple[str, ...] = ()) -> dict:
+    """The SFT stage's recorded settings (a `--resume` must match them): the demonstrations', the warm start's and
+    the evaluations' episode shape, with the setting's own `settings_keys`. Not the temperature: a warm start
+    trains the same at any, and a resumed run evaluates it again at another (`policy_evaluations`)."""
+    return {**demo_settings, **{k: getattr(opts, k) for k in settings_keys},
+            "model": opts.model, "sft_steps": opts.sft_steps, "sft_lr": opts.sft_lr,
+            "lora_rank": opts.lora_rank, "lora_top_layers": opts.lora_top_layers,
+            "eval_samples": opts.eval_samples, "max_steps": opts.max_steps,
+            "engine_threads": opts.engine_threads, "sft_plain_tokens": list(opts.sft_plain_tokens)}
+
+
 def rl_stage_settings(sft_settings: dict, opts) -> dict:
     """The RL stage's recorded settings (a `--resume` must match them): the warm start's and RL's own."""
     return {**sft_settings, "rl_rollouts": opts.rl_rollouts, "rl_tasks": opts.rl_tasks,
             "rl_samples": opts.rl_samples, "lr": opts.lr, "old_log_probs": "rollout",
             # recorded only when not the default, so runs from before the flag still resume
-            **({"constant_groups": opts.constant_groups} if opts.constant_groups != "keep" else {})}
+            **({"constant_groups": opts.constant_groups} if opts.constant_groups != "keep" else {}),
+            **({"temperature": opts.temperature} if opts.temperature != 1.0 else {})}
 
 
 def rl_flags(opts) -> list[str]:
@@ -135,14 +165,58 @@ def rl_flags(opts) -> list[str]:
     policy's (a version behind the trainer), engine and trainer agree on them (mean |d log p| 0.01 on the 0.5B), and
     recomputing them was a forward pass over every sample: a quarter of an RL step's time on the CPU."""
     return ["--eval-interval", str(opts.rl_rollouts), "--skip-eval-before-train", "--use-rollout-logprobs",
+            "--rollout-temperature", str(opts.temperature),
             "--constant-groups", opts.constant_groups, "--save-interval", str(opts.save_interval)]
 
 
 def eval_flags(opts, families: Path) -> list[str]:
     return ["--engine-threads", str(opts.engine_threads),
             "--eval-prompt-data", "instances", str(families / "heldout_instances.jsonl"),
-            "tasks", str(families / "heldout_tasks.jsonl"), "--eval-temperature", "1.0",
+            "tasks", str(families / "heldout_tasks.jsonl"), "--eval-temperature", str(opts.temperature),
             "--n-samples-per-eval-prompt", str(opts.eval_samples), "--max-turns", str(opts.max_steps)]
+
+
+EVAL_TEMPERATURE = "eval_temperature.json"  # the temperature a stage's own evaluations ran at (missing: 1.0)
+EVAL_ONLY = ["--update-weights-interval", "1", "--save-interval", "1", "--eval-interval", "1"]  # with NUM_ROLLOUT=0
+
+
+def evaluated_at(run_dir: Path) -> float:
+    path = run_dir / EVAL_TEMPERATURE
+    return json.loads(path.read_text())["temperature"] if path.is_file() else 1.0
+
+
+def record_evaluated_at(run_dir: Path, temperature: float) -> None:
+    (run_dir / EVAL_TEMPERATURE).write_text(json.dumps({"temperature": temperature}) + "\n")
+
+
+def evaluate_only(setting: "Setting", opts, model: str, run_dir: Path, env: dict, flags: list[str],
+                  log: Path) -> dict[str, Path]:
+    """Both held-out sets evaluated on `model` and nothing trained: the setting's SFT script with no steps (its
+    evaluation before training is the one that runs). Reused with `--resume` once finished at this temperature."""
+    settings = {"model": model, "temperature": opts.temperature}
+    if not stage_done(run_dir, settings, opts.resume):
+        shutil.rmtree(run_dir, ignore_errors=True)
+        run_stage(f"eval {run_dir.name}", setting.sft_script,
+                  {**env, "RUN_DIR": str(run_dir), "NUM_ROLLOUT": "0", "EVAL": "1", "OMP_NUM_THREADS": "2",
+                   "HF_CKPT": model}, [*flags, *EVAL_ONLY], log)
+        record_stage_settings(run_dir, settings)
+    (files,) = evaluations(run_dir, 1)
+    return files
+
+
+def policy_evaluations(setting: "Setting", opts, sft_dir: Path, warm_model: Path, env: dict,
+                       flags: list[str]) -> tuple[dict[str, Path], dict[str, Path]]:
+    """The base model's and the warm start's evaluations: the SFT stage's own (before and after its steps) when
+    they ran at `--temperature`, else both evaluated again at it (`sft/eval_t<temperature>/`, the training kept)."""
+    if evaluated_at(sft_dir) == opts.temperature:
+        base, warm = evaluations(sft_dir, 2)
+        return base, warm
+    folder = sft_dir / f"eval_t{opts.temperature:g}"
+    print(f"[sft] its evaluations ran at temperature {evaluated_at(sft_dir):g}: evaluating the base model and the "
+          f"warm start again at {opts.temperature:g} in {folder}", flush=True)
+    return tuple(evaluate_only(setting, opts, str(model), folder / policy, env, flags,
+                               opts.out / f"eval_{policy}_t{opts.temperature:g}.log")
+                 for policy, model in (("base", opts.model), ("warm", warm_model)))
 
 
 def stage_done(run_dir: Path, settings: dict, resume: bool) -> bool:
@@ -328,11 +402,7 @@ def run(setting: Setting, opts) -> int:
     env = setting.stage_env(opts, families)
 
     sft_dir = opts.out / "sft"
-    sft_settings = {**demo_settings, **{k: getattr(opts, k) for k in setting.settings_keys},
-                    "model": opts.model, "sft_steps": opts.sft_steps, "sft_lr": opts.sft_lr,
-                    "lora_rank": opts.lora_rank, "lora_top_layers": opts.lora_top_layers,
-                    "eval_samples": opts.eval_samples, "max_steps": opts.max_steps,
-                    "engine_threads": opts.engine_threads, "sft_plain_tokens": list(opts.sft_plain_tokens)}
+    sft_settings = sft_stage_settings(demo_settings, opts, setting.settings_keys)
     if not stage_done(sft_dir, sft_settings, opts.resume):
         shutil.rmtree(sft_dir, ignore_errors=True)
         # the engine idles while SFT trains: the trainer gets both cores
@@ -344,10 +414,11 @@ def run(setting: Setting, opts) -> int:
                                 *(["--sft-plain-tokens", *opts.sft_plain_tokens] if opts.sft_plain_tokens else [])],
                                opts.out / "sft.log"))
         record_stage_settings(sft_dir, sft_settings)
-    base_files, warm_files = evaluations(sft_dir, 2)
+        record_evaluated_at(sft_dir, opts.temperature)
+    warm_model = full_model(sft_dir / "ckpt", opts.model)
+    base_files, warm_files = policy_evaluations(setting, opts, sft_dir, warm_model, env, flags)
     keep_episodes(opts.out, "base", base_files, setting)
     keep_episodes(opts.out, "warm", warm_files, setting)
-    warm_model = full_model(sft_dir / "ckpt", opts.model)
 
     rl_dir = opts.out / "rl"
     rl_settings = rl_stage_settings(sft_settings, opts)

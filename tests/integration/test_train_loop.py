@@ -144,6 +144,23 @@ def test_a_run_resumed_after_its_last_step_still_writes_its_final_evaluation(pro
     assert sum("train/loss" in r for r in records) == 1  # nothing trained again
 
 
+def test_a_rollout_whose_groups_all_agree_trains_nothing_but_still_evaluates_and_saves(prompts, tmp_path):
+    """--constant-groups drop-all: one sample per prompt makes every GRPO group constant, so every group is dropped,
+    no optimizer step runs and no weights are published; the final evaluation and checkpoint still happen."""
+    run_dir, save = tmp_path / "run", tmp_path / "ckpt"
+    _run(_command("train.py", prompts, run_dir, "--n-samples-per-prompt", "1", "--constant-groups", "drop-all",
+                  "--eval-interval", "2", "--skip-eval-before-train", "--eval-prompt-data", "digits", str(prompts),
+                  "--save", str(save), "--save-interval", "2", rollouts=2), tmp_path / "drop_all.log")
+    records = _metrics(run_dir)
+    rollouts = [r for r in records if "eval/rollout_id" not in r]
+    assert len(rollouts) == 2 and all(r["rollout/dropped_constant_groups"] == 16 for r in rollouts), rollouts
+    assert not any("train/loss" in r or "train/weight_version" in r for r in records)
+    assert [r["eval/rollout_id"] for r in records if "eval/rollout_id" in r] == [1]
+    assert (run_dir / "eval" / "rollout_000001" / "digits.jsonl").exists()
+    assert (save / "latest_checkpointed_iteration.txt").read_text() == "iter_0000002"
+    assert json.loads((save / "iter_0000002" / "meta.json").read_text())["global_step"] == 0
+
+
 def test_tis_run_weights_the_loss_by_the_train_rollout_gap(prompts, tmp_path):
     """--use-tis end to end: the engine's log-probs reach the loss on every rank and the weights are logged.
     Async with interval 1 trains on a batch generated one version behind, so the gap is not zero."""

@@ -135,6 +135,8 @@ def test_drop_constant_groups_all_constant_keeps_first_and_says_so():
     assert keep == [True, False, False, True]
     assert report["kept_first_of_all_constant"] is True and report["dropped_groups"] == 1
     assert "first is kept" in report["message"]
+    keep, report = drop_constant_groups([0.0, 1.0, 1.0, 0.0], ["y", "x", "x", "y"], keep_one=False)
+    assert keep == [False] * 4 and report["dropped_groups"] == 2 and report["kept_first_of_all_constant"] is False
 
 
 def test_drop_constant_groups_tolerance_and_switch_off():

@@ -45,6 +45,11 @@ def test_constant_groups_are_dropped_only_when_asked_and_counted():
     kept, metrics = drop_constant(args_for(constant_groups="drop"), samples)
     assert [s.group_index for s in kept] == [1, 1] and metrics["rollout/dropped_constant_groups"] == 1
     assert drop_constant(args_for(), samples) == (samples, {})
+    # every group constant: drop keeps the first (upstream's), drop-all keeps none (the rollout trains nothing)
+    agreed = [step(0, 0, 1.0), step(0, 1, 1.0), step(1, 2, -1.0), step(1, 3, -1.0)]
+    assert [s.group_index for s in drop_constant(args_for(constant_groups="drop"), agreed)[0]] == [0, 0]
+    kept, metrics = drop_constant(args_for(constant_groups="drop-all"), agreed)
+    assert kept == [] and metrics["rollout/dropped_constant_groups"] == 2
 
 
 def test_step_wise_gives_per_token_advantages_on_each_steps_span():

@@ -638,3 +638,9 @@ def test_megatron_knobs_are_accepted_and_reported(caplog):
     assert "--tensor-model-parallel-size" not in a.ignored_flags   # real on the fsdp backend too (DTensor TP)
     assert "--pipeline-model-parallel-size" not in a.ignored_flags   # default value: nothing to report
     assert "without effect on the fsdp backend" in caplog.text
+
+
+def test_constant_groups_drop_all_is_for_grpo_and_gspo_groups():
+    assert parse("--constant-groups", "drop-all").constant_groups == "drop-all"
+    assert parse("--constant-groups", "drop-all", "--advantage-estimator", "gspo").constant_groups == "drop-all"
+    fails("--constant-groups", "drop-all", "--advantage-estimator", "step_wise", match="drop-all drops GRPO/GSPO")

@@ -140,3 +140,61 @@ def test_rl_flags_and_settings_carry_the_constant_groups_choice():
     assert flags[flags.index("--constant-groups") + 1] == "drop" and flags[flags.index("--eval-interval") + 1] == "8"
     settings = lp.rl_stage_settings({"model": "m"}, opts)
     assert settings["constant_groups"] == "drop" and settings["model"] == "m" and settings["rl_rollouts"] == 8
+
+
+def test_temperature_reaches_evaluations_and_rollouts_and_is_recorded_only_when_set(tmp_path):
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    lp.add_arguments(parser, "demo_learning", {})
+    opts = parser.parse_args([])
+    assert opts.temperature == 1.0 and "temperature" not in lp.rl_stage_settings({"seed": 0}, opts)
+    opts = parser.parse_args(["--temperature", "0.5"])
+    # the warm start trains the same at any temperature: its stage is reused, its evaluations are run again
+    assert "temperature" not in lp.sft_stage_settings({"seed": 0}, opts)
+    flags = lp.eval_flags(opts, tmp_path)
+    assert flags[flags.index("--eval-temperature") + 1] == "0.5"
+    rl = lp.rl_flags(opts)
+    assert rl[rl.index("--rollout-temperature") + 1] == "0.5"
+    settings = lp.rl_stage_settings(lp.sft_stage_settings({"seed": 0}, opts), opts)
+    assert settings["temperature"] == 0.5 and settings["seed"] == 0
+    with pytest.raises(SystemExit):  # greedy RL would sample one outcome per group
+        parser.parse_args(["--temperature", "0"])
+
+
+def test_a_warm_start_evaluated_at_another_temperature_is_evaluated_again_not_retrained(tmp_path, monkeypatch):
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    lp.add_arguments(parser, "demo_learning", {})
+    sft = tmp_path / "sft"
+    _dump(sft / "eval" / "before_training" / "instances.jsonl", [])
+    _dump(sft / "eval" / "before_training" / "tasks.jsonl", [])
+    _dump(sft / "eval" / "rollout_000003" / "instances.jsonl", [])
+    _dump(sft / "eval" / "rollout_000003" / "tasks.jsonl", [])
+    opts = parser.parse_args(["--out", str(tmp_path)])
+    # evaluated at the default (no record: a run from before the flag): its own evaluations are the policies'
+    base, warm = lp.policy_evaluations(None, opts, sft, tmp_path / "warm", {}, [])
+    assert base["instances"].parent.name == "before_training" and warm["tasks"].parent.name == "rollout_000003"
+    ran = []
+
+    def fake_stage(tag, script, env, flags, log):  # the eval-only run: its evaluation before training
+        ran.append((env["HF_CKPT"], env["NUM_ROLLOUT"], flags[-6:]))
+        for name in lp.SETS:
+            _dump(Path(env["RUN_DIR"]) / "eval" / "before_training" / f"{name}.jsonl", [])
+        return 1.0
+
+    monkeypatch.setattr(lp, "run_stage", fake_stage)
+    setting = lp.Setting(name="x", target=0.1, sft_script="sft.sh", rl_script="rl.sh", write_families=None,
+                         demonstrate=None, stage_flags=None, stage_env=None, family_of=family)
+    opts = parser.parse_args(["--out", str(tmp_path), "--temperature", "0.5", "--model", "base-model", "--resume"])
+    base, warm = lp.policy_evaluations(setting, opts, sft, tmp_path / "warm", {}, [])
+    assert [(m, n) for m, n, _ in ran] == [("base-model", "0"), (str(tmp_path / "warm"), "0")]
+    assert ran[0][2] == lp.EVAL_ONLY
+    assert base["instances"] == sft / "eval_t0.5" / "base" / "eval" / "before_training" / "instances.jsonl"
+    assert warm["tasks"] == sft / "eval_t0.5" / "warm" / "eval" / "before_training" / "tasks.jsonl"
+    lp.policy_evaluations(setting, opts, sft, tmp_path / "warm", {}, [])  # finished: reused with --resume
+    assert len(ran) == 2
+    lp.record_evaluated_at(sft, 0.5)  # a stage that ran at 0.5 itself: its own evaluations again
+    assert lp.policy_evaluations(setting, opts, sft, tmp_path / "warm", {}, [])[0]["instances"] \
+        == sft / "eval" / "before_training" / "instances.jsonl"

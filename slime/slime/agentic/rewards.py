@@ -113,13 +113,16 @@ def drop_constant_groups(
     tol: float = 1e-12,
     *,
     enabled: bool = True,
+    keep_one: bool = True,
 ) -> tuple[list[bool], dict[str, Any]]:
     """(keep mask over samples, report): drop every group whose raw rewards all agree (max - min <= tol).
 
     Such a group has zero advantage under GRPO, so it adds no gradient but still counts in the loss's
     per-sample average. The drop is a choice, not a law: `enabled=False` keeps everything (the report says
     so). If every group is constant the first group (in order of first appearance) is kept, as upstream, so
-    a batch is never empty; `report["kept_first_of_all_constant"]` says when that happened. The caller logs
+    a batch is never empty; `report["kept_first_of_all_constant"]` says when that happened. `keep_one=False`
+    drops that one too (the mask may then be all False: the caller skips the optimizer step, which on a CPU saves
+    a whole step that only the KL term would move). The caller logs
     `report["message"]`. With dynamic history pass the step samples: a group is constant when all its
     trajectories' rewards agree.
     """
@@ -142,7 +145,7 @@ def drop_constant_groups(
                              "and train with zero advantage")
         return [True] * len(values), report
     dropped = set(constant)
-    if groups and len(dropped) == len(groups):
+    if groups and len(dropped) == len(groups) and keep_one:
         dropped.discard(next(iter(groups)))
         report["kept_first_of_all_constant"] = True
     keep = [group_ids[i] not in dropped for i in range(len(values))]

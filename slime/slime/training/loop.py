@@ -305,6 +305,7 @@ def _run(args, mode, actor, dist, producer, publisher, tracker, stop, start_roll
     if mode == "async" and dist.is_main and start_rollout < total:
         producer.start(start_rollout)
     last_saved = last_trained = None
+    unpublished = False  # trained weights the engines do not serve yet (a resume published the checkpoint's)
     for rollout_id in range(start_rollout, total):
         if broadcast_object(stop.requested):
             break
@@ -325,33 +326,38 @@ def _run(args, mode, actor, dist, producer, publisher, tracker, stop, start_roll
         if shards is None:  # interrupted while waiting for data: nothing to train, stop cleanly
             break
         rows = shards[actor.dp_rank]
-        if not any(shards):  # fewer rows than one optimizer step: they carry over, nothing trains this time
+        # no rows: fewer than one optimizer step (they carry over) or every group dropped as constant; nothing
+        # trains this time, but a due evaluation or checkpoint still happens (the last rollout's above all)
+        trained = any(shards)
+        if trained:
+            train_started = time.perf_counter()
+            step_metrics = train_on_rollout(args, actor, rows, dist)
+            train_time = time.perf_counter() - train_started
+            last_trained = rollout_id
             if dist.is_main:
-                tracker.log(metrics, step=actor.global_step)
-                bar.update(1)
-            continue
-        train_started = time.perf_counter()
-        step_metrics = train_on_rollout(args, actor, rows, dist)
-        train_time = time.perf_counter() - train_started
-        last_trained = rollout_id
-        if dist.is_main:
-            producer.mark_trained(rollout_id)
-        publisher.last_folder = None  # the weights changed: no published folder holds them yet
+                producer.mark_trained(rollout_id)
+            publisher.last_folder = None  # the weights changed: no published folder holds them yet
+            unpublished = True
         eval_due = _evaluating(args) and _periodic(rollout_id, args.eval_interval, total)
         # an evaluation publishes too, off the update interval: the engines must serve the weights being evaluated
-        if (rollout_id + 1) % args.update_weights_interval == 0 or eval_due:
+        if unpublished and ((rollout_id + 1) % args.update_weights_interval == 0 or eval_due):
             if dist.is_main and mode == "async" and not producer.live_traffic:
                 producer.wait(rollout_id + 1)
             metrics.update(publisher.publish(actor))
+            unpublished = False
         if args.save and _periodic(rollout_id, args.save_interval, total):
             _save(args, rollout_id, actor, dist, producer, publisher)
             last_saved = rollout_id
         if dist.is_main:
-            metrics.update({"perf/step_time": time.perf_counter() - started, "perf/train_time": train_time})
-            for i, step in enumerate(step_metrics):
-                merged = {**metrics, **step} if i == len(step_metrics) - 1 else step
-                tracker.log(merged, step=actor.global_step - len(step_metrics) + i + 1)
-            bar.write(console_line(rollout_id + 1, total, {**metrics, **step_metrics[-1]}))
+            if trained:
+                metrics.update({"perf/step_time": time.perf_counter() - started, "perf/train_time": train_time})
+                for i, step in enumerate(step_metrics):
+                    merged = {**metrics, **step} if i == len(step_metrics) - 1 else step
+                    tracker.log(merged, step=actor.global_step - len(step_metrics) + i + 1)
+                bar.write(console_line(rollout_id + 1, total, {**metrics, **step_metrics[-1]}))
+            else:
+                tracker.log(metrics, step=actor.global_step)
+                bar.write(f"rollout {rollout_id + 1}/{total}: no optimizer step (no rows to train)")
             bar.update(1)
         if eval_due:
             _evaluate(args, rollout_id, actor, dist, producer, tracker, bar)

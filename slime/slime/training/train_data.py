@@ -32,12 +32,15 @@ def flatten(groups) -> list[Sample]:
 
 
 def drop_constant(args, samples: list[Sample]) -> tuple[list[Sample], dict]:
-    """`--constant-groups drop`: leave out groups whose raw rewards all agree (zero advantage under GRPO, but
-    they would still count in the loss's per-sample mean). An explicit choice, reported in the metrics."""
-    if getattr(args, "constant_groups", "keep") != "drop" or args.advantage_estimator not in GROUP_NORMALISED:
+    """`--constant-groups drop|drop-all`: leave out groups whose raw rewards all agree (zero advantage under GRPO, but
+    they would still count in the loss's per-sample mean). An explicit choice, reported in the metrics. `drop` keeps
+    the first group when all are constant (upstream's); `drop-all` keeps none, and the rollout trains nothing."""
+    choice = getattr(args, "constant_groups", "keep")
+    if choice not in ("drop", "drop-all") or args.advantage_estimator not in GROUP_NORMALISED:
         return samples, {}
     keep, report = agentic_rewards.drop_constant_groups([s.get_reward_value(args) for s in samples],
-                                                        [s.group_index for s in samples])
+                                                        [s.group_index for s in samples],
+                                                        keep_one=choice == "drop")
     if report["dropped_groups"]:
         log.info("%s", report["message"])
     kept = [s for s, k in zip(samples, keep) if k]

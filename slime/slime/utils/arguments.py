@@ -292,9 +292,10 @@ def _add_algorithm_flags(g):
     g.add_argument("--trajectory-length-normalize", action="store_true",
                    help="--dynamic-history: divide a step sample's advantage by its trajectory's number of steps, so "
                         "long trajectories do not weigh more")
-    g.add_argument("--constant-groups", choices=["keep", "drop"], default="keep",
+    g.add_argument("--constant-groups", choices=["keep", "drop", "drop-all"], default="keep",
                    help="grpo/gspo/step_wise: drop groups (step_wise: buckets) whose rewards all agree (upstream does, "
-                        "silently); counted in the rollout metrics either way")
+                        "silently; when all are, the first is kept); drop-all (grpo/gspo): keep none, so a rollout "
+                        "whose groups all agree takes no optimizer step; counted in the rollout metrics either way")
     g.add_argument("--tools-config", default=None,
                    help="agent tools (slime.agentic.toolcall): a JSON list of function schemas with a `runner` "
                         "(env TOOLS_CONFIG wins); default: code_interpreter")
@@ -911,6 +912,9 @@ def _check_algorithm(args):
     if args.custom_loss_function_path and args.loss_type != "custom_loss":
         _fail(f"--custom-loss-function-path is only used with --loss-type custom_loss (got --loss-type "
               f"{args.loss_type})")
+    if args.constant_groups == "drop-all" and args.advantage_estimator not in ("grpo", "gspo"):
+        _fail(f"--constant-groups drop-all drops GRPO/GSPO groups (got --advantage-estimator "
+              f"{args.advantage_estimator}); step_wise drops constant buckets with --constant-groups drop")
     if args.use_rollout_logprobs and args.use_tis:
         _fail("--use-rollout-logprobs and --use-tis are mutually exclusive (TIS corrects the gap between "
               "rollout and recomputed log-probs)")
