@@ -29,8 +29,9 @@ bubblewrap sandbox):
 3. **RL** (`gui-rl/run_cpu_smollm2_gui_text.sh`, LoRA, GRPO on the evaluator's outcome), evaluated after.
 
 Every evaluation runs `--eval-samples` episodes per held-out instance at `--temperature` (default 1.0; the RL
-rollouts sample at it too), at most `--max-steps` steps of `--response-len` tokens. Last line: `RESULT gui_learning value=<success after RL - success of the warm
-start, unseen instances> target=>=0.1 PASS|FAIL`; the unseen tasks' numbers are printed before it, not counted.
+rollouts sample at it too), at most `--max-steps` steps of `--response-len` tokens. Last line: `RESULT gui_learning
+value=<success after RL - success of the warm start, unseen instances> target=>=0.1 PASS|FAIL`; the unseen tasks'
+numbers are printed before it, not counted.
 """
 
 from __future__ import annotations

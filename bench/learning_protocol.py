@@ -228,6 +228,16 @@ def stage_done(run_dir: Path, settings: dict, resume: bool) -> bool:
     return False
 
 
+def continue_flags(run_dir: Path, resume: bool) -> list[str]:
+    """An unfinished training stage: `--load` its last checkpoint with `--resume` when it saved one, else start it
+    again from an empty folder (its metrics.jsonl is appended to)."""
+    if resume and any((run_dir / "ckpt").glob("iter_*")):
+        print(f"[{run_dir.name}] continuing from the last checkpoint in {run_dir / 'ckpt'}", flush=True)
+        return ["--load", str(run_dir / "ckpt")]
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return []
+
+
 def adapter_or_model(ckpt: Path) -> Path:
     """The last checkpoint's model folder (a full HF folder, or a LoRA adapter)."""
     folders = sorted(p / "model" for p in ckpt.glob("iter_*")
@@ -423,12 +433,7 @@ def run(setting: Setting, opts) -> int:
     rl_dir = opts.out / "rl"
     rl_settings = rl_stage_settings(sft_settings, opts)
     if not stage_done(rl_dir, rl_settings, opts.resume):
-        resume_flags = []
-        if opts.resume and any((rl_dir / "ckpt").glob("iter_*")):
-            resume_flags = ["--load", str(rl_dir / "ckpt")]
-            print(f"[rl] continuing from the last checkpoint in {rl_dir / 'ckpt'}", flush=True)
-        else:
-            shutil.rmtree(rl_dir, ignore_errors=True)
+        resume_flags = continue_flags(rl_dir, opts.resume)
         seconds = run_stage("rl", setting.rl_script,
                             {**env, "RUN_DIR": str(rl_dir), "HF_CKPT": str(warm_model),
                              "PROMPT_DATA": str(families / "rl.jsonl"), "NUM_ROLLOUT": str(opts.rl_rollouts),

@@ -24,7 +24,8 @@ shells in the bubblewrap sandbox):
 
 The stages, resuming and run files are `learning_protocol.py`'s (shared with `gui_learning.py`). Every evaluation
 runs `--eval-samples` episodes per held-out instance through the terminal turn loop at `--temperature` (default
-1.0; the RL rollouts sample at it too), at most `--max-steps` turns. Success is per episode: every test of the instance passed.
+1.0; the RL rollouts sample at it too), at most `--max-steps` turns. Success is per episode: every test of the
+instance passed.
 
 `--resume` continues an interrupted run in `--out`: a finished stage (its settings recorded in its
 `stage_settings.json` and checked against this run's) is reused, an RL stage that saved a checkpoint continues from

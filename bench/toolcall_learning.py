@@ -44,7 +44,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from learning_protocol import full_model, stage_done
+from learning_protocol import continue_flags, full_model, stage_done
 from train_stages import REPO, eval_records, last_model, record_stage_settings, run_stage
 
 sys.path.insert(0, str(REPO / "slime"))  # full_model merges a LoRA adapter with the framework's own code
@@ -128,12 +128,7 @@ def main() -> int:
     rl_dir = opts.out / "rl"
     rl_settings = {**sft_settings, "rl_rollouts": opts.rl_rollouts, "lr": opts.lr}
     if not stage_done(rl_dir, rl_settings, opts.resume):
-        resume_flags = []
-        if opts.resume and any((rl_dir / "ckpt").glob("iter_*")):
-            resume_flags = ["--load", str(rl_dir / "ckpt")]
-            print(f"[rl] continuing from the last checkpoint in {rl_dir / 'ckpt'}", flush=True)
-        else:
-            shutil.rmtree(rl_dir, ignore_errors=True)
+        resume_flags = continue_flags(rl_dir, opts.resume)
         timings["rl"] = timings.get("rl", 0.0) + run_stage(
             "rl", "toolcall-rl/run_cpu_smollm2_toolcall.sh",
             {"RUN_DIR": str(rl_dir), "HF_CKPT": start_model, "PROMPT_DATA": str(rl_problems),

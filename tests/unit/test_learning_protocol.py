@@ -198,3 +198,13 @@ def test_a_warm_start_evaluated_at_another_temperature_is_evaluated_again_not_re
     lp.record_evaluated_at(sft, 0.5)  # a stage that ran at 0.5 itself: its own evaluations again
     assert lp.policy_evaluations(setting, opts, sft, tmp_path / "warm", {}, [])[0]["instances"] \
         == sft / "eval" / "before_training" / "instances.jsonl"
+
+
+def test_an_unfinished_stage_continues_from_its_checkpoint_only_with_resume(tmp_path):
+    stage = tmp_path / "rl"
+    (stage / "ckpt" / "iter_0000004").mkdir(parents=True)
+    assert lp.continue_flags(stage, resume=True) == ["--load", str(stage / "ckpt")]
+    assert stage.is_dir()
+    assert lp.continue_flags(stage, resume=False) == [] and not stage.exists()  # started again from empty
+    (stage / "ckpt").mkdir(parents=True)  # interrupted before its first checkpoint
+    assert lp.continue_flags(stage, resume=True) == [] and not stage.exists()

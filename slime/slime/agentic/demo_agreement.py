@@ -1,4 +1,4 @@
-"""How well does a policy fit its demonstrations' decisions? Greedy replies to demonstration rows, compared call by call.
+"""How well does a policy fit its demonstrations' decisions? Greedy replies to demonstration rows, call by call.
 
     python -m slime.agentic.demo_agreement --model PATH_OR_NAME --rows sft_demos.jsonl [--count 30] [--seed 1]
 
