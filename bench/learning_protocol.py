@@ -18,7 +18,8 @@ Stages (each skipped with `--resume` when it finished with the same settings, `s
 
 `--temperature` (default 1.0) is every evaluation's and the RL rollouts' (the trainer scores at it too). A warm start
 trains the same at any temperature, so `--resume` at another one keeps a finished SFT stage and evaluates the base
-model and the warm start again at it (`sft/eval_t<temperature>/`: the SFT script with no steps). `--constant-groups
+model and the warm start again at it (`sft/eval_t<temperature>/`: the SFT script with no steps); a finished RL stage
+is not reused at another temperature (remove `<out>/rl` to run it again). `--constant-groups
 drop-all` (GRPO groups whose episodes all scored the same left out, none kept) skips the optimizer step of a rollout
 that found no contrast: on 2 cores a GUI step that only the KL term would move costs 8-10 minutes.
 
@@ -208,11 +209,12 @@ def policy_evaluations(setting: "Setting", opts, sft_dir: Path, warm_model: Path
                        flags: list[str]) -> tuple[dict[str, Path], dict[str, Path]]:
     """The base model's and the warm start's evaluations: the SFT stage's own (before and after its steps) when
     they ran at `--temperature`, else both evaluated again at it (`sft/eval_t<temperature>/`, the training kept)."""
-    if evaluated_at(sft_dir) == opts.temperature:
+    ran_at = evaluated_at(sft_dir)
+    if ran_at == opts.temperature:
         base, warm = evaluations(sft_dir, 2)
         return base, warm
     folder = sft_dir / f"eval_t{opts.temperature:g}"
-    print(f"[sft] its evaluations ran at temperature {evaluated_at(sft_dir):g}: evaluating the base model and the "
+    print(f"[sft] its evaluations ran at temperature {ran_at:g}: evaluating the base model and the "
           f"warm start again at {opts.temperature:g} in {folder}", flush=True)
     return tuple(evaluate_only(setting, opts, str(model), folder / policy, env, flags,
                                opts.out / f"eval_{policy}_t{opts.temperature:g}.log")
@@ -426,7 +428,9 @@ def run(setting: Setting, opts) -> int:
         record_stage_settings(sft_dir, sft_settings)
         record_evaluated_at(sft_dir, opts.temperature)
     warm_model = full_model(sft_dir / "ckpt", opts.model)
-    base_files, warm_files = policy_evaluations(setting, opts, sft_dir, warm_model, env, flags)
+    # the SFT script's own data, though nothing trains: without it a script builds its default demonstrations first
+    base_files, warm_files = policy_evaluations(setting, opts, sft_dir, warm_model,
+                                                {**env, "SFT_DATA": str(demos / "sft_demos.jsonl")}, flags)
     keep_episodes(opts.out, "base", base_files, setting)
     keep_episodes(opts.out, "warm", warm_files, setting)
 
