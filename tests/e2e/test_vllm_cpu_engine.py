@@ -8,15 +8,24 @@ engine (a failed reload kills vLLM-CPU) starts its own.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from argparse import Namespace
+from pathlib import Path
 
 import httpx
 import pytest
-from helpers.vllm_cpu import vllm_cpu_server, vllm_tiny_model_path
+import torch
+from helpers.vllm_cpu import vllm_cpu_server, vllm_tiny_model_path, vllm_untied_model_path
 
 from slime.engine.client import EngineClient, weight_version_number
 
 pytestmark = [pytest.mark.vllm, pytest.mark.e2e]
+
+REPO = Path(__file__).resolve().parents[2]
+HELPERS = REPO / "tests" / "helpers"
 
 
 @pytest.fixture(scope="module")
@@ -84,3 +93,85 @@ def test_a_failed_reload_is_reported_with_its_cause_and_the_dead_engine_is_detec
     # vLLM-CPU 0.32 answers /resume and /health after it, then cannot generate and exits
     assert caught.value.still_generates is False and "no longer generates" in message
     assert publisher.version == 0
+
+
+# ------------------------------------------------------------------------------------------- a trainer against it
+
+@pytest.fixture(scope="module")
+def prompts(tmp_path_factory) -> Path:
+    from slime.tasks.digits import make_prompts
+
+    return make_prompts(64, seed=0, path=tmp_path_factory.mktemp("data") / "digits.jsonl")
+
+
+def trainer_command(model_path, prompts: Path, run_dir: Path, *extra: str, rollouts: int) -> list[str]:
+    """`slime/train.py` under 2-process torchrun (gloo) as a user runs it, policy rollouts on vLLM: GRPO on 4 prompts
+    x 4 samples of 4 tokens per rollout, a reward with a spread (tests/helpers/length_reward.py), one step each."""
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+            str(REPO / "slime" / "train.py"), "--hf-checkpoint", str(model_path), "--prompt-data", str(prompts),
+            "--apply-chat-template", "--rollout-batch-size", "4", "--n-samples-per-prompt", "4",
+            "--num-rollout", str(rollouts), "--rollout-max-response-len", "4", "--rollout-temperature", "1.0",
+            "--extra-python-path", str(HELPERS), "--custom-rm-path", "length_reward.reward", "--lr", "1e-2",
+            "--seed", "1", "--run-dir", str(run_dir), "--rollout-engine", "vllm", *extra]
+
+
+def run_trainer(cmd: list[str], log: Path, timeout: float = 600) -> list[dict]:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    with open(log, "w") as out:
+        done = subprocess.run(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=timeout)
+    assert done.returncode == 0, log.read_text()[-5000:]
+    return [json.loads(line) for line in (Path(cmd[cmd.index("--run-dir") + 1]) / "metrics.jsonl").read_text()
+            .splitlines()]
+
+
+def steps_of(records: list[dict]) -> list[dict]:
+    return [r for r in records if "train/weight_version" in r]
+
+
+def test_a_cpu_trainer_starts_vllm_cpu_itself_trains_and_publishes_every_step(prompts, tmp_path):
+    run_dir = tmp_path / "run"
+    # full fine-tuning publishes every weight: an untied output layer (vLLM's reload breaks a tied one, refused)
+    records = run_trainer(trainer_command(vllm_untied_model_path(), prompts, run_dir, "--device", "cpu",
+                                          "--sglang-context-length", "512", rollouts=3), tmp_path / "train.log")
+    steps = steps_of(records)
+    assert [s["train/weight_version"] for s in steps] == [1, 2, 3]
+    # the trainer's log-probs of the sampled ids against vLLM's (both fp32): mean per step
+    gaps = [s["train/train_rollout_logprob_abs_diff"] for s in steps]
+    print(f"trainer vs vLLM-CPU mean |delta log p| per step: {gaps}")
+    assert max(gaps) < 0.02, gaps
+    engine_log = (run_dir / "engine.log").read_text()
+    assert engine_log.count('"POST /collective_rpc HTTP/1.1" 200') == 3  # three reloads, all accepted
+    assert "vLLM-CPU" in (tmp_path / "train.log").read_text()
+
+
+def response_log_probs(model_folder: Path, prompt: list[int], response: list[int]) -> torch.Tensor:
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(str(model_folder), dtype=torch.float32).eval()
+    with torch.no_grad():
+        logits = model(torch.tensor([prompt + response])).logits[0, len(prompt) - 1:-1]
+    return torch.log_softmax(logits, dim=-1).gather(-1, torch.tensor(response).unsqueeze(-1)).squeeze(-1)
+
+
+def test_an_attached_vllm_serves_the_merged_lora_the_trainer_published(model_path, prompts, tmp_path):
+    run_dir = tmp_path / "run"
+    with vllm_cpu_server(model_path, tmp_path / "vllm.log") as server:
+        records = run_trainer(trainer_command(model_path, prompts, run_dir, "--rollout-external-engine-addrs",
+                                              server.url, "--use-lora", "--lora-rank", "4", "--lora-alpha", "8",
+                                              rollouts=2), tmp_path / "train.log")
+        assert [s["train/weight_version"] for s in steps_of(records)] == [1, 2]
+        with EngineClient(server.url, dialect="vllm", timeout=60) as client:
+            assert client.weight_version() == "2"
+            prompt, samples = [5, 17, 33, 8, 61], []
+            for seed in range(8):
+                out = client.generate(input_ids=prompt, sampling_params={"max_new_tokens": 8, "temperature": 1.0,
+                                                                         "seed": seed}, return_logprob=True)
+                samples.append(([t for _, t, _ in out["meta_info"]["output_token_logprobs"]],
+                                torch.tensor([lp for lp, _, _ in out["meta_info"]["output_token_logprobs"]])))
+    served = run_dir / "weights" / "v000002" / "merged"  # the adapter merged into the base: what vLLM reloads
+    gaps = torch.cat([(response_log_probs(served, prompt, ids) - engine).abs() for ids, engine in samples])
+    base_gaps = torch.cat([(response_log_probs(model_path, prompt, ids) - engine).abs() for ids, engine in samples])
+    print(f"engine vs trainer log-probs on {gaps.numel()} sampled tokens: max {gaps.max():.2e}, "
+          f"mean {gaps.mean():.2e} (against the base model: max {base_gaps.max():.2e})")
+    assert gaps.max() < 0.02, gaps
+    assert base_gaps.max() > 10 * gaps.max()  # the engine serves the trained weights, not the base model's

@@ -43,6 +43,15 @@ def vllm_tiny_model_path() -> Path:
     return build_tiny_model(TinySpec(num_attention_heads=2, num_key_value_heads=1, head_dim=64))
 
 
+def vllm_untied_model_path() -> Path:
+    """The tiny random Qwen2 with 64-wide heads: its output layer is its own (Qwen2.5's 1.5B and up), which a full
+    fine-tune can publish to vLLM (a tied one it cannot: slime/training/weight_sync.py)."""
+    from slime.models.tiny import TinySpec, build_tiny_model
+
+    return build_tiny_model(TinySpec(architecture="qwen2", hidden_size=128, num_attention_heads=2,
+                                     num_key_value_heads=1, head_dim=64))
+
+
 def vllm_cpu_server(model_path: str | Path, log_path: Path, *extra: str, max_model_len: int = 2048):
     """A VLLMServer (started by `with`) for `model_path` on CPU (fp32, eager, one thread), stopped on exit."""
     from slime.engine.launch import free_port

@@ -43,12 +43,15 @@ def scored(body):
 def test_vllm_generate_is_sent_as_completions_and_read_back_as_sglang():
     with RecordingServer({"/v1/completions": GENERATED}) as server, \
             EngineClient(server.url, dialect="vllm", retry=NO_RETRY) as client:
+        # the default rollout's parameters (spaces_between_special_tokens: refused before, so no rollout could run)
         out = client.generate(input_ids=[1, 2, 3], sampling_params={"max_new_tokens": 2, "temperature": 0.5,
-                                                                    "stop_token_ids": [0]}, return_logprob=True)
+                                                                    "stop_token_ids": [0], "skip_special_tokens": True,
+                                                                    "spaces_between_special_tokens": False},
+                              return_logprob=True)
     [(method, path, body)] = server.requests
     assert (method, path) == ("POST", "/v1/completions")
     assert body == {"prompt": [1, 2, 3], "max_tokens": 2, "temperature": 0.5, "stop_token_ids": [0],
-                    "return_token_ids": True, "return_weight_versions": True, "logprobs": 0,
+                    "skip_special_tokens": True, "spaces_between_special_tokens": False, "return_token_ids": True, "return_weight_versions": True, "logprobs": 0,
                     "return_tokens_as_token_ids": True}
     assert out["text"] == "hi!" and out["output_ids"] == [7, 9]
     meta = out["meta_info"]

@@ -138,6 +138,9 @@ def test_engine_flag_defaults_keep_the_embedded_engine():
     (["--conversation-method", "opd", "--prm-engine", "vllm", "--rollout-temperature", "0.7"],
      "only at temperature 1.0"),
     (GPU[:6] + ["--sglang-router-port", "70000"], "is not a TCP port"),
+    (["--rollout-engine", "vllm"], "or give --device cpu to start vLLM-CPU"),
+    (["--rollout-engine", "sglang", "--device", "cpu"], "set --rollout-num-gpus"),
+    (["--rollout-engine", "vllm", "--device", "cpu", "--rollout-num-gpus", "1"], "give one or the other"),
 ])
 def test_engine_flag_errors(extra, match):
     with pytest.raises(ArgumentError, match=match):
@@ -147,6 +150,21 @@ def test_engine_flag_errors(extra, match):
 def test_unknown_extra_flag_warns(caplog):
     parse_args(BASE + GPU[:6] + ["--sglang-extra-args=--made-up-flag"])
     assert "--made-up-flag not defined by the sglang version" in caplog.text
+
+
+def test_a_cpu_trainer_starts_its_own_vllm_cpu_engine_not_a_gpu_one():
+    from slime.engine.vllm_server import vllm_cpu_config_from_args
+    from slime.training.engines import gpu_engine_roles, runs_on_cpu
+
+    args = parse_args(BASE + ["--rollout-engine", "vllm", "--device", "cpu", "--engine-threads", "2",
+                              "--rollout-max-context-len", "1024", "--vllm-extra-args=--max-num-seqs 8"])
+    assert runs_on_cpu(args, "vllm") and gpu_engine_roles(args) == {}
+    config = vllm_cpu_config_from_args(args, model_path="/m", port=15040)
+    assert (config.device, config.cpu_threads, config.max_model_len, config.tensor_parallel_size) == ("cpu", 2, 1024, 1)
+    assert config.extra_args == ("--max-num-seqs", "8") and config.gpu_memory_utilization is None
+    attached = parse_args(BASE + ["--rollout-engine", "vllm", "--device", "cpu",
+                                  "--rollout-external-engine-addrs", "http://h:8000"])
+    assert not runs_on_cpu(attached, "vllm")
 
 
 def test_vllm_policy_with_external_engines_is_accepted():

@@ -152,6 +152,22 @@ def test_a_failed_weight_update_stops_training_and_says_whether_the_engine_still
     assert "/v1/completions" in server.paths()
 
 
+def test_full_weights_of_a_tied_model_are_refused_for_vllm_and_lora_is_not(tmp_path):
+    from slime.models.tiny import TinySpec, build_tiny_model
+    from slime.training.weight_sync import check_vllm_can_take_full_weights, output_layer_tied
+
+    tied = build_tiny_model()  # the tiny Qwen3 ties its output layer, as SmolLM2 and Qwen2.5-0.5B do
+    untied = build_tiny_model(TinySpec(architecture="qwen2"))
+    assert output_layer_tied(str(tied)) and not output_layer_tied(str(untied))
+    with pytest.raises(ValueError, match="--use-lora"):
+        check_vllm_can_take_full_weights(Namespace(rollout_engine="vllm", use_lora=False, hf_checkpoint=str(tied)))
+    for allowed in (Namespace(rollout_engine="vllm", use_lora=True, hf_checkpoint=str(tied)),
+                    Namespace(rollout_engine="vllm", use_lora=False, hf_checkpoint=str(untied)),
+                    Namespace(rollout_engine="sglang", use_lora=False, hf_checkpoint=str(tied)),
+                    Namespace(rollout_engine="embedded", use_lora=False, hf_checkpoint=str(tied))):
+        check_vllm_can_take_full_weights(allowed)
+
+
 def test_gpu_engines_need_layout_gpus(tmp_path):
     from slime.training.engines import start_gpu_engines
     from slime.utils.arguments import parse_args

