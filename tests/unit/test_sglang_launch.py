@@ -7,11 +7,12 @@ The flag lists are committed (slime/slime/engine/known_flags/*.txt, extracted fr
 from __future__ import annotations
 
 import importlib.metadata
+import sys
 
 import pytest
 
 from slime.engine.known_flags import extract_flags, known_flags, pinned_version, unknown_flags
-from slime.engine.router import RouterConfig, SGLangRouter, router_command
+from slime.engine.router import RouterConfig, SGLangRouter, router_command, workers_ready
 from slime.engine.sglang_server import SGLangServer, SGLangServerConfig, sglang_config_from_args, sglang_server_command
 from slime.engine.vllm_server import (VLLM_CPU_LAUNCHER, VLLMServer, VLLMServerConfig, vllm_config_from_args,
                                       vllm_cpu_python, vllm_server_command)
@@ -115,7 +116,20 @@ def test_servers_pin_their_gpus_and_keep_the_command():
     assert vllm.environment()["CUDA_VISIBLE_DEVICES"] == "5"
     assert vllm.environment()["VLLM_SERVER_DEV_MODE"] == "1"
     router = SGLangRouter(RouterConfig(worker_urls=("http://127.0.0.1:15010",), port=15000))
-    assert router.url == "http://127.0.0.1:15000"
+    assert router.url == "http://127.0.0.1:15000" and router.command()[0] == sys.executable
+    assert SGLangRouter(RouterConfig(worker_urls=("http://w:1",), port=15000), python="/venv/py").command()[0] == \
+        "/venv/py"
+
+
+def test_a_router_is_ready_once_it_lists_every_worker_healthy():
+    """Router 0.3 answers /health before it has registered its workers (requests then get 503)."""
+    workers = ("http://127.0.0.1:1", "http://127.0.0.1:2")
+    listing = {"workers": [{"url": "http://127.0.0.1:1", "is_healthy": True},
+                           {"url": "http://127.0.0.1:2/", "is_healthy": True}]}
+    assert workers_ready(listing, workers)
+    assert not workers_ready({"workers": []}, workers) and not workers_ready({}, workers)
+    listing["workers"][1]["is_healthy"] = False
+    assert not workers_ready(listing, workers)
 
 
 # --- trainer flag validation ----------------------------------------------------------------------------------
@@ -141,6 +155,10 @@ def test_engine_flag_defaults_keep_the_embedded_engine():
     (["--rollout-engine", "vllm"], "or give --device cpu to start vLLM-CPU"),
     (["--rollout-engine", "sglang", "--device", "cpu"], "set --rollout-num-gpus"),
     (["--rollout-engine", "vllm", "--device", "cpu", "--rollout-num-gpus", "1"], "give one or the other"),
+    (["--rollout-engine", "vllm", "--device", "cpu", "--vllm-cpu-engines", "0"], "must be >= 1"),
+    (["--vllm-cpu-engines", "2"], "needs --rollout-engine vllm --device cpu"),
+    (["--rollout-engine", "vllm", "--device", "cpu", "--vllm-cpu-engines", "2", "--rollout-external-engine-addrs",
+      "http://h:8000"], "no --rollout-external-engine-addrs"),
 ])
 def test_engine_flag_errors(extra, match):
     with pytest.raises(ArgumentError, match=match):
@@ -165,6 +183,9 @@ def test_a_cpu_trainer_starts_its_own_vllm_cpu_engine_not_a_gpu_one():
     attached = parse_args(BASE + ["--rollout-engine", "vllm", "--device", "cpu",
                                   "--rollout-external-engine-addrs", "http://h:8000"])
     assert not runs_on_cpu(attached, "vllm")
+    two = parse_args(BASE + ["--rollout-engine", "vllm", "--device", "cpu", "--vllm-cpu-engines", "2"])
+    assert two.vllm_cpu_engines == 2 and vllm_cpu_config_from_args(two, model_path="/m", port=1, seed_offset=1).seed \
+        == two.seed + 1
 
 
 def test_vllm_policy_with_external_engines_is_accepted():

