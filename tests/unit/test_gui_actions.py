@@ -122,7 +122,7 @@ def test_the_text_view_gives_line_centres_in_policy_coordinates_and_targets_reso
     xml = ('<desktop-frame source="ocr"><text x="0" y="700" w="100" h="20" name="Bottom line"/>'
            '<text x="630" y="10" w="20" h="20" name="Save"/></desktop-frame>')
     view = text_view(xml, SCREEN)
-    assert view.splitlines() == ["[500, 28] Save", "[39, 985] Bottom line"]
+    assert view.splitlines() == ["Save [500, 28]", "Bottom line [39, 985]"]
     assert text_view("not xml", SCREEN) == "" and text_view("", SCREEN) == ""
     assert locate(view, "save") == (500, 28)
     assert resolve({"action": "left_click", "target": "Bottom", "offset": [100, -5]}, view) == \

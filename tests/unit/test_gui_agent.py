@@ -28,13 +28,13 @@ def step(text: str, before: str, after: str = "", error: str = "", arguments=Non
 
 
 def test_messages_keep_the_last_steps_and_every_action_line():
-    steps = [step(f"A{i}", f"[1, 1] screen {i}") for i in range(4)]
+    steps = [step(f"A{i}", f"screen {i} [1, 1]") for i in range(4)]
     steps[-1].error = "no <tool_call>"
-    messages = build_messages("Do the thing", steps, {"text_view": "[5, 5] now"}, AgentSettings(history=3))
+    messages = build_messages("Do the thing", steps, {"text_view": "now [5, 5]"}, AgentSettings(history=3))
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "user", "assistant", "user"]
-    assert messages[1]["content"].endswith("[1, 1] screen 2") and messages[4]["content"] == "A3"
+    assert messages[1]["content"].endswith("screen 2 [1, 1]") and messages[4]["content"] == "A3"
     current = messages[-1]["content"]
-    assert current.startswith("Your last response could not be run: no <tool_call>\nScreen text:\n[5, 5] now")
+    assert current.startswith("Your last response could not be run: no <tool_call>\nScreen text:\nnow [5, 5]")
     assert "Instruction: Do the thing" in current and "Step 1: A0" in current and "Step 4: A3" in current
     first = build_messages("x", [], {"text_view": ""}, AgentSettings())
     assert len(first) == 2 and "(no text on the screen)" in first[1]["content"] and "Previous actions:\nNone" in \
@@ -42,10 +42,10 @@ def test_messages_keep_the_last_steps_and_every_action_line():
 
 
 def test_history_one_keeps_only_the_current_screen_and_every_action_line():
-    steps = [step(f"A{i}", f"[1, 1] screen {i}") for i in range(3)]
-    messages = build_messages("Do it", steps, {"text_view": "[5, 5] now"}, AgentSettings(history=1))
+    steps = [step(f"A{i}", f"screen {i} [1, 1]") for i in range(3)]
+    messages = build_messages("Do it", steps, {"text_view": "now [5, 5]"}, AgentSettings(history=1))
     assert [m["role"] for m in messages] == ["system", "user"]
-    assert not any(f"screen {i}" in messages[1]["content"] for i in range(3)) and "[5, 5] now" in messages[1]["content"]
+    assert not any(f"screen {i}" in messages[1]["content"] for i in range(3)) and "now [5, 5]" in messages[1]["content"]
     assert all(f"Step {i + 1}: A{i}" in messages[1]["content"] for i in range(3))
     with pytest.raises(ValueError, match="at least 1"):
         AgentSettings(history=0)
@@ -77,7 +77,7 @@ def test_the_lean_tool_profile_is_a_shorter_prompt_for_the_same_calls():
 
 
 def test_the_scripted_policy_reads_targets_off_the_current_screen():
-    messages = build_messages("x", [], {"text_view": "[100, 200] Save\n[300, 400] Cancel"}, AgentSettings())
+    messages = build_messages("x", [], {"text_view": "Save [100, 200]\nCancel [300, 400]"}, AgentSettings())
     turn = asyncio.run(ScriptedGuiPolicy([{"action": "left_click", "target": "cancel"}]).generate_turn(messages))
     assert parse_response(turn.text)[1] == {"action": "left_click", "coordinate": [300, 400]}
     assert parse_response(tool_call_text("computer_use", {"action": "wait"}, "Action: pause"))[0] == "pause"
@@ -126,12 +126,12 @@ def test_the_llm_judge_speaks_the_step_judges_interface():
             return None if step_index else 1.0
 
     judge = GuiLLMJudge(Votes())
-    first = asyncio.run(judge.score_step(step("Action: x", "[1, 1] before", "[1, 1] after"), instruction="Do it",
+    first = asyncio.run(judge.score_step(step("Action: x", "before [1, 1]", "after [1, 1]"), instruction="Do it",
                                          step_index=0, seed=7))
-    failed = asyncio.run(judge.score_step(step("oops", "[1, 1] b", error="no <tool_call>"), step_index=1))
+    failed = asyncio.run(judge.score_step(step("oops", "b [1, 1]", error="no <tool_call>"), step_index=1))
     assert (first, failed) == (1.0, None)
-    assert calls[0] == ("Do it", "Screen text before the step:\n[1, 1] before", "Action: x",
-                        "Screen text after the step:\n[1, 1] after", 0, 7)
+    assert calls[0] == ("Do it", "Screen text before the step:\nbefore [1, 1]", "Action: x",
+                        "Screen text after the step:\nafter [1, 1]", 0, 7)
     assert calls[1][3].endswith("no <tool_call>")
 
 
@@ -176,7 +176,7 @@ class _Env:
         return {"lease_id": "l1"}
 
     async def reset(self, lease, task_meta=None):
-        return {"instruction": "Do it", "text_view": "[1, 1] screen"}
+        return {"instruction": "Do it", "text_view": "screen [1, 1]"}
 
     async def heartbeat(self, lease):
         pass

@@ -46,7 +46,7 @@ def _png(width: int, height: int, seed: int = 0) -> str:
 
 def _step(text: str, image: str, error: str = "") -> GuiStep:
     return GuiStep(Turn([1], [2], [0.0], text, "stop"), action_line=text.split("\n")[0], error=error,
-                   image_before=image, screen_before="[1, 1] old")
+                   image_before=image, screen_before="old [1, 1]")
 
 
 def test_screenshot_messages_show_the_last_screens_in_order():

@@ -47,8 +47,8 @@ DEFAULT_MAX_PARSE_ERRORS = 3
 OBSERVATIONS = ("text", "screenshot")
 SYSTEM_PROMPT = (
     "You are a computer-use agent. You operate a Linux desktop with a mouse and keyboard through the computer_use "
-    "tool to complete the user's instruction. You see the screen as text: each line is `[x, y] text`, the centre of "
-    "a line of text on the screen in coordinates from 0 to 999 (the screen is 1000x1000 in these units).\n\n"
+    "tool to complete the user's instruction. You see the screen as text: each line is `text [x, y]`: a line of text "
+    "and its centre on the screen in coordinates from 0 to 999 (the screen is 1000x1000 in these units).\n\n"
     "Answer with exactly one line `Action: <what you do, in a few words>` and then exactly one tool call:\n"
     "<tool_call>\n{\"name\": \"computer_use\", \"arguments\": {\"action\": \"left_click\", \"coordinate\": [x, y]}}\n"
     "</tool_call>\n"
@@ -64,9 +64,9 @@ SCREENSHOT_SYSTEM_PROMPT = (
     "Nothing else. When the task is complete, call terminate with status success; when it cannot be done, call "
     "terminate with status failure.")
 LEAN_SYSTEM_PROMPT = (  # the chat template's tool section shows the call format: no example here
-    "You operate a Linux desktop through the computer_use tool. The screen is given as lines `[x, y] text`: where a "
-    "text is, from 0 to 999. Answer with one line `Action: <what you do>`, then one tool call. When the task is "
-    "done, call terminate with status success.")
+    "You operate a Linux desktop through the computer_use tool. The screen is given as lines `text [x, y]`: a "
+    "text and where it is, from 0 to 999. Answer with one line `Action: <what you do>`, then one tool call. When the "
+    "task is done, call terminate with status success.")
 STEP_PROMPT = ("Please generate the next move according to the screen, the instruction and the previous actions.\n\n"
                "Instruction: {instruction}\n\nPrevious actions:\n{previous}")
 

@@ -37,8 +37,25 @@ def downscale_png(image_b64: str, max_pixels: int | None) -> str:
     return b64(out.getvalue())
 
 
+# One text-view line: the words, then where they are. The words come first because a policy finds the line by
+# the element's name and copies what follows the match: measured on the 0.5B model after SFT on lines written
+# `[x, y] text`, 9 of 16 greedy misses named the right element and clicked another line's coordinates. (OSWorld's
+# linearized accessibility tree also puts the name before the position.)
+_VIEW_LINE = re.compile(r"^(.*) \[(\d+), (\d+)\]$")
+
+
+def view_line(text: str, x: int, y: int) -> str:
+    return f"{text} [{x}, {y}]"
+
+
+def parse_view_line(line: str) -> tuple[str, int, int] | None:
+    """(text, x, y) of one text-view line, None for a line that is not one."""
+    m = _VIEW_LINE.match(line)
+    return (m.group(1), int(m.group(2)), int(m.group(3))) if m else None
+
+
 def text_view(accessibility_xml: str, screen: tuple[int, int], max_lines: int = 200) -> str:
-    """The OCR view as lines ``[x, y] text`` (the centre of each text line, in 0-999 relative coordinates, which is
+    """The OCR view as lines ``text [x, y]`` (the centre of each text line, in 0-999 relative coordinates, which is
     what the policy clicks with), top to bottom; empty when nothing was read."""
     if not accessibility_xml.strip():
         return ""
@@ -60,7 +77,7 @@ def text_view(accessibility_xml: str, screen: tuple[int, int], max_lines: int = 
         cy = round((y + h / 2) * 999 / max(1, height))
         lines.append((cy, cx, re.sub(r"\s+", " ", name)))
     lines.sort()
-    return "\n".join(f"[{cx}, {cy}] {text}" for cy, cx, text in lines[:max_lines])
+    return "\n".join(view_line(text, cx, cy) for cy, cx, text in lines[:max_lines])
 
 
-__all__ = ["b64", "downscale_png", "text_view"]
+__all__ = ["b64", "downscale_png", "parse_view_line", "text_view", "view_line"]

@@ -10,12 +10,11 @@ the point from the text's centre (e.g. into the entry field beside a label)."""
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
+from .observation import parse_view_line
 from .tasks import GuiTask
 
-_LINE = re.compile(r"^\[(\d+), (\d+)\] (.*)$")
 
 
 class SolutionError(RuntimeError):
@@ -40,9 +39,9 @@ def locate(text_view: str, target: str) -> tuple[int, int]:
     """The 0-999 centre of the first text-view line that contains `target` (case-insensitive)."""
     wanted = target.lower()
     for line in text_view.splitlines():
-        m = _LINE.match(line)
-        if m and wanted in m.group(3).lower():
-            return int(m.group(1)), int(m.group(2))
+        parsed = parse_view_line(line)
+        if parsed and wanted in parsed[0].lower():
+            return parsed[1], parsed[2]
     raise SolutionError(f"no text {target!r} on the screen; the text view reads:\n{text_view[:1500]}")
 
 
