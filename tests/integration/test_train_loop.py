@@ -41,8 +41,8 @@ def _command(entry: str, prompts: Path, run_dir: Path, *extra: str, rollouts: in
             "--run-dir", str(run_dir), *extra]
 
 
-def _run(cmd: list[str], log: Path, timeout: float = 300) -> None:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+def _run(cmd: list[str], log: Path, timeout: float = 300, env: dict | None = None) -> None:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
     with open(log, "w") as out:
         done = subprocess.run(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=timeout)
     assert done.returncode == 0, log.read_text()[-5000:]
@@ -163,11 +163,19 @@ def test_a_rollout_whose_groups_all_agree_trains_nothing_but_still_evaluates_and
 
 def test_tis_run_weights_the_loss_by_the_train_rollout_gap(prompts, tmp_path):
     """--use-tis end to end: the engine's log-probs reach the loss on every rank and the weights are logged.
-    Async with interval 1 trains on a batch generated one version behind, so the gap is not zero."""
-    run_dir = tmp_path / "run"
+    Async with interval 1 trains on a batch generated one version behind, so the gap is not zero. The same run has a
+    custom rollout log (upstream's hook) that says it logged the rollouts itself."""
+    run_dir, hook_file = tmp_path / "run", tmp_path / "rollout_log.jsonl"
     _run(_command("train_async.py", prompts, run_dir, "--use-tis", "--tis-clip", "1.02", "--tis-clip-low", "0.98",
-                  rollouts=3), tmp_path / "tis.log")
+                  "--extra-python-path", str(REPO / "tests" / "helpers"),
+                  "--custom-rollout-log-function-path", "rollout_log_hook.record", rollouts=3), tmp_path / "tis.log",
+         env={"ROLLOUT_LOG_HOOK_FILE": str(hook_file), "ROLLOUT_LOG_HOOK_RETURNS": "1"})
+    calls = [json.loads(line) for line in hook_file.read_text().splitlines()]
+    # once per rollout, on rank 0 only, with every sample (16 prompts x 8) and their rewards
+    assert [c["rollout_id"] for c in calls] == [0, 1, 2], calls
+    assert all(c["samples"] == 128 and len(c["rewards"]) == 128 and c["time"] > 0 for c in calls)
     steps = _metrics(run_dir)
+    assert not any("rollout/raw_reward" in s for s in steps)  # it said it logged them: the default does not
     assert len(steps) == 3
     for s in steps:
         assert 0.98 - 1e-6 <= s["train/tis_weight"] <= 1.02 + 1e-6, s

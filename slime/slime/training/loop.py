@@ -83,6 +83,7 @@ class RolloutProducer:
         samples = flatten(output.samples)
         if self.args.save_debug_rollout_data:
             _dump_samples(self.args.save_debug_rollout_data.format(rollout_id=rollout_id), samples)
+        produced = samples  # what the custom rollout log sees: every sample, before constant groups are dropped
         samples, dropped = drop_constant(self.args, samples)
         raw, rewards, metrics = post_process_rewards(self.args, samples, self.tracker)
         metrics.update(dropped)
@@ -94,6 +95,7 @@ class RolloutProducer:
             log.info("rollout %d: %d sample(s) beyond a whole number of steps (--global-batch-size %d) carry over to "
                      "the next rollout", rollout_id, len(self.carried), self.args.global_batch_size)
         metrics["rollout/carried_samples"] = len(self.carried)
+        logged_by_hook = self._custom_rollout_log(rollout_id, produced, output.metrics or {}, started)
         if not rows:  # e.g. most groups dropped as constant: no optimizer step this time, the rows wait
             log.warning("rollout %d: %d sample(s), fewer than --global-batch-size %d: no optimizer step this rollout",
                         rollout_id, len(self.carried), self.args.global_batch_size)
@@ -102,10 +104,19 @@ class RolloutProducer:
         # a rollout counts as trained once none of its rows wait in the carry (they train with a later rollout)
         waiting = {r["rollout_id"] for r in self.carried}
         self.sources[rollout_id] = sorted({r["rollout_id"] for r in rows} - waiting)
-        metrics.update(rollout_metrics(rows, samples))
+        if not logged_by_hook:
+            metrics.update(rollout_metrics(rows, samples))
         metrics.update(output.metrics or {})
         metrics["perf/rollout_time"] = time.perf_counter() - started
         return shard_for_ranks(rows, self.args.global_batch_size, self.dp_size), metrics
+
+    def _custom_rollout_log(self, rollout_id: int, samples, extra_metrics: dict, started: float) -> bool:
+        """`--custom-rollout-log-function-path`, once per rollout with every sample the rollout produced (upstream's
+        call); True from it means it logged the rollout itself, so the default per-sample statistics are not."""
+        hook = self.args.hooks.get("custom_rollout_log_function_path")
+        if hook is None:
+            return False
+        return bool(hook(rollout_id, self.args, samples, extra_metrics, time.perf_counter() - started))
 
     def start(self, rollout_id: int):
         """Begin generating `rollout_id` in the background (async mode)."""
