@@ -75,6 +75,8 @@ GOOD = {
     "--custom-rollout-log-function-path": "def fn(rollout_id, args, samples, rollout_extra_metrics, rollout_time):\n"
                                           "    return False\n",
     "--buffer-filter-path": "def fn(args, rollout_id, buffer, num_samples):\n    return buffer[:num_samples]\n",
+    "--rollout-sample-filter-path": "def fn(args, data):\n    pass\n",
+    "--rollout-all-samples-process-path": "def fn(args, all_samples, data_source):\n    pass\n",
 }
 
 

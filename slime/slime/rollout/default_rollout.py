@@ -58,6 +58,7 @@ __all__ = [
     "generate_rollout_async",
     "get_engine_client",
     "get_hook",
+    "run_coroutine",
     "sampling_params_from_args",
     "total_concurrency",
 ]
@@ -168,10 +169,14 @@ def get_engine_client(args, url: str | None = None) -> AsyncEngineClient:
 
 
 async def close_engine_clients() -> None:
-    """Close the running loop's engine clients (the sync `generate_rollout` does this itself)."""
+    """Close the running loop's engine clients (the sync `generate_rollout` does this itself), the upstream-style
+    `slime.utils.http_utils` pool included."""
+    from slime.utils.http_utils import close_clients
+
     per_loop = _clients.pop(asyncio.get_running_loop(), {})
     for client in per_loop.values():
         await client.aclose()
+    await close_clients()
 
 
 def sampling_params_from_args(args, evaluation: bool = False) -> dict:
@@ -657,6 +662,11 @@ def _run_in_new_loop(coro):
         return pool.submit(asyncio.run, coro).result()
 
 
+def run_coroutine(coro):
+    """Run `coro` to completion in a fresh event loop and close the engine clients it opened."""
+    return _run_in_new_loop(_run_and_close(coro))
+
+
 def generate_rollout(args, rollout_id: int, data_source, evaluation: bool = False):
     """slime's rollout-function contract: `RolloutFnTrainOutput` (train) or `RolloutFnEvalOutput` (eval)."""
-    return _run_in_new_loop(_run_and_close(generate_rollout_async(args, rollout_id, data_source, evaluation)))
+    return run_coroutine(generate_rollout_async(args, rollout_id, data_source, evaluation))

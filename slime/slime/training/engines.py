@@ -244,6 +244,18 @@ def start_gpu_engines(args, role: str, kind: str, model_path: str | Path, run_di
     return group
 
 
+def set_router_addresses(args, rollout: EngineGroup, judges: EngineGroup | None = None) -> None:
+    """Upstream's `args.sglang_router_ip/port` (and `prm_router_ip/port`), which ported generate functions build
+    their engine URL from: the router of each group, else its first engine."""
+    from urllib.parse import urlsplit
+
+    for prefix, group in (("sglang_router", rollout), ("prm_router", judges)):
+        if group is not None and group.urls:
+            address = urlsplit(group.url)
+            setattr(args, f"{prefix}_ip", address.hostname)
+            setattr(args, f"{prefix}_port", address.port)
+
+
 # ------------------------------------------------------------------------------------- every node's engines
 
 def runs_on_cpu(args, kind: str) -> bool:

@@ -29,7 +29,7 @@ from slime.engine.client import weight_version_number
 from slime.rollout import RolloutInterrupted
 from slime.training import checkpoint
 from slime.training.advantages import attach_advantages
-from slime.training.engines import EnginesFailedOnSomeNode, RolloutEngines, start_node_engines
+from slime.training.engines import EnginesFailedOnSomeNode, RolloutEngines, set_router_addresses, start_node_engines
 from slime.training.tracking import Tracker, console_line
 from slime.training.train_data import (drop_constant, flatten, post_process_rewards, rollout_metrics, shard_for_ranks,
                                        take_whole_steps, to_rows)
@@ -271,6 +271,7 @@ def main(mode: str, argv: list[str] | None = None) -> int:
             args.num_engine_workers = engines.num_workers  # a router is one URL for N engines (concurrency)
             args.engine_api_key = os.environ.get("SLIME_ENGINE_API_KEY") or None
             args.judge_engines = node_engines.get("prm")  # the conversation data source's judge/teacher
+            set_router_addresses(args, engines, args.judge_engines)
             data_source = args.hooks["data_source_path"](args)
             if resume and (state := checkpoint.load_data_source_state(resume)) is not None:
                 data_source.load_state_dict(state)

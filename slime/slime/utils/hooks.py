@@ -69,6 +69,9 @@ HOOKS: dict[str, HookSpec] = {
     "--custom-rollout-log-function-path": HookSpec(
         call="fn(rollout_id, args, samples, rollout_extra_metrics, rollout_time) -> bool",
         positional=("rollout_id", "args", "samples", "rollout_extra_metrics", "rollout_time")),
+    "--rollout-sample-filter-path": HookSpec(call="fn(args, groups)", positional=("args", "groups")),
+    "--rollout-all-samples-process-path": HookSpec(call="fn(args, all_groups, data_source)",
+                                                   positional=("args", "all_groups", "data_source")),
     "--buffer-filter-path": HookSpec(call="fn(args, None, buffer, num_samples) -> list[list[Sample]]",
                                      positional=("args", "rollout_id", "buffer", "num_samples")),
     "--data-source-path": HookSpec(

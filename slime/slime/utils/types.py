@@ -11,6 +11,8 @@ from typing import Any
 
 def _plain(value: Any) -> Any:
     """Tensors and numpy arrays (teacher log-probs are often attached as tensors) become nested lists."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _plain(dataclasses.asdict(value))
     if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
         return value.tolist()
     if isinstance(value, Enum):
@@ -29,6 +31,18 @@ def _oldest_version(current: str | None, new: str) -> str:
         return new if int(new) < int(current) else current
     # Versions that are not plain counters cannot be ordered, so the first one seen stands.
     return current
+
+
+@dataclass
+class PrefixCacheInfo:
+    """Upstream's prefix-cache counters of a sample, summed over its generation calls (SGLang's `meta_info`)."""
+
+    cached_tokens: int = 0
+    total_prompt_tokens: int = 0
+
+    def add(self, meta_info: dict[str, Any]) -> None:
+        self.cached_tokens += int(meta_info.get("cached_tokens") or 0)
+        self.total_prompt_tokens += int(meta_info.get("prompt_tokens") or 0)
 
 
 _FINISH_REASON_STATUS = {
@@ -84,6 +98,15 @@ class Sample:
     # Already preprocessed images (`pixel_values` (patches, dim), `image_grid_thw` (images, 3)): used instead of
     # multimodal_inputs when a rollout sets them (upstream slime's field); large, so not the default path.
     multimodal_train_inputs: dict[str, Any] | None = None
+    # Upstream OpenClaw-RL's further fields, so that its generate functions set them unchanged (the trainer reads
+    # none of them): the trajectory a split sample belongs to, the session (routing affinity), seconds spent in
+    # tools or environments, MoE routing replay, a per-sample reward function, the prefix-cache counters.
+    rollout_id: int | None = None
+    session_id: str | None = None
+    non_generation_time: float = 0.0
+    rollout_routed_experts: Any = None
+    custom_rm_path: str | None = None
+    prefix_cache_info: PrefixCacheInfo = field(default_factory=PrefixCacheInfo)
 
     # ---------------------------------------------------------------------------------------------- access
 
@@ -157,8 +180,14 @@ class Sample:
 
     # ---------------------------------------------------------------------------------------- engine info
 
-    def update_from_meta_info(self, meta_info: dict[str, Any]) -> None:
-        """Fold one SGLang generation's `meta_info` into the sample (status and weight version)."""
+    def update_from_meta_info(self, args_or_meta_info: Any, meta_info: dict[str, Any] | None = None) -> None:
+        """Fold one SGLang generation's `meta_info` into the sample (status, weight version, prefix-cache counters).
+
+        Called as `update_from_meta_info(meta_info)` or, as upstream's generate functions do,
+        `update_from_meta_info(args, meta_info)`."""
+        if meta_info is None:
+            meta_info = args_or_meta_info
+        self.prefix_cache_info.add(meta_info)
         finish = meta_info.get("finish_reason")
         if finish is not None:
             kind = finish.get("type") if isinstance(finish, dict) else finish
@@ -191,6 +220,8 @@ class Sample:
         known = {k: v for k, v in data.items() if k in names}
         if "status" in known:
             known["status"] = cls.Status(known["status"])
+        if isinstance(known.get("prefix_cache_info"), dict):
+            known["prefix_cache_info"] = PrefixCacheInfo(**known["prefix_cache_info"])
         sample = cls(**known)
         for name, value in data.items():
             if name not in names:

@@ -1,0 +1,92 @@
+"""Upstream slime's import paths and call shapes that ported OpenClaw-RL method folders use (PORTING.md)."""
+
+from __future__ import annotations
+
+import asyncio
+from argparse import Namespace
+
+import pytest
+from helpers.recording_server import RecordingServer
+
+from slime.rollout.base_types import RolloutFnEvalOutput, RolloutFnTrainOutput
+from slime.rollout.sglang_rollout import GenerateState, generate_rollout
+from slime.training.engines import EngineGroup, set_router_addresses
+from slime.utils.async_utils import run
+from slime.utils.hooks import HookError
+from slime.utils.http_utils import post
+from slime.utils.misc import SingletonMeta, load_function
+from slime.utils.types import Sample
+
+
+def test_upstream_import_paths_name_this_projects_objects():
+    from slime.rollout import default_rollout
+    from slime.utils import types
+
+    assert RolloutFnTrainOutput is types.RolloutFnTrainOutput and RolloutFnEvalOutput is types.RolloutFnEvalOutput
+    assert generate_rollout is default_rollout.generate_rollout
+    assert load_function("slime.tasks.digits.reward") is __import__("slime.tasks.digits", fromlist=["x"]).reward
+    with pytest.raises(HookError, match="no attribute 'rewrad'"):
+        load_function("slime.tasks.digits.rewrad")
+
+
+def test_generate_state_is_one_per_process_with_a_semaphore_per_event_loop():
+    SingletonMeta.clear_all_instances()
+    args = Namespace(hf_checkpoint="tiny", sglang_server_concurrency=3, engine_urls=["http://e:1", "http://e:2"],
+                     rollout_temperature=0.5, rollout_max_response_len=7)
+    try:
+        state = GenerateState(args)
+        assert GenerateState(Namespace()) is state and state.processor is None  # a text model has no processor
+        assert state.tokenizer.encode("hi") and state.sampling_params["max_new_tokens"] == 7
+        assert state.sampling_params["temperature"] == 0.5 and state.concurrency == 6
+
+        async def hold():
+            async with state.semaphore:
+                return state.semaphore
+
+        first, second = run(hold()), run(hold())  # two rollouts, two loops: no "bound to a different loop"
+        assert first is not second and first._value == 6
+    finally:
+        SingletonMeta.clear_all_instances()
+
+
+def test_post_sends_json_and_raises_on_http_errors():
+    with RecordingServer({"/generate": lambda body: (200, {"text": body["input_ids"][::-1]}),
+                          "/bad": (400, {"detail": "no"})}) as server:
+        assert run(post(server.url + "/generate", {"input_ids": [1, 2]})) == {"text": [2, 1]}
+        assert run(post(server.url + "/generate", json={"input_ids": [3]})) == {"text": [3]}
+        with pytest.raises(RuntimeError, match="HTTP 400"):
+            run(post(server.url + "/bad", {}))
+
+
+def test_update_from_meta_info_takes_upstreams_args_first_shape_and_counts_the_prefix_cache():
+    sample = Sample()
+    sample.update_from_meta_info(Namespace(), {"finish_reason": {"type": "stop"}, "weight_version": "4",
+                                               "cached_tokens": 3, "prompt_tokens": 8})
+    sample.update_from_meta_info({"finish_reason": {"type": "length"}, "prompt_tokens": 2})
+    assert sample.status == Sample.Status.TRUNCATED and sample.weight_version == "4"
+    assert (sample.prefix_cache_info.cached_tokens, sample.prefix_cache_info.total_prompt_tokens) == (3, 10)
+    sample.session_id, sample.non_generation_time, sample.rollout_id = "s", 1.5, 7
+    back = Sample.from_dict(sample.to_dict())
+    assert back.prefix_cache_info == sample.prefix_cache_info and (back.session_id, back.rollout_id) == ("s", 7)
+
+
+def test_the_router_address_is_set_from_the_engines():
+    args = Namespace()
+    set_router_addresses(args, EngineGroup("embedded", [], ["http://127.0.0.1:4000", "http://127.0.0.1:4001"], None),
+                         EngineGroup("sglang", [], ["http://10.0.0.2:5000"], None))
+    assert (args.sglang_router_ip, args.sglang_router_port) == ("127.0.0.1", 4000)
+    assert (args.prm_router_ip, args.prm_router_port) == ("10.0.0.2", 5000)
+
+
+def test_upstreams_rollout_flags_are_accepted_with_their_meaning():
+    from slime.utils.arguments import ArgumentError, parse_args
+
+    base = ["--hf-checkpoint", "tiny", "--rollout-batch-size", "4", "--num-rollout", "3",
+            "--disable-rollout-global-dataset"]
+    args = parse_args(base + ["--group-rm", "--partial-rollout", "--mask-offpolicy-in-partial-rollout",
+                              "--rollout-sample-filter-path", "slime.rollout.filter_hub.check_reward_nonzero_std"])
+    # the names the default rollout reads (slime/rollout/default_rollout.py)
+    assert args.group_rm and args.partial_rollout and args.mask_offpolicy_in_partial_rollout
+    assert args.rollout_sample_filter_path.endswith("check_reward_nonzero_std")
+    with pytest.raises(ArgumentError, match="give --partial-rollout too"):
+        parse_args(base + ["--mask-offpolicy-in-partial-rollout"])
