@@ -90,3 +90,38 @@ def test_upstreams_rollout_flags_are_accepted_with_their_meaning():
     assert args.rollout_sample_filter_path.endswith("check_reward_nonzero_std")
     with pytest.raises(ArgumentError, match="give --partial-rollout too"):
         parse_args(base + ["--mask-offpolicy-in-partial-rollout"])
+
+
+PLUGIN = '''
+def add_custom_arguments(parser):
+    parser.add_argument("--my-bonus", type=float, default=0.5)
+    return parser
+
+
+async def reward(args, sample):
+    return args.my_bonus
+'''
+
+
+def test_a_plugin_declares_its_own_flags_and_reads_a_custom_config(tmp_path):
+    from slime.utils.arguments import ArgumentError, parse_args
+
+    folder = tmp_path / "my-method"
+    folder.mkdir()
+    (folder / "my_plugin_rm.py").write_text(PLUGIN)
+    base = ["--hf-checkpoint", "tiny", "--rollout-batch-size", "4", "--num-rollout", "3",
+            "--disable-rollout-global-dataset", "--extra-python-path", str(folder),
+            "--custom-rm-path", "my_plugin_rm.reward"]
+    assert parse_args(base).my_bonus == 0.5
+    assert parse_args(base + ["--my-bonus", "2"]).my_bonus == 2.0
+    config = tmp_path / "custom.yaml"
+    config.write_text("judge-prompt: be strict\nmy_bonus: 3\nlr: 0.5\n")
+    args = parse_args(base + ["--custom-config-path", str(config)])
+    assert (args.judge_prompt, args.my_bonus, args.lr) == ("be strict", 3, 0.5)
+    with pytest.raises(SystemExit):  # without the plugin the flag is unknown
+        parse_args(base[:-2] + ["--my-bonus", "2"])
+    config.write_text("- a list\n")
+    with pytest.raises(ArgumentError, match="must hold a mapping"):
+        parse_args(base + ["--custom-config-path", str(config)])
+    with pytest.raises(ArgumentError, match="does not exist"):
+        parse_args(base + ["--custom-config-path", str(tmp_path / "missing.yaml")])

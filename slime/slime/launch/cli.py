@@ -60,12 +60,15 @@ def _int_env(name: str, default: int | None = None) -> int | None:
 
 def resolve(launcher: argparse.Namespace):
     """Parse and validate the trainer flags and resolve the layout; exits 2 with a clear message otherwise."""
-    from slime.utils.arguments import ArgumentError, build_parser, validate_args
+    from slime.utils.arguments import ArgumentError, parse_trainer_args, validate_args
 
     mode = ENTRY_MODES.get(Path(launcher.entry).name)
     if mode is None:
         _fail(f"ENTRY must be one of {', '.join(ENTRY_MODES)} (a path), got {launcher.entry!r}")
-    args = build_parser().parse_args(launcher.trainer_args)  # argparse reports syntax errors (exit 2)
+    try:
+        args = parse_trainer_args(launcher.trainer_args)  # argparse reports syntax errors (exit 2)
+    except ArgumentError as exc:  # --custom-config-path, a plugin's flags
+        _fail(str(exc))
     if launcher.nnodes is not None and launcher.nnodes != args.actor_num_nodes:
         _fail(f"NNODES={launcher.nnodes} but the trainer flags say --actor-num-nodes {args.actor_num_nodes}: "
               "every node runs trainer ranks, so the two must agree")

@@ -216,11 +216,11 @@ def main(mode: str, argv: list[str] | None = None) -> int:
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per engine request otherwise
     from slime.models import resolve_model_path
     from slime.backends.fsdp.parallel import data_parallel_size
-    from slime.utils.arguments import build_parser, validate_args
+    from slime.utils.arguments import parse_trainer_args, validate_args
     from slime.utils.hooks import load_hooks
 
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    args = build_parser().parse_args(argv)
+    args = parse_trainer_args(argv)
     try:  # batches are split over data-parallel ranks: ranks / tensor-parallel size
         dp_size = data_parallel_size(world_size, _model_parallel_size(args))
     except ValueError as exc:

@@ -227,6 +227,8 @@ def _add_rollout_flags(g):
     g.add_argument("--data-source-path", default=DEFAULT_DATA_SOURCE)
     g.add_argument("--custom-reward-post-process-path", default=None)
     g.add_argument("--custom-rollout-log-function-path", default=None)
+    g.add_argument("--custom-config-path", default=None, metavar="YAML",
+                   help="a YAML whose top-level keys become attributes of args (settings of a method's plugins)")
     g.add_argument("--rollout-sample-filter-path", default=None,
                    help="fn(args, groups): edits the accepted groups in place before training (upstream's hook)")
     g.add_argument("--rollout-all-samples-process-path", default=None,
@@ -575,8 +577,73 @@ def _dest(flag: str) -> str:
 
 def parse_args(argv: list[str] | None = None, *, mode: str = "sync", world_size: int = 1) -> argparse.Namespace:
     """Parse `argv` (default `sys.argv[1:]`) and validate; see `validate_args` for `mode`/`world_size`."""
-    args = build_parser().parse_args(argv)
-    return validate_args(args, mode=mode, world_size=world_size)
+    return validate_args(parse_trainer_args(argv), mode=mode, world_size=world_size)
+
+
+def parse_trainer_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """`argv` parsed with the flags the run's plugins add (`add_plugin_arguments`) and `--custom-config-path`
+    applied; not validated yet (`validate_args`)."""
+    parser = build_parser()
+    add_plugin_arguments(parser, argv)
+    args = parser.parse_args(argv)
+    apply_custom_config(args)
+    return args
+
+
+def add_plugin_arguments(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> list[str]:
+    """Let every hook module the command line names declare flags of its own, as upstream's
+    `add_custom_arguments(parser)`: a module given to any hook flag (`--custom-generate-function-path
+    my_method.generate.generate`, ...) that defines `add_custom_arguments` is called once with the parser before
+    the command line is parsed. Returns the modules that added flags. A module that does not import is left to the
+    hook loader, which names the flag."""
+    import importlib
+
+    from slime.utils.hooks import HOOKS, add_method_dirs_to_path, flag_attr
+
+    known, _ = parser.parse_known_args(argv)
+    add_method_dirs_to_path(known.extra_python_path or [])
+    added = []
+    for flag in HOOKS:
+        module_name = (getattr(known, flag_attr(flag), None) or "").rpartition(".")[0]
+        if not module_name or module_name in added:
+            continue
+        try:
+            module = importlib.import_module(module_name)
+        except Exception:  # noqa: BLE001 - reported with its flag by load_hooks when the trainer starts
+            continue
+        declare = getattr(module, "add_custom_arguments", None)
+        if not callable(declare):
+            continue
+        try:
+            declare(parser)
+        except argparse.ArgumentError as exc:
+            _fail(f"{module_name}.add_custom_arguments (the module of {flag}): {exc}")
+        added.append(module_name)
+    return added
+
+
+def apply_custom_config(args: argparse.Namespace) -> None:
+    """`--custom-config-path FILE.yaml` (upstream's): every top-level key becomes an attribute of `args` (dashes
+    read as underscores), settings a plugin reads without a flag of its own; a key that names a flag sets it, as if
+    given on the command line, and is validated with the rest."""
+    path = getattr(args, "custom_config_path", None)
+    if not path:
+        return
+    import yaml
+
+    file = Path(path).expanduser()
+    if not file.is_file():
+        _fail(f"--custom-config-path {path!r} does not exist")
+    try:
+        data = yaml.safe_load(file.read_text()) or {}
+    except yaml.YAMLError as exc:
+        _fail(f"--custom-config-path {path!r} is not valid YAML: {exc}")
+    if not isinstance(data, dict):
+        _fail(f"--custom-config-path {path!r} must hold a mapping of names to values, not {type(data).__name__}")
+    for key, value in data.items():
+        name = str(key).replace("-", "_")
+        setattr(args, name, value)
+        getattr(args, "explicit_flags", set()).add(name)
 
 
 # ------------------------------------------------------------------------------------------- validation
