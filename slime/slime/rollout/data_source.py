@@ -16,6 +16,7 @@ would have handed out next.
 
 from __future__ import annotations
 
+import abc
 import copy
 import functools
 import json
@@ -193,7 +194,31 @@ def _max_prompt_len(args) -> int | None:
     return value
 
 
-class RolloutDataSource:
+class DataSource(abc.ABC):
+    """Upstream's data-source interface (`--data-source-path cls(args)`): hand out prompt groups, take unfinished
+    ones back, save and load the position by rollout id. The trainer checkpoints a data source through
+    `state_dict()` / `load_state_dict()` when it has them (kept in the checkpoint folder, consistent under async
+    prefetch); one with only `save(rollout_id)` / `load(rollout_id)` is saved at each checkpoint and loaded with the
+    checkpoint's rollout id on resume, as upstream does."""
+
+    @abc.abstractmethod
+    def get_samples(self, num_samples: int) -> list[list[Sample]]:
+        """`num_samples` groups of `--n-samples-per-prompt` samples each."""
+
+    @abc.abstractmethod
+    def add_samples(self, samples: list[list[Sample]]) -> None:
+        """Groups given back (a partial rollout's unfinished ones): served again first."""
+
+    @abc.abstractmethod
+    def save(self, rollout_id) -> Any:
+        """Persist the position reached after `rollout_id`."""
+
+    @abc.abstractmethod
+    def load(self, rollout_id=None) -> Any:
+        """Restore the position saved after `rollout_id`."""
+
+
+class RolloutDataSource(DataSource):
     """Groups of prompt Samples from `--prompt-data`, with a buffer of given-back groups served first.
 
     Without a global dataset (`--disable-rollout-global-dataset` or no `--prompt-data`) it hands out

@@ -273,8 +273,8 @@ def main(mode: str, argv: list[str] | None = None) -> int:
             args.judge_engines = node_engines.get("prm")  # the conversation data source's judge/teacher
             set_router_addresses(args, engines, args.judge_engines)
             data_source = args.hooks["data_source_path"](args)
-            if resume and (state := checkpoint.load_data_source_state(resume)) is not None:
-                data_source.load_state_dict(state)
+            if resume:
+                restore_data_source(data_source, resume, meta)
             start_version = meta["weight_version"] if meta else weight_version_number(engines.weight_version())
         else:
             data_source, start_version = None, 0
@@ -427,7 +427,21 @@ def _periodic(rollout_id: int, interval: int | None, total: int) -> bool:
     return bool(interval) and ((rollout_id + 1) % interval == 0 or rollout_id + 1 == total)
 
 
+def restore_data_source(data_source, resume: Path, meta: dict) -> None:
+    """Put a resumed run's data source where the checkpoint left it: its `load_state_dict` with the state kept in
+    the checkpoint, or (upstream's interface, no state dict) its own `load(rollout_id)`."""
+    if hasattr(data_source, "load_state_dict"):
+        if (state := checkpoint.load_data_source_state(resume)) is not None:
+            data_source.load_state_dict(state)
+    elif hasattr(data_source, "load"):
+        data_source.load(meta["rollout_id"])
+
+
 def _save(args, rollout_id, actor, dist, producer, publisher):
+    if dist.is_main and not hasattr(producer.data_source, "state_dict") and hasattr(producer.data_source, "save"):
+        # upstream's interface: the data source writes its own position (under --save); with a rollout generated
+        # ahead (async) it has already moved past this one, as upstream's does
+        producer.data_source.save(rollout_id)
     state = producer.resume_state(rollout_id + 1) if dist.is_main else None
     folder = checkpoint.save_checkpoint(args.save, rollout_id, actor, dist, state, publisher.version,
                                         exported=publisher.last_folder)
