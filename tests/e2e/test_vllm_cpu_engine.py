@@ -198,21 +198,21 @@ def response_log_probs(model_folder: Path, prompt: list[int], response: list[int
     return torch.log_softmax(logits, dim=-1).gather(-1, torch.tensor(response).unsqueeze(-1)).squeeze(-1)
 
 
-def test_an_attached_vllm_serves_the_merged_lora_the_trainer_published(model_path, prompts, tmp_path):
-    run_dir = tmp_path / "run"
-    with vllm_cpu_server(model_path, tmp_path / "vllm.log") as server:
-        records = run_trainer(trainer_command(model_path, prompts, run_dir, "--rollout-external-engine-addrs",
-                                              server.url, "--use-lora", "--lora-rank", "4", "--lora-alpha", "8",
-                                              rollouts=2), tmp_path / "train.log")
-        assert [s["train/weight_version"] for s in steps_of(records)] == [1, 2]
-        with EngineClient(server.url, dialect="vllm", timeout=60) as client:
-            assert client.weight_version() == "2"
-            prompt, samples = [5, 17, 33, 8, 61], []
-            for seed in range(8):
-                out = client.generate(input_ids=prompt, sampling_params={"max_new_tokens": 8, "temperature": 1.0,
-                                                                         "seed": seed}, return_logprob=True)
-                samples.append(([t for _, t, _ in out["meta_info"]["output_token_logprobs"]],
-                                torch.tensor([lp for lp, _, _ in out["meta_info"]["output_token_logprobs"]])))
+def test_an_attached_vllm_serves_the_merged_lora_the_trainer_published(vllm_engine, model_path, prompts, tmp_path):
+    """On the module's engine (it changes its weights: the tests that read the base weights come first)."""
+    run_dir, server = tmp_path / "run", vllm_engine
+    records = run_trainer(trainer_command(model_path, prompts, run_dir, "--rollout-external-engine-addrs",
+                                          server.url, "--use-lora", "--lora-rank", "4", "--lora-alpha", "8",
+                                          rollouts=2), tmp_path / "train.log")
+    assert [s["train/weight_version"] for s in steps_of(records)] == [1, 2]
+    with EngineClient(server.url, dialect="vllm", timeout=60) as client:
+        assert client.weight_version() == "2"
+        prompt, samples = [5, 17, 33, 8, 61], []
+        for seed in range(8):
+            out = client.generate(input_ids=prompt, sampling_params={"max_new_tokens": 8, "temperature": 1.0,
+                                                                     "seed": seed}, return_logprob=True)
+            samples.append(([t for _, t, _ in out["meta_info"]["output_token_logprobs"]],
+                            torch.tensor([lp for lp, _, _ in out["meta_info"]["output_token_logprobs"]])))
     served = run_dir / "weights" / "v000002" / "merged"  # the adapter merged into the base: what vLLM reloads
     gaps = torch.cat([(response_log_probs(served, prompt, ids) - engine).abs() for ids, engine in samples])
     base_gaps = torch.cat([(response_log_probs(model_path, prompt, ids) - engine).abs() for ids, engine in samples])
