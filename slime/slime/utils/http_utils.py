@@ -30,18 +30,19 @@ def _client() -> httpx.AsyncClient:
 
 
 async def _request(method: str, url: str, payload: Any, max_retries: int) -> Any:
-    for attempt in range(max_retries + 1):
+    attempt = 0
+    while True:
         try:
             response = await _client().request(method, url, json=payload)
+            break
         except httpx.TransportError:
-            if attempt == max_retries:
+            if attempt >= max_retries:
                 raise
+            attempt += 1
             await asyncio.sleep(1.0)
-            continue
-        if response.status_code >= 400:
-            raise RuntimeError(f"{method} {url}: HTTP {response.status_code}: {response.text[:500]}")
-        return response.json() if response.content else None
-    raise AssertionError("unreachable")
+    if response.status_code >= 400:
+        raise RuntimeError(f"{method} {url}: HTTP {response.status_code}: {response.text[:500]}")
+    return response.json() if response.content else None
 
 
 async def post(url: str, payload: Any = None, max_retries: int = 60, *, json: Any = None) -> Any:
