@@ -12,7 +12,8 @@ Stages (each skipped with `--resume` when it finished with the same settings, `s
 1. `demos/`: the scripted demonstrations of `demos.jsonl` through the real service, kept when the task's own check
    passed.
 2. `sft/`: the SFT warm start (the setting's SFT script, LoRA by default), both held-out sets evaluated before it
-   (the base model) and after it (the warm start); the adapter merged into a full model folder for RL.
+   (the base model) and after it (the warm start); the adapter merged into a full model folder for RL. A checkpoint
+   every `--sft-save-interval` steps; interrupted before the first, it keeps its evaluation of the base model.
 3. `rl/`: RL from the warm start (the setting's RL script, LoRA), both sets evaluated after the last step; a
    checkpoint every `--save-interval` rollouts, from which `--resume` continues an interrupted stage (`--load`).
 
@@ -104,6 +105,8 @@ def add_arguments(parser: argparse.ArgumentParser, setting: str, defaults: dict)
                              "drop keeps one when all agree, drop-all none (that rollout takes no step)")
     parser.add_argument("--save-interval", type=int, default=d["save_interval"],
                         help="RL checkpoint every N rollouts (what --resume continues from)")
+    parser.add_argument("--sft-save-interval", type=int, default=d.get("sft_save_interval", 10),
+                        help="SFT checkpoint every N steps (what --resume continues an interrupted warm start from)")
     parser.add_argument("--eval-samples", type=int, default=d["eval_samples"], help="episodes per held-out instance")
     parser.add_argument("--temperature", type=_positive_float, default=d.get("temperature", 1.0),
                         help="sampling temperature of every evaluation and of the RL rollouts (the trainer scores "
@@ -230,14 +233,51 @@ def stage_done(run_dir: Path, settings: dict, resume: bool) -> bool:
     return False
 
 
-def continue_flags(run_dir: Path, resume: bool) -> list[str]:
+STAGE_STARTED = "stage_started.json"  # what an unfinished training stage was started with
+
+
+def continue_flags(run_dir: Path, resume: bool, settings: dict | None = None,
+                   keep_first_eval: bool = False) -> list[str]:
     """An unfinished training stage: `--load` its last checkpoint with `--resume` when it saved one, else start it
-    again from an empty folder (its metrics.jsonl is appended to)."""
+    again from an empty folder (its metrics.jsonl is appended to). `keep_first_eval` (the SFT stage, whose evaluation
+    of the base model before training costs half an hour on the GUI): interrupted before its first checkpoint but
+    after that evaluation, it starts training again with `--skip-eval-before-train` and keeps the evaluation (its
+    files and its metrics row). `settings` are recorded when a stage starts and checked when it continues (a stage
+    started before they were recorded continues unchecked)."""
+    started = run_dir / STAGE_STARTED
+    if resume and started.is_file() and settings is not None:
+        check_stage_settings_file(started, run_dir, settings)
     if resume and any((run_dir / "ckpt").glob("iter_*")):
         print(f"[{run_dir.name}] continuing from the last checkpoint in {run_dir / 'ckpt'}", flush=True)
         return ["--load", str(run_dir / "ckpt")]
+    if resume and keep_first_eval and all((run_dir / "eval" / "before_training" / f"{name}.jsonl").is_file()
+                                          for name in SETS):
+        keep_metrics_rows(run_dir / "metrics.jsonl", step=0)
+        shutil.rmtree(run_dir / "ckpt", ignore_errors=True)
+        print(f"[{run_dir.name}] keeping its evaluation before training; training from the start", flush=True)
+        return ["--skip-eval-before-train"]
     shutil.rmtree(run_dir, ignore_errors=True)
+    if settings is not None:
+        run_dir.mkdir(parents=True)
+        started.write_text(json.dumps(settings, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return []
+
+
+def check_stage_settings_file(path: Path, run_dir: Path, settings: dict) -> None:
+    recorded = json.loads(path.read_text(encoding="utf-8"))
+    differ = {k: (recorded.get(k), v) for k, v in settings.items() if recorded.get(k) != v}
+    if differ:
+        raise SystemExit(f"--resume: {run_dir} was started with other settings: "
+                         + ", ".join(f"{k} {was!r} there, {now!r} now" for k, (was, now) in sorted(differ.items()))
+                         + f" (remove {run_dir} to start it again)")
+
+
+def keep_metrics_rows(path: Path, step: int) -> None:
+    """Drop the rows of an interrupted run's training steps (they are trained again), keep those of `step`."""
+    if path.is_file():
+        rows = [line for line in path.read_text(encoding="utf-8").splitlines()
+                if line.strip() and json.loads(line).get("step") == step]
+        path.write_text("".join(line + "\n" for line in rows), encoding="utf-8")
 
 
 def adapter_or_model(ckpt: Path) -> Path:
@@ -416,14 +456,15 @@ def run(setting: Setting, opts) -> int:
     sft_dir = opts.out / "sft"
     sft_settings = sft_stage_settings(demo_settings, opts, setting.settings_keys)
     if not stage_done(sft_dir, sft_settings, opts.resume):
-        shutil.rmtree(sft_dir, ignore_errors=True)
+        sft_resume = continue_flags(sft_dir, opts.resume, sft_settings, keep_first_eval=True)
         # the engine idles while SFT trains: the trainer gets both cores
-        timed("sft", run_stage("sft", setting.sft_script,
+        timed("sft", timings.get("sft", 0.0) + run_stage("sft", setting.sft_script,
                                {**env, "RUN_DIR": str(sft_dir), "NUM_ROLLOUT": str(opts.sft_steps), "EVAL": "1",
                                 "OMP_NUM_THREADS": "2", "HF_CKPT": opts.model, "LR": str(opts.sft_lr),
                                 "SFT_DATA": str(demos / "sft_demos.jsonl")},
                                [*flags, *lora_flags(opts),
-                                *(["--sft-plain-tokens", *opts.sft_plain_tokens] if opts.sft_plain_tokens else [])],
+                                *(["--sft-plain-tokens", *opts.sft_plain_tokens] if opts.sft_plain_tokens else []),
+                                "--save-interval", str(opts.sft_save_interval), *sft_resume],
                                opts.out / "sft.log"))
         record_stage_settings(sft_dir, sft_settings)
         record_evaluated_at(sft_dir, opts.temperature)
@@ -437,7 +478,7 @@ def run(setting: Setting, opts) -> int:
     rl_dir = opts.out / "rl"
     rl_settings = rl_stage_settings(sft_settings, opts)
     if not stage_done(rl_dir, rl_settings, opts.resume):
-        resume_flags = continue_flags(rl_dir, opts.resume)
+        resume_flags = continue_flags(rl_dir, opts.resume, rl_settings)
         seconds = run_stage("rl", setting.rl_script,
                             {**env, "RUN_DIR": str(rl_dir), "HF_CKPT": str(warm_model),
                              "PROMPT_DATA": str(families / "rl.jsonl"), "NUM_ROLLOUT": str(opts.rl_rollouts),

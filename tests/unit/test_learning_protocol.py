@@ -208,3 +208,30 @@ def test_an_unfinished_stage_continues_from_its_checkpoint_only_with_resume(tmp_
     assert lp.continue_flags(stage, resume=False) == [] and not stage.exists()  # started again from empty
     (stage / "ckpt").mkdir(parents=True)  # interrupted before its first checkpoint
     assert lp.continue_flags(stage, resume=True) == [] and not stage.exists()
+
+
+def test_an_interrupted_warm_start_keeps_its_evaluation_before_training(tmp_path):
+    stage = tmp_path / "sft"
+    before = stage / "eval" / "before_training"
+    before.mkdir(parents=True)
+    for name in lp.SETS:
+        (before / f"{name}.jsonl").write_text("{}\n")
+    (stage / "metrics.jsonl").write_text('{"step": 0, "eval/tasks/acc": 0.0}\n{"step": 1, "train/loss": 1.0}\n'
+                                         '{"step": 2, "train/loss": 0.5}\n')
+    assert lp.continue_flags(stage, resume=True, settings={"a": 1}, keep_first_eval=True) \
+        == ["--skip-eval-before-train"]
+    assert (stage / "metrics.jsonl").read_text() == '{"step": 0, "eval/tasks/acc": 0.0}\n'  # steps trained again
+    assert all((before / f"{name}.jsonl").is_file() for name in lp.SETS)
+    # the RL stage (no keep_first_eval) starts again from empty, recording what it was started with
+    assert lp.continue_flags(stage, resume=True, settings={"a": 1}) == [] and not before.exists()
+    assert json.loads((stage / lp.STAGE_STARTED).read_text()) == {"a": 1}
+
+
+def test_a_stage_continues_only_with_the_settings_it_was_started_with(tmp_path):
+    stage = tmp_path / "rl"
+    assert lp.continue_flags(stage, resume=False, settings={"lr": 1e-5}) == []
+    (stage / "ckpt" / "iter_0000004").mkdir(parents=True)
+    assert lp.continue_flags(stage, resume=True, settings={"lr": 1e-5}) == ["--load", str(stage / "ckpt")]
+    with pytest.raises(SystemExit, match="lr 1e-05 there, 2e-05 now"):
+        lp.continue_flags(stage, resume=True, settings={"lr": 2e-5})
+    assert (stage / "ckpt" / "iter_0000004").is_dir()  # refused: nothing removed
