@@ -20,6 +20,26 @@ torch.set_num_threads(1)
 _TESTS = str(Path(__file__).resolve().parent)
 if _TESTS not in sys.path:
     sys.path.insert(0, _TESTS)
+# each method folder's own modules (toolcall-rl/generate_with_retool.py, ...) import by name, as the folder's
+# launchers make them importable (`--extra-python-path "$HERE"`); test_method_folders.py checks that no two folders
+# hold a module of the same name
+from helpers.method_folders import METHOD_FOLDERS  # noqa: E402
+
+for _folder in METHOD_FOLDERS:
+    if str(_folder) not in sys.path:
+        sys.path.append(str(_folder))
+
+
+@pytest.fixture(autouse=True)
+def _python_path_restored():
+    """A test that parses `--extra-python-path` puts its folders on PYTHONPATH for the processes it starts
+    (`slime.utils.hooks.add_method_dirs_to_path`); the next test starts from the PYTHONPATH it had."""
+    before = os.environ.get("PYTHONPATH")
+    yield
+    if before is None:
+        os.environ.pop("PYTHONPATH", None)
+    else:
+        os.environ["PYTHONPATH"] = before
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,7 @@
 # anchor to the base model; the trainer and the embedded engine as one process each.
 #   bash toolcall-rl/run_cpu_smollm2_toolcall.sh [--dry-run] [extra trainer flags]
 # Env: HF_CKPT (smollm2), PROMPT_DATA (toolcall-rl/data/train.jsonl), TOOLS_CONFIG (toolcall-rl/tools.json),
-#      RUN_DIR (runs/toolcall-cpu), ROLLOUT_BATCH_SIZE (4 problems), N_SAMPLES (4 per problem), NUM_ROLLOUT (50),
+#      RUN_DIR (runs/<this folder>-cpu), ROLLOUT_BATCH_SIZE (4 problems), N_SAMPLES (4 per problem), NUM_ROLLOUT (50),
 #      MAX_TURNS (4), LR (1e-6), DYNAMIC_HISTORY=1 (one sample per step, GRPO over trajectories).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -14,11 +14,11 @@ ROOT="${SLIME_ROOT:-$HERE/..}"
 cd "$ROOT"
 # shellcheck source=scripts/agentic_cpu_launch.sh
 source scripts/agentic_cpu_launch.sh
-RUN_DIR=${RUN_DIR:-runs/toolcall-cpu}
+RUN_DIR=${RUN_DIR:-runs/$(basename "$HERE")-cpu}  # a copy of this folder: its own
 ROLLOUT_ARGS=(
     --prompt-data "${PROMPT_DATA:-$HERE/data/train.jsonl}" --input-key prompt --label-key label
-    --custom-generate-function-path slime.agentic.toolcall.generate
-    --custom-rm-path slime.agentic.toolcall.reward_func
+    --extra-python-path "$HERE" --custom-generate-function-path generate_with_retool.generate
+    --custom-rm-path generate_with_retool.reward_func
     --tools-config "${TOOLS_CONFIG:-$HERE/tools.json}" --max-turns "${MAX_TURNS:-4}" --max-tool-calls 4 --tool-timeout 30
     --num-rollout "${NUM_ROLLOUT:-50}" --rollout-batch-size "${ROLLOUT_BATCH_SIZE:-4}"
     --n-samples-per-prompt "${N_SAMPLES:-4}" --num-steps-per-rollout 1

@@ -17,13 +17,14 @@
 #      MEM_FRACTION_STATIC (0.6), REASONING_PARSER (qwen3), MAX_TOKENS_PER_GPU (16384), DYNAMIC_HISTORY=1 (one sample
 #      per step, GRPO over trajectories), PRM=1 with PRM_MODEL_PATH (a Qwen3-4B; default HF_CKPT), PRM_M (3),
 #      PRM_TEMPERATURE (1.0), PRM_MAX_NEW_TOKENS (2048), PRM_STEP_COEF (1.0), EVAL_INTERVAL (20), EVAL_DATA
-#      (toolcall-rl/data/heldout.jsonl, evaluated through the tool-call loop). Relative paths: from the repository root.
+#      (toolcall-rl/data/heldout.jsonl, evaluated through the tool-call loop). Defaults: this script's folder (a
+#      copy runs its own data and generate_with_retool.py); relative paths given: from the repository root.
 # Status: engines are SGLang servers (--rollout-engine sglang), each pinned to its own GPUs; the trainer is the fsdp
 # backend. The layout, the command and its flags are verified on CPU (tests/unit/test_launch_scripts.py); not yet run
 # on a GPU machine.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
-ROOT="$(cd "$HERE/.." && pwd)"
+ROOT="$(cd "${SLIME_ROOT:-$HERE/..}" && pwd)"
 cd "$ROOT"
 # shellcheck source=scripts/agentic_gpu_launch.sh
 source scripts/agentic_gpu_launch.sh
@@ -48,22 +49,22 @@ if [ "${PRM:-0}" != 1 ] && [ "$PRM_GPUS" != 0 ]; then
     echo "error: PRM_GPUS=$PRM_GPUS but PRM=1 is not set: the PRM engines run only with PRM=1" >&2; exit 2
 fi
 
-# The data and the tool-call loop. No --apply-chat-template: slime.agentic.toolcall.generate renders the prompt
+# The data and the tool-call loop. No --apply-chat-template: generate_with_retool.generate renders the prompt
 # itself (system prompt, the tools of --tools-config, the problem as the user message) with the policy's chat
 # template; with --apply-chat-template the data source would hand it an already templated string, which the loop
 # would then wrap as a user message and template a second time.
 ROLLOUT_ARGS=(
-    --prompt-data "${PROMPT_DATA:-toolcall-rl/data/train.jsonl}" --input-key prompt --label-key label --rollout-shuffle
-    --custom-generate-function-path slime.agentic.toolcall.generate
-    --custom-rm-path slime.agentic.toolcall.reward_func --reward-key score
-    --tools-config "${TOOLS_CONFIG:-toolcall-rl/tools.json}" --max-turns "${MAX_TURNS:-16}"
+    --prompt-data "${PROMPT_DATA:-$HERE/data/train.jsonl}" --input-key prompt --label-key label --rollout-shuffle
+    --extra-python-path "$HERE" --custom-generate-function-path generate_with_retool.generate
+    --custom-rm-path generate_with_retool.reward_func --reward-key score
+    --tools-config "${TOOLS_CONFIG:-$HERE/tools.json}" --max-turns "${MAX_TURNS:-16}"
     --max-tool-calls "${MAX_TOOL_CALLS:-16}" --tool-timeout "${TOOL_TIMEOUT:-120}"
     --num-rollout "${NUM_ROLLOUT:-3000}" --rollout-batch-size "${ROLLOUT_BATCH_SIZE:-32}"
     --n-samples-per-prompt "${N_SAMPLES:-8}" --num-steps-per-rollout 2
     --rollout-max-response-len 8192 --rollout-max-context-len 16384 --rollout-temperature 1
     --balance-data  # upstream's; accepted, no effect on our backends (dynamic batches are packed by tokens)
     # evaluated every 20 rollouts as upstream (it used AIME-24), here on the held-out problems through the same loop
-    --eval-interval "${EVAL_INTERVAL:-20}" --eval-prompt-data heldout "${EVAL_DATA:-toolcall-rl/data/heldout.jsonl}"
+    --eval-interval "${EVAL_INTERVAL:-20}" --eval-prompt-data heldout "${EVAL_DATA:-$HERE/data/heldout.jsonl}"
     --eval-reward-key acc
 )
 # GRPO (PRM=1: step_wise), PPO clip 0.2/0.28, KL k3 0.01 to the SFT checkpoint, upstream's optimizer.

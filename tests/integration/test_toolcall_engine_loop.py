@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from slime.agentic import sandbox as sb
-from slime.agentic.toolcall import (INVALID_ACTION, STOP_STRINGS, format_observation, generate, load_tools, reward_func,
+from generate_with_retool import (INVALID_ACTION, STOP_STRINGS, format_observation, generate, load_tools, reward_func,
                                     run_tool)
 from slime.utils.types import Sample
 

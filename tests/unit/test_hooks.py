@@ -327,10 +327,14 @@ def test_add_method_dirs_to_path(tmp_path, monkeypatch):
     cwd.mkdir()
     monkeypatch.chdir(cwd)
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(cwd))])
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
     added = add_method_dirs_to_path([first, str(second)])
     assert added == [str(first), str(second), str(cwd)]
     assert sys.path[:2] == [str(first), str(second)] and sys.path[-1] == str(cwd)
+    # the processes started from here import the folders too (the CWD is not handed down)
+    assert os.environ["PYTHONPATH"] == os.pathsep.join([str(first), str(second), "/elsewhere"])
     assert add_method_dirs_to_path([first]) == []                 # idempotent
+    assert os.environ["PYTHONPATH"] == os.pathsep.join([str(first), str(second), "/elsewhere"])
 
 
 def test_cwd_modules_are_found(tmp_path, monkeypatch):

@@ -226,7 +226,7 @@ def test_retool_dry_run_prints_the_setting_the_layout_and_a_command_the_trainer_
     out = done.stdout
     setting = out.splitlines()[0]
     assert setting.startswith("tool-call RL: 32 problems x 8 samples per rollout, at most 16 turns / 16 calls "
-                              "(120 s each), tools toolcall-rl/tools.json, advantages "
+                              f"(120 s each), tools {REPO}/toolcall-rl/tools.json, advantages "
                               + ("step_wise, PRM per step (3 votes at temperature 1.0, 2048 tokens each" if prm
                                  else "grpo"))
     assert setting.endswith(", dynamic history") == prm
@@ -244,13 +244,16 @@ def test_retool_dry_run_prints_the_setting_the_layout_and_a_command_the_trainer_
     assert "note:" not in out  # every GPU is used
     assert f"no conversation method (loss policy_loss, advantages {'step_wise' if prm else 'grpo'})" in out
 
-    monkeypatch.chdir(REPO)  # the data and tools paths are relative to the repository root, as the launcher runs
+    monkeypatch.chdir(REPO)  # as the launcher runs
     args = parse_args(argv, mode="async", world_size=ranks)
     assert "--dry-run" not in argv and argv[-2:] == ["--lr", "2e-6"] and args.lr == 2e-6
-    assert args.custom_generate_function_path == "slime.agentic.toolcall.generate"
-    assert args.custom_rm_path == "slime.agentic.toolcall.reward_func" and args.reward_key == "score"
+    # the folder's own modules, data and tools (a copy of the folder runs its own)
+    assert args.extra_python_path == [str(REPO / "toolcall-rl")]
+    assert args.custom_generate_function_path == "generate_with_retool.generate"
+    assert args.custom_rm_path == "generate_with_retool.reward_func" and args.reward_key == "score"
     assert not args.apply_chat_template  # the loop renders the prompt with the chat template itself
-    assert args.tools_config == "toolcall-rl/tools.json" and Path(args.prompt_data).is_file()
+    assert args.tools_config == str(REPO / "toolcall-rl/tools.json")
+    assert args.prompt_data == str(REPO / "toolcall-rl/data/train.jsonl")
     assert (args.input_key, args.label_key) == ("prompt", "label") and args.rollout_shuffle
     assert (args.max_turns, args.max_tool_calls, args.tool_timeout) == (16, 16, 120)
     assert (args.num_rollout, args.rollout_batch_size, args.n_samples_per_prompt) == (3000, 32, 8)

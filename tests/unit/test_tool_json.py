@@ -7,7 +7,7 @@ import pytest
 
 from slime.agentic.terminal.agent import parse_tool_calls
 from slime.agentic.tool_json import loads_tool_json
-from slime.agentic.toolcall import parse_action
+from generate_with_retool import parse_action
 
 LONE = '{"name": "shell_exec", "arguments": {"id": "main", "command": "echo \\ud800"}}'
 

@@ -1,4 +1,4 @@
-"""Tool-call RL data (slime.agentic.toolcall_data): reasoning-gym problems, the JSONL loader, answers_match."""
+"""Tool-call RL data (toolcall-rl/toolcall_data.py): reasoning-gym problems, the JSONL loader, answers_match."""
 
 from __future__ import annotations
 
@@ -16,11 +16,12 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pytest
-from slime.agentic import toolcall_data as td
-from slime.agentic.toolcall_data import KINDS, answers_match, generate, load_problems
+import toolcall_data as td
+from toolcall_data import KINDS, answers_match, generate, load_problems
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "toolcall-rl" / "data"
+TOOLCALL = REPO / "toolcall-rl"
 KIND_NAMES = {k.name for k in KINDS}
 CANONICAL = re.compile(r"-?\d+(?:/\d+|\.\d+)?")
 
@@ -41,7 +42,7 @@ def test_generate_is_deterministic_across_processes(tmp_path):
     generate(a, n_train=66, n_heldout=22, seed=3)
     generate(b, n_train=66, n_heldout=22, seed=3)
     env = dict(os.environ, PYTHONHASHSEED="12345")
-    subprocess.run([sys.executable, "-m", "slime.agentic.toolcall_data", "--out", str(c), "--seed", "3",
+    subprocess.run([sys.executable, str(TOOLCALL / "toolcall_data.py"), "--out", str(c), "--seed", "3",
                     "--n-train", "66", "--n-heldout", "22"], check=True, env=env, capture_output=True, timeout=120)
     for name in ("train.jsonl", "heldout.jsonl"):
         assert (a / name).read_bytes() == (b / name).read_bytes() == (c / name).read_bytes()
@@ -188,7 +189,7 @@ def test_load_problems_rejects_duplicate_ids_and_empty_files(tmp_path):
 def test_check_cli(tmp_path):
     good = write(tmp_path, [{"question": "q", "answer": "1"}], name="good.jsonl")
     bad = write(tmp_path, [{"question": "q"}], name="bad.jsonl")
-    cmd = [sys.executable, "-m", "slime.agentic.toolcall_data", "--check"]
+    cmd = [sys.executable, str(TOOLCALL / "toolcall_data.py"), "--check"]
     ok = subprocess.run(cmd + [str(good)], capture_output=True, text=True, timeout=60, check=False)
     assert ok.returncode == 0 and json.loads(ok.stdout)["problems"] == 1
     err = subprocess.run(cmd + [str(bad)], capture_output=True, text=True, timeout=60, check=False)
@@ -201,7 +202,7 @@ def test_convert_writes_what_the_trainer_reads(tmp_path):
     gsm8k = write(tmp_path, [{"question": "Tom has 3 apples and buys 4. How many?", "answer": "3 + 4 = 7\n#### 7"}],
                   name="gsm8k.jsonl")
     out = tmp_path / "converted" / "problems.jsonl"
-    done = subprocess.run([sys.executable, "-m", "slime.agentic.toolcall_data", "--convert", str(gsm8k), str(out)],
+    done = subprocess.run([sys.executable, str(TOOLCALL / "toolcall_data.py"), "--convert", str(gsm8k), str(out)],
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0 and json.loads(done.stdout)["written"] == str(out), done.stderr
     samples, _ = load_prompt_samples(str(out), input_key="prompt", label_key="label")  # as --prompt-data loads it

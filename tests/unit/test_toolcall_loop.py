@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from slime.agentic.toolcall import (INVALID_ACTION, Action, format_observation, load_tools, parse_action,
+from generate_with_retool import (INVALID_ACTION, Action, format_observation, load_tools, parse_action,
                                     reward_func)
 from slime.utils.types import Sample
 
@@ -130,7 +130,7 @@ def test_prm_scores_become_step_targets_with_the_coef():
 
 
 def test_the_rule_step_judge_scores_what_the_environment_said():
-    from slime.agentic.toolcall import RuleStepJudge
+    from generate_with_retool import RuleStepJudge
 
     judge = RuleStepJudge()
 
@@ -153,7 +153,7 @@ def test_the_rule_step_judge_scores_what_the_environment_said():
 
 
 def test_the_step_judge_is_chosen_by_flag(monkeypatch):
-    from slime.agentic import toolcall
+    import generate_with_retool as toolcall
 
     async def pick(**kw):
         return toolcall._step_judge(SimpleNamespace(**kw))
@@ -164,5 +164,5 @@ def test_the_step_judge_is_chosen_by_flag(monkeypatch):
         asyncio.run(pick(step_judge="llm"))
     with pytest.raises(ValueError, match="built-in judges: llm, rules"):
         asyncio.run(pick(step_judge="no_such_module_xyz:make"))
-    plugin = asyncio.run(pick(step_judge="slime.agentic.toolcall:RuleStepJudge"))  # module:factory(args)
+    plugin = asyncio.run(pick(step_judge="generate_with_retool:RuleStepJudge"))  # module:factory(args)
     assert isinstance(plugin, toolcall.RuleStepJudge)

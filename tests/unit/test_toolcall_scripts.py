@@ -29,8 +29,8 @@ def test_cpu_script_dry_run():
     assert words[:2] == ["python", "slime/train_async.py"] and "--dry-run" not in words
     args = parse_args(words[2:], mode="async", world_size=1)
     assert args.lr == 2e-5 and args.dynamic_history and args.max_turns == 6
-    assert args.custom_generate_function_path == "slime.agentic.toolcall.generate"
-    assert args.custom_rm_path == "slime.agentic.toolcall.reward_func"
+    assert args.custom_generate_function_path == "generate_with_retool.generate"
+    assert args.custom_rm_path == "generate_with_retool.reward_func"
     assert Path(args.tools_config).name == "tools.json" and Path(args.prompt_data).is_file()
 
 
@@ -58,7 +58,7 @@ def test_sft_script_dry_run():
     assert Path(args.prompt_data).name == "sft_traces.jsonl" and args.metadata_key == "metadata"
     # evaluation runs the tool-call loop itself, before training and after the last step
     assert args.eval_interval == 12 and set(args.eval_datasets) == {"heldout"}
-    assert args.custom_generate_function_path == "slime.agentic.toolcall.generate" and args.eval_reward_key == "acc"
+    assert args.custom_generate_function_path == "generate_with_retool.generate" and args.eval_reward_key == "acc"
     assert args.save_interval == 12 and args.update_weights_interval == 12
 
 

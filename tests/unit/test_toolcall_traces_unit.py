@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from slime.agentic.toolcall import SYSTEM_PROMPT, format_observation, parse_action
-from slime.agentic.toolcall_data import answers_match
-from slime.agentic.toolcall_traces import SOLVERS, answer_text, solution_code, tool_call_text
+from generate_with_retool import SYSTEM_PROMPT, format_observation, parse_action
+from toolcall_data import answers_match
+from toolcall_traces import SOLVERS, answer_text, solution_code, tool_call_text
 
 REPO = Path(__file__).resolve().parents[2]
 TRAIN = [json.loads(line) for line in (REPO / "toolcall-rl/data/train.jsonl").read_text().splitlines()]

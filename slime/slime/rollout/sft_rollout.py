@@ -10,7 +10,7 @@ environment wrote, as in an agentic trajectory). The prompt is rendered with the
 `metadata.tools` (OpenAI function schemas) declared as the agent loops declare them, and the generation prompt;
 each piece is tokenised on its own and appended, then the end-of-turn token (trained) unless
 `metadata.end_of_turn` is false. So a trace in an agent loop's layout trains exactly the tokens that loop would
-sample (`slime.agentic.toolcall_traces` writes them for tool-call RL).
+sample (`toolcall-rl/toolcall_traces.py` writes them for tool-call RL).
 
 `--sft-plain-tokens S [S ...]`: these added-token strings are trained as ordinary text pieces where a response holds
 them. For a model whose rows of those tokens were never trained: Qwen2.5-Coder-0.5B-Instruct's `<tool_call>` and

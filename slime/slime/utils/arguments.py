@@ -314,7 +314,7 @@ def _add_algorithm_flags(g):
                         "silently; when all are, the first is kept); drop-all (grpo/gspo): keep none, so a rollout "
                         "whose groups all agree takes no optimizer step; counted in the rollout metrics either way")
     g.add_argument("--tools-config", default=None,
-                   help="agent tools (slime.agentic.toolcall): a JSON list of function schemas with a `runner` "
+                   help="agent tools (toolcall-rl/generate_with_retool.py): a JSON list of function schemas with a `runner` "
                         "(env TOOLS_CONFIG wins); default: code_interpreter")
     g.add_argument("--max-turns", type=int, default=None, help="agent rollouts: generation turns per trajectory")
     g.add_argument("--max-tool-calls", type=int, default=None, help="agent rollouts: tool calls per trajectory")

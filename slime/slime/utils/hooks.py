@@ -95,10 +95,17 @@ def add_method_dirs_to_path(paths: Iterable[str | os.PathLike] = ()) -> list[str
     first, like `PYTHONPATH` entries.
     """
     added = []
-    for folder in reversed([os.path.abspath(os.fspath(p)) for p in paths]):
+    folders = [os.path.abspath(os.fspath(p)) for p in paths]
+    for folder in reversed(folders):
         if folder not in sys.path:
             sys.path.insert(0, folder)
             added.insert(0, folder)
+    # every process started from here on (pool servers, desktops, the proxy, helper workers) imports the folders'
+    # modules too: a method folder's plugin named in a child's flags resolves there as it does here
+    inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    missing = [f for f in folders if f not in inherited]
+    if missing:
+        os.environ["PYTHONPATH"] = os.pathsep.join(missing + inherited)
     cwd = os.getcwd()
     if cwd not in sys.path and "" not in sys.path:
         sys.path.append(cwd)

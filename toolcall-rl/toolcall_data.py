@@ -7,7 +7,7 @@
   arithmetic, gcd/lcm, prime counting, bit counting, exact fractions, dice probabilities, GSM8K-style word
   problems); every label is one canonical value (an integer, `a/b` or a decimal). The held-out split is drawn
   with different seeds and deduplicated against train by text. Deterministic: the same arguments (and package
-  versions) give the same bytes. CLI: `python -m slime.agentic.toolcall_data --out toolcall-rl/data [--seed 0]`.
+  versions) give the same bytes. CLI: `python toolcall-rl/toolcall_data.py --out toolcall-rl/data [--seed 0]`.
 * `load_problems(path)` loads ANY JSONL of maths problems: our rows, `{"question", "answer"}` rows (a GSM8K
   `answer` is cut after its `####`), and DAPO-style rows (`{"prompt": [{"role": "user", "content": ...}],
   "reward_model": {"ground_truth": ...}}`, which upstream's `rl_data_preprocess.py` flattened the same way).
@@ -498,12 +498,15 @@ class _Worker:
     STARTUP_TIMEOUT_S = 120.0
 
     def __init__(self) -> None:
-        pkg_root = str(Path(__file__).resolve().parents[2])  # the folder holding the `slime` package
+        # this folder (the worker imports this module by name) and the folder holding the `slime` package
+        import slime
+
+        roots = [str(Path(__file__).resolve().parent), str(Path(slime.__file__).resolve().parents[1])]
         env = dict(os.environ)
-        env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        env["PYTHONPATH"] = os.pathsep.join(roots + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
         env.setdefault("OMP_NUM_THREADS", "1")
         self.proc = subprocess.Popen(
-            [sys.executable, "-u", "-c", "from slime.agentic.toolcall_data import _verify_worker_main as m; m()"],
+            [sys.executable, "-u", "-c", "from toolcall_data import _verify_worker_main as m; m()"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, close_fds=True,
         )
         self._buf = b""
@@ -656,7 +659,7 @@ def _verify_pool() -> _VerifyPool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m slime.agentic.toolcall_data",
+        prog="python toolcall-rl/toolcall_data.py",
         description="Generate tool-call RL maths problems with reasoning-gym, or check a JSONL of problems.",
     )
     parser.add_argument("--out", help="output folder for train.jsonl and heldout.jsonl")

@@ -1,6 +1,6 @@
 """Tool-use traces for the SFT warm start of tool-call RL (upstream trains its ReTool policy from an SFT checkpoint).
 
-    python -m slime.agentic.toolcall_traces --problems toolcall-rl/data/train.jsonl \\
+    python toolcall-rl/toolcall_traces.py --problems toolcall-rl/data/train.jsonl \\
         --out toolcall-rl/data/sft_traces.jsonl --n 600 --direct-share 0.5 --seed 0
 
 For a problem of a known generator (`source`), a short program that solves it is written from the problem text
@@ -26,7 +26,7 @@ import re
 from pathlib import Path
 from typing import Callable
 
-from slime.agentic import toolcall
+import generate_with_retool as toolcall
 
 _INT = r"-?\d+"
 
@@ -132,7 +132,7 @@ def answer_text(answer: str) -> str:
 
 async def build_trace(row: dict, direct: bool, timeout: float = 30.0) -> dict | None:
     """The SFT row of one problem, or None when no verified trace can be written for it."""
-    from slime.agentic.toolcall_data import answers_match
+    from toolcall_data import answers_match
 
     interpreter = toolcall.load_tools(None)[0]  # the default tool set: code_interpreter alone
     messages = [{"role": "system", "content": toolcall.SYSTEM_PROMPT}, {"role": "user", "content": row["prompt"]}]

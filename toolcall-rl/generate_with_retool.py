@@ -1,6 +1,9 @@
 """Tool-call RL (ReTool): the model writes Python, the sandbox runs it, the model answers.
 
-    --custom-generate-function-path slime.agentic.toolcall.generate --custom-rm-path slime.agentic.toolcall.reward_func
+    --extra-python-path toolcall-rl
+    --custom-generate-function-path generate_with_retool.generate --custom-rm-path generate_with_retool.reward_func
+
+This folder's method (upstream's `generate_with_retool.py` plays the same role): a fork edits this file.
 
 One trajectory per problem: the prompt (a system message that declares the tools, the problem as the user
 message) is rendered with the policy's chat template; then, turn by turn, the policy generates until a stop string
@@ -375,7 +378,7 @@ def _judge_step(judge, tokenizer, sample: Sample, before: list[int], action_ids:
 
 async def reward_func(args, item: Sample | list[Sample]):
     """{"score", "acc"} for a trajectory; for the step samples of one (dynamic history), the same for each."""
-    from slime.agentic.toolcall_data import answers_match
+    from toolcall_data import answers_match
 
     samples = item if isinstance(item, list) else [item]
     out = []
