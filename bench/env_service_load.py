@@ -35,6 +35,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "slime"))
+sys.path.insert(0, str(REPO / "terminal-rl"))  # the terminal agent's episode loop: terminal-rl/generate.py
 
 from slime.agentic import sandbox as sb
 from slime.agentic.env_service.client import EnvClient
@@ -43,9 +44,11 @@ from slime.agentic.env_service.settings import PoolSettings
 from slime.agentic.swe import agent as swe_agent
 from slime.agentic.swe.instances import load_instances
 from slime.agentic.swe.provider import DEFAULT_INSTANCES
-from slime.agentic.terminal.agent import AgentSettings, ScriptedTurnPolicy, run_episode
+from slime.agentic.agent_loop import ScriptedTurnPolicy
 from slime.agentic.terminal.scripted import solution_turns
 from slime.agentic.terminal.tasks import DEFAULT_TASKS_DIR, load_tasks
+
+from generate import AgentSettings, run_episode  # noqa: E402  (terminal-rl's episode loop)
 
 
 class TimedClient(EnvClient):

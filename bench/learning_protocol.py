@@ -126,10 +126,11 @@ def add_arguments(parser: argparse.ArgumentParser, setting: str, defaults: dict)
                         help=f"copy the run files to bench/results/{setting}/<model> at the end")
 
 
-def run_module(args: list[str], what: str, ok_codes: tuple[int, ...] = (0,)) -> str:
-    """`python -m <args>` from the repository root (the framework on its path); its last output line. Another exit
-    status, or no output, ends the benchmark with its error output."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "slime"),
+def run_module(args: list[str], what: str, ok_codes: tuple[int, ...] = (0,), python_path: tuple[Path, ...] = ()) -> str:
+    """`python -m <args>` from the repository root (the framework on its path, and `python_path`: a method folder
+    whose module it is); its last output line. Another exit status, or no output, ends the benchmark with its error
+    output."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [*map(str, python_path), str(REPO / "slime"),
                                                                      os.environ.get("PYTHONPATH")]))}
     proc = subprocess.run([sys.executable, "-m", *args], cwd=REPO, capture_output=True, text=True, env=env)
     if proc.returncode not in ok_codes or not proc.stdout.strip():

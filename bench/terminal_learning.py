@@ -15,7 +15,7 @@ shells in the bubblewrap sandbox):
 1. **Demonstrations**: each demonstration instance solved by the scripted agent through the real service and shell
    tools (with `--tools lean`, the default: the family's solution as one shell_exec call, then the answer; with
    upstream's four tools it looks at /app first), kept only when its tests passed
-   (`slime.agentic.terminal.demonstrations`): hundreds of verified trajectories, one SFT row per model turn.
+   (`terminal-rl/terminal_demonstrations.py`): hundreds of verified trajectories, one SFT row per model turn.
 2. **SFT warm start** (`terminal-rl/run_cpu_smollm2_terminal_sft.sh`, `--sft-steps` steps of 8 rows, LoRA): both
    held-out sets evaluated before it (the base model) and after it (the warm start). The adapter is then merged
    into a full model folder, which RL starts from (and anchors its KL term to).
@@ -53,8 +53,9 @@ from slime.agentic.terminal.families import family_of, write_families  # noqa: E
 
 def demonstrate(families: Path, out: Path, opts) -> str:
     """The scripted demonstrations over demos.jsonl (a pool server of their own); their summary line."""
-    return run_module(["slime.agentic.terminal.demonstrations", "--data", str(families / "demos.jsonl"),
-                       "--tasks-dir", str(families / "tasks"), "--out", str(out), "--tools", opts.tools], "demos")
+    return run_module(["terminal_demonstrations", "--data", str(families / "demos.jsonl"),
+                       "--tasks-dir", str(families / "tasks"), "--out", str(out), "--tools", opts.tools], "demos",
+                      python_path=(REPO / "terminal-rl",))
 
 
 SETTING = Setting(

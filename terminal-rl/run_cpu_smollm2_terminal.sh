@@ -7,7 +7,7 @@
 #   bash terminal-rl/run_cpu_smollm2_terminal.sh [--dry-run] [extra trainer flags]
 # Env: HF_CKPT (smollm2), PROMPT_DATA (terminal-rl/data/train.jsonl), EVAL_DATA (terminal-rl/data/heldout.jsonl),
 #      TASKS_DIR (terminal-rl/tasks), ENV_SERVER_URL (attach to a running service instead of starting ENV_WORKERS
-#      pool servers, default 1), RUN_DIR (runs/terminal-cpu), ROLLOUT_BATCH_SIZE (4 tasks), N_SAMPLES (4 per task),
+#      pool servers, default 1), RUN_DIR (runs/<this folder>-cpu), ROLLOUT_BATCH_SIZE (4 tasks), N_SAMPLES (4 per task),
 #      NUM_ROLLOUT (50), MAX_STEPS (6 model turns per episode), LR (1e-6), EVAL_INTERVAL (10), STEP_JUDGE (rules: the
 #      CPU rule judge scores every turn and advantages are step_wise; module:factory for your own; default none).
 set -euo pipefail
@@ -16,11 +16,11 @@ ROOT="${SLIME_ROOT:-$HERE/..}"
 cd "$ROOT"
 # shellcheck source=scripts/agentic_cpu_launch.sh
 source scripts/agentic_cpu_launch.sh
-RUN_DIR=${RUN_DIR:-runs/terminal-cpu}
+RUN_DIR=${RUN_DIR:-runs/$(basename "$HERE")-cpu}  # a copy of this folder: its own
 ROLLOUT_ARGS=(
     --prompt-data "${PROMPT_DATA:-$HERE/data/train.jsonl}" --input-key task --rollout-shuffle
-    --custom-generate-function-path slime.agentic.terminal.agent.generate
-    --custom-rm-path slime.agentic.terminal.agent.reward_func --reward-key score
+    --extra-python-path "$HERE" --custom-generate-function-path generate.generate
+    --custom-rm-path generate.reward_func --reward-key score
     --terminal-tasks-dir "${TASKS_DIR:-$HERE/tasks}" --env-workers "${ENV_WORKERS:-1}" --env-provider terminal
     --max-turns "${MAX_STEPS:-6}" --max-parse-errors 3 --dynamic-history
     --num-rollout "${NUM_ROLLOUT:-50}" --rollout-batch-size "${ROLLOUT_BATCH_SIZE:-4}"

@@ -15,15 +15,15 @@
 # Env: HF_CKPT (required: a folder; nothing is downloaded), PROMPT_DATA (terminal-rl/data/train.jsonl), EVAL_DATA
 #      (terminal-rl/data/heldout.jsonl), TASKS_DIR (terminal-rl/tasks), SAVE_CKPT (ckpt/qwen3-8b-terminal),
 #      MAX_STEPS (10 model turns), NUM_ROLLOUT (2000), ROLLOUT_BATCH_SIZE (16 tasks), N_SAMPLES (8 per task),
-#      MEM_FRACTION_STATIC (0.6), MAX_TOKENS_PER_GPU (16384), EVAL_INTERVAL (20). Relative paths: from the
-#      repository root.
+#      MEM_FRACTION_STATIC (0.6), MAX_TOKENS_PER_GPU (16384), EVAL_INTERVAL (20). Defaults: this script's folder (a
+#      copy runs its own data, tasks and generate.py); relative paths given: from the repository root.
 # Status: engines are SGLang servers (--rollout-engine sglang), each pinned to its own GPUs; the trainer is the fsdp
 # backend. The layout, the command and its flags are verified on CPU (tests/unit/test_launch_scripts.py); the
 # environment service and the agent loop are verified on CPU with the tiny model and SmolLM2; not yet run on a GPU
 # machine.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
-ROOT="$(cd "$HERE/.." && pwd)"
+ROOT="$(cd "${SLIME_ROOT:-$HERE/..}" && pwd)"
 cd "$ROOT"
 # shellcheck source=scripts/agentic_gpu_launch.sh
 source scripts/agentic_gpu_launch.sh
@@ -32,16 +32,16 @@ HF_CKPT=${HF_CKPT:?set HF_CKPT to a Qwen3-8B checkpoint (a folder; nothing is do
 agentic_gpu_layout
 
 ROLLOUT_ARGS=(
-    --prompt-data "${PROMPT_DATA:-terminal-rl/data/train.jsonl}" --input-key task --rollout-shuffle
-    --custom-generate-function-path slime.agentic.terminal.agent.generate
-    --custom-rm-path slime.agentic.terminal.agent.reward_func --reward-key score
-    --terminal-tasks-dir "${TASKS_DIR:-terminal-rl/tasks}" --env-provider terminal --env-workers "${ENV_WORKERS:-4}"
+    --prompt-data "${PROMPT_DATA:-$HERE/data/train.jsonl}" --input-key task --rollout-shuffle
+    --extra-python-path "$HERE" --custom-generate-function-path generate.generate
+    --custom-rm-path generate.reward_func --reward-key score
+    --terminal-tasks-dir "${TASKS_DIR:-$HERE/tasks}" --env-provider terminal --env-workers "${ENV_WORKERS:-4}"
     --max-turns "${MAX_STEPS:-10}" --max-parse-errors 3 --dynamic-history
     --num-rollout "${NUM_ROLLOUT:-2000}" --rollout-batch-size "${ROLLOUT_BATCH_SIZE:-16}"
     --n-samples-per-prompt "${N_SAMPLES:-8}" --num-steps-per-rollout 2
     --rollout-max-response-len 8192 --rollout-max-context-len 16384 --rollout-temperature 1
     --balance-data  # upstream's; accepted, no effect on our backends (dynamic batches are packed by tokens)
-    --eval-interval "${EVAL_INTERVAL:-20}" --eval-prompt-data heldout "${EVAL_DATA:-terminal-rl/data/heldout.jsonl}"
+    --eval-interval "${EVAL_INTERVAL:-20}" --eval-prompt-data heldout "${EVAL_DATA:-$HERE/data/heldout.jsonl}"
     --eval-reward-key acc
 )
 if [ -n "${ENV_SERVER_URL:-}" ]; then

@@ -12,7 +12,8 @@ from slime.agentic import sandbox as sb
 from slime.agentic.env_service.client import EnvClient
 from slime.agentic.env_service.launch import PoolServerProcess
 from slime.agentic.env_service.settings import PoolSettings
-from slime.agentic.terminal.agent import AgentSettings, ScriptedTurnPolicy, run_episode, tool_call_text
+from generate import AgentSettings, run_episode
+from slime.agentic.agent_loop import ScriptedTurnPolicy, tool_call_text
 from slime.agentic.terminal.tasks import DEFAULT_TASKS_DIR, load_task
 
 _CAP = sb.detect_capability("bwrap")

@@ -36,7 +36,8 @@ from slime.agentic.env_service.settings import PoolSettings
 from slime.agentic.sandbox import SandboxError
 from slime.agentic.shell_sessions import ShellSessions
 from slime.agentic.terminal import load_task
-from slime.agentic.terminal.agent import AgentSettings, ScriptedTurnPolicy, run_episode
+from generate import AgentSettings, run_episode
+from slime.agentic.agent_loop import ScriptedTurnPolicy
 from slime.agentic.terminal.check import check_tasks
 from slime.agentic.terminal.provider import LEASE_LABEL, TerminalProvider
 from slime.agentic.terminal.scripted import idle_turns, solution_turns

@@ -13,7 +13,7 @@ import numpy as np
 
 from slime.agentic.gui.agent import GuiStep, GuiVLMJudge, vlm_judge_messages
 from slime.agentic.prm import StepJudge
-from slime.agentic.terminal.agent import Turn
+from slime.agentic.agent_loop import Turn
 from slime.engine.client import AsyncEngineClient
 from slime.engine.launch import EngineProcess
 from slime.models.tiny_vlm import build_tiny_vlm

@@ -10,13 +10,8 @@ from slime.agentic import sandbox as sb
 from slime.agentic.env_service.client import EnvClient
 from slime.agentic.env_service.launch import PoolServerProcess
 from slime.agentic.env_service.settings import PoolSettings
-from slime.agentic.terminal.agent import (
-    PARSE_ERROR_NAME,
-    AgentSettings,
-    ScriptedTurnPolicy,
-    run_episode,
-    tool_call_text,
-)
+from generate import AgentSettings, run_episode
+from slime.agentic.agent_loop import PARSE_ERROR_NAME, ScriptedTurnPolicy, tool_call_text
 
 _CAP = sb.detect_capability("bwrap")
 pytestmark = pytest.mark.skipif(not _CAP.available, reason=f"no bwrap sandbox on this host: {_CAP.problem}")

@@ -11,9 +11,10 @@ from slime.agentic import sandbox as sb
 from slime.agentic.env_service.client import EnvClient
 from slime.agentic.env_service.launch import PoolServerProcess
 from slime.agentic.env_service.settings import PoolSettings
-from slime.agentic.terminal.agent import SYSTEM_PROMPT, parse_tool_calls
+from generate import SYSTEM_PROMPT
+from slime.agentic.agent_loop import parse_tool_calls
 from slime.agentic.terminal.tasks import DEFAULT_TASKS_DIR
-from slime.agentic.terminal.demonstrations import FINAL_ANSWER, demonstrate, solution_command
+from terminal_demonstrations import FINAL_ANSWER, demonstrate, solution_command
 from slime.agentic.terminal.tasks import load_task
 
 _CAP = sb.detect_capability("bwrap")

@@ -13,8 +13,8 @@ from slime.agentic import prm
 from slime.agentic import sandbox as sb
 from slime.agentic.env_service.launch import PoolServerProcess
 from slime.agentic.env_service.settings import PoolSettings
-from slime.agentic.terminal.agent import SYSTEM_PROMPT, generate, reward_func
-from slime.agentic.terminal.prm import TerminalLLMJudge
+from generate import SYSTEM_PROMPT, generate, reward_func
+from terminal_prm import TerminalLLMJudge
 from slime.utils.types import Sample
 
 _CAP = sb.detect_capability("bwrap")

@@ -13,8 +13,8 @@ from slime.agentic.env_service.client import EnvClient
 from slime.agentic.env_service.launch import PoolServerProcess
 from slime.agentic.env_service.settings import PoolSettings
 from slime.agentic.shell_sessions import tool_schemas
-from slime.agentic.terminal.agent import LEAN_SYSTEM_PROMPT, SYSTEM_PROMPT, AgentSettings, system_prompt_for
-from slime.agentic.terminal.demonstrations import demonstrate, demonstration_turns
+from generate import LEAN_SYSTEM_PROMPT, SYSTEM_PROMPT, AgentSettings, system_prompt_for
+from terminal_demonstrations import demonstrate, demonstration_turns
 from slime.agentic.terminal.provider import TerminalProvider
 from slime.agentic.terminal.tasks import DEFAULT_TASKS_DIR, load_task
 

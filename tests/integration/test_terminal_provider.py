@@ -12,7 +12,8 @@ from slime.agentic import sandbox as sb
 from slime.agentic.env_service.client import EnvClient, EnvServiceError
 from slime.agentic.env_service.launch import PoolServerProcess
 from slime.agentic.env_service.settings import PoolSettings
-from slime.agentic.terminal.agent import AgentSettings, ScriptedTurnPolicy, run_episode
+from generate import AgentSettings, run_episode
+from slime.agentic.agent_loop import ScriptedTurnPolicy
 from slime.agentic.terminal.tasks import DEFAULT_TASKS_DIR
 from slime.agentic.terminal.scripted import idle_turns, solution_turns
 from slime.agentic.terminal.tasks import load_task
@@ -112,8 +113,8 @@ def test_the_shell_keeps_state_and_a_lease_takes_no_calls_after_evaluation(pool)
 
 
 def test_the_rule_judge_scores_the_host_observed_progress_and_the_model_cannot_call_the_harness_tool(pool):
-    from slime.agentic.terminal.agent import tool_call_text
-    from slime.agentic.terminal.prm import TerminalRuleJudge, TurnJudging
+    from slime.agentic.agent_loop import tool_call_text
+    from terminal_prm import TerminalRuleJudge, TurnJudging
 
     def shell(command):
         return tool_call_text("shell_exec", {"id": "main", "command": command, "block": True})

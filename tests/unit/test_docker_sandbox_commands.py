@@ -29,7 +29,7 @@ from slime.agentic.env_service.settings import PoolSettings
 from slime.agentic.sandbox import SandboxError, SandboxLimits
 from slime.agentic.terminal import check as check_mod
 from slime.agentic.env_service import providers as providers_mod
-from slime.agentic.terminal.agent import service_options
+from generate import service_options
 from slime.agentic.terminal.provider import TerminalProvider
 from slime.agentic.terminal.tasks import DEFAULT_TASKS_DIR, load_task
 from slime.agentic.terminal.tests_dir import (

@@ -18,7 +18,7 @@ from slime.agentic.gui.agent import (
     reward_func,
 )
 from slime.agentic.gui.actions import parse_response
-from slime.agentic.terminal.agent import Turn, tool_call_text
+from slime.agentic.agent_loop import Turn, tool_call_text
 from slime.utils.types import Sample
 
 

@@ -23,7 +23,7 @@ from slime.agentic.gui.agent import (
     vlm_judge_messages,
 )
 from slime.agentic.gui.observation import downscale_png
-from slime.agentic.terminal.agent import Turn, turn_sample
+from slime.agentic.agent_loop import Turn, turn_sample
 from slime.agentic.vision_policy import (
     VisionTurnPolicy,
     image_grid,

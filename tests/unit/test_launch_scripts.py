@@ -297,13 +297,15 @@ def test_terminal_dry_run_prints_the_setting_the_layout_and_a_command_the_traine
     out = done.stdout
     assert out.splitlines()[0] == (
         "terminal RL: 16 tasks x 8 episodes per rollout, at most 10 turns, one sample per turn, tasks "
-        "terminal-rl/tasks, environments: " + ("http://10.0.0.9:18080" if attach else "4 pool server(s) started by the trainer"))
+        f"{REPO}/terminal-rl/tasks, environments: " + ("http://10.0.0.9:18080" if attach else "4 pool server(s) started by the trainer"))
     assert "  rollout-1: node 0 GPUs [6,7] CUDA_VISIBLE_DEVICES=6,7 port 15020  <- this node" in out
     monkeypatch.chdir(REPO)
     args = parse_args(argv, mode="async", world_size=4)
     assert args.lr == 2e-6 and args.input_key == "task" and Path(args.prompt_data).is_file()
-    assert args.custom_generate_function_path == "slime.agentic.terminal.agent.generate"
-    assert args.custom_rm_path == "slime.agentic.terminal.agent.reward_func" and args.dynamic_history
+    assert args.extra_python_path == [str(REPO / "terminal-rl")]  # the folder's own modules, data and tasks
+    assert args.custom_generate_function_path == "generate.generate"
+    assert args.custom_rm_path == "generate.reward_func" and args.dynamic_history
+    assert args.terminal_tasks_dir == str(REPO / "terminal-rl/tasks")
     assert (args.max_turns, args.max_parse_errors, args.env_provider) == (10, 3, "terminal")
     assert Path(args.terminal_tasks_dir).is_dir() and args.env_server_url == ("http://10.0.0.9:18080" if attach else None)
     assert (args.num_rollout, args.rollout_batch_size, args.n_samples_per_prompt) == (2000, 16, 8)

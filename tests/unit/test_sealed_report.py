@@ -254,7 +254,7 @@ def test_a_tampered_evaluation_is_counted_in_the_training_metrics():
     import asyncio
 
     from slime.agentic.swe.agent import reward_func as swe_reward
-    from slime.agentic.terminal.agent import reward_func as terminal_reward
+    from generate import reward_func as terminal_reward
     from slime.rollout.default_rollout import _reward_component_means
     from slime.utils.types import Sample
 

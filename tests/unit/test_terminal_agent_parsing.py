@@ -4,15 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from slime.agentic.terminal.agent import (
-    OMITTED_NOTE,
-    Episode,
-    Turn,
-    episode_samples,
-    fit_messages,
-    parse_tool_calls,
-    task_of,
-)
+from generate import Episode, episode_samples, task_of
+
+from slime.agentic.agent_loop import OMITTED_NOTE, Turn, fit_messages, parse_tool_calls
 from slime.utils.types import Sample
 
 

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from slime.agentic.terminal.agent import ToolCall
-from slime.agentic.terminal.prm import (
+from slime.agentic.agent_loop import ToolCall
+from terminal_prm import (
     RESULT_CHARS,
     TerminalRuleJudge,
     judge_messages,

@@ -51,4 +51,33 @@ def test_sft_warm_start_dry_run_trains_on_the_demonstrations_and_evaluates_throu
     args = parse_args(shlex.split(command)[2:], mode="sync", world_size=1)
     assert args.loss_type == "sft_loss" and args.rollout_function_path == "slime.rollout.sft_rollout.generate_rollout"
     assert Path(args.prompt_data).name == "sft_demos.jsonl" and Path(args.prompt_data).is_file()
-    assert args.custom_generate_function_path == "slime.agentic.terminal.agent.generate" and args.dynamic_history
+    assert args.custom_generate_function_path == "generate.generate" and args.dynamic_history
+    assert args.extra_python_path == [str(REPO / "terminal-rl")]  # the folder's own generate.py
+
+
+def test_a_copied_folder_with_its_own_tasks_sets_up_with_its_own_code_tasks_data_and_run_directory(tmp_path):
+    """What a researcher does: copy the folder, swap its tasks for one of their own, point the data at it."""
+    import json
+    import shutil
+
+    from slime.agentic.terminal.tasks import load_task
+
+    fork = tmp_path / "my-term"
+    shutil.copytree(REPO / "terminal-rl", fork, ignore=shutil.ignore_patterns("__pycache__", "tasks"))
+    shutil.copytree(REPO / "terminal-rl" / "tasks" / "count-error-lines", fork / "tasks" / "count-warnings")
+    (fork / "data" / "train.jsonl").write_text(json.dumps({"task": {
+        "task_name": "count-warnings", "task_path": "count-warnings",
+        "instruction": load_task(fork / "tasks" / "count-warnings").instruction}}) + "\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("DRY_RUN", "ENV_SERVER_URL", "FORCE_DEVICE", "RUN_DIR")}
+    done = subprocess.run(["bash", str(fork / "run_cpu_smollm2_terminal.sh"), "--dry-run"], cwd=tmp_path,
+                          env={**env, "SLIME_ROOT": str(REPO), "OMP_NUM_THREADS": "1"}, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    args = parse_args(shlex.split(done.stdout.strip().splitlines()[-1])[2:], mode="async", world_size=1)
+    assert args.extra_python_path == [str(fork)]  # the copy's generate.py, put on every process's path
+    assert (args.custom_generate_function_path, args.custom_rm_path) == ("generate.generate", "generate.reward_func")
+    assert args.terminal_tasks_dir == str(fork / "tasks") and args.run_dir == "runs/my-term-cpu"
+    assert args.prompt_data == str(fork / "data" / "train.jsonl")
+    assert args.eval_prompt_data == ["heldout", str(fork / "data" / "heldout.jsonl")]
+    row = json.loads(Path(args.prompt_data).read_text())
+    assert load_task(Path(args.terminal_tasks_dir) / row["task"]["task_path"]).name == "count-warnings"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from slime.agentic.terminal.agent import parse_tool_calls
+from slime.agentic.agent_loop import parse_tool_calls
 from slime.agentic.tool_json import loads_tool_json
 from generate_with_retool import parse_action
 

@@ -4,7 +4,7 @@
 
 A warm start's per-token SFT loss says little about its decisions: most tokens of an agent's action are format the
 model copies, and the few that decide (which action, which key, which element) carry the loss. This reads rows of an
-SFT demonstration file (`slime.agentic.gui.demonstrations`, `slime.agentic.terminal.demonstrations`: a `prompt` of
+SFT demonstration file (`slime.agentic.gui.demonstrations`, `terminal-rl/terminal_demonstrations.py`: a `prompt` of
 messages, the demonstrated reply in `metadata.segments`, the tools in `metadata.tools`), lets the model answer each
 prompt greedily, and compares the tool calls: `exact` (same tool and arguments), `kind` (same tool and the same
 `action` argument, e.g. a computer_use left_click at another point), `wrong`, or `unparsed` (no single well-formed
@@ -21,7 +21,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from slime.agentic.terminal.agent import parse_tool_calls
+from slime.agentic.agent_loop import parse_tool_calls
 
 VERDICTS = ("exact", "kind", "wrong", "unparsed")
 

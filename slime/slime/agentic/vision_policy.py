@@ -16,7 +16,7 @@ import io
 from functools import lru_cache
 from pathlib import Path
 
-from slime.agentic.terminal.agent import EngineTurnPolicy
+from slime.agentic.agent_loop import EngineTurnPolicy
 from slime.models.chat_template import render_prompt_ids
 from slime.models.vision import VisionSpec, base64_bytes, expand_image_pads, smart_resize, vision_constants
 

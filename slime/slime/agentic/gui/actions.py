@@ -106,8 +106,8 @@ class Step:
 
 def parse_response(text: str) -> tuple[str, dict]:
     """(the ``Action:`` line's text, the one computer_use call's arguments); ActionError when the response does not
-    hold exactly one well-formed call (the blocks are read by the terminal agent's strict parser)."""
-    from slime.agentic.terminal.agent import parse_tool_calls
+    hold exactly one well-formed call (the blocks are read by the shared strict parser, slime.agentic.agent_loop)."""
+    from slime.agentic.agent_loop import parse_tool_calls
 
     if not isinstance(text, str):
         raise ActionError("the response is not text")

@@ -7,7 +7,7 @@ response format: one ``Action:`` line, then exactly one ``<tool_call>``), the la
 that step's screen, assistant: that step's whole response), then the current screen with the instruction and every
 earlier step's ``Action:`` line; so a screenshot policy sees the last ``history`` screenshots. One sample per step
 with the exact prompt ids the engine saw, its sampled ids and log-probs (``--dynamic-history``;
-:func:`slime.agentic.terminal.agent.turn_sample`) and, for a screenshot policy, the step's screenshots in the order
+:func:`slime.agentic.agent_loop.turn_sample`) and, for a screenshot policy, the step's screenshots in the order
 of their image pads (``Sample.multimodal_inputs``: the trainer scores exactly what the engine saw).
 
 The episode ends when the agent terminates (``DONE`` / ``FAIL``), after ``max_steps`` (truncated: upstream then sent
@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from slime.agentic import rewards
 from slime.agentic.env_service.client import EnvServiceError
 from slime.agentic.prm import PendingJudgements
-from slime.agentic.terminal.agent import EngineTurnPolicy, Turn, failed_sample, tool_call_text, turn_sample
+from slime.agentic.agent_loop import EngineTurnPolicy, Turn, failed_sample, tool_call_text, turn_sample
 from slime.utils.types import Sample
 
 from .actions import ACTION_FAILED, REFUSED, TOOL_PROFILES, ActionError, parse_response

@@ -48,7 +48,7 @@ from dataclasses import asdict, dataclass, field
 from slime.agentic import rewards
 from slime.agentic.env_service.client import EnvServiceError
 from slime.agentic.env_service.providers import HARNESS_TOKEN_KEY
-from slime.agentic.terminal.agent import Turn, engine_weight_version, failed_sample, turn_sample
+from slime.agentic.agent_loop import Turn, engine_weight_version, failed_sample, turn_sample
 from slime.utils.types import Sample
 
 from . import templates

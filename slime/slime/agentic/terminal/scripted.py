@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import base64
 
-from .agent import tool_call_text
+from slime.agentic.agent_loop import tool_call_text
 from .tasks import TerminalTask
 
 

@@ -1,7 +1,7 @@
 """Verified demonstrations for a warm start: each training task solved by a scripted agent through the real service
 and shell tools, kept only when the task's tests pass, written as SFT rows in the turn loop's own layout.
 
-    python -m slime.agentic.terminal.demonstrations --data terminal-rl/data/train.jsonl \\
+    python terminal-rl/terminal_demonstrations.py --data terminal-rl/data/train.jsonl \\
         --out terminal-rl/data/sft_demos.jsonl
 
 The scripted agent looks at `/app` (`ls -la`), then types the task's `solution.sh` into a shell session as one
@@ -22,15 +22,12 @@ import json
 import re
 from pathlib import Path
 
-from .agent import (
-    AgentSettings,
-    Episode,
-    ScriptedTurnPolicy,
-    run_episode,
-    system_prompt_for,
-    tool_call_text,
-)
-from .tasks import DEFAULT_TASKS_DIR, TerminalTask, load_task
+from generate import AgentSettings, Episode, run_episode, system_prompt_for
+
+from slime.agentic.agent_loop import ScriptedTurnPolicy, tool_call_text
+from slime.agentic.terminal.tasks import TerminalTask, load_task
+
+TASKS_DIR = Path(__file__).resolve().parent / "tasks"  # this folder's (a copy: its own)
 
 FINAL_ANSWER = "The task is done: I ran the commands above in /app and they finished without errors."
 
@@ -114,7 +111,7 @@ async def demonstrate(env, tasks: list[TerminalTask], concurrency: int = 4,
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", required=True, help="a task JSONL ({'task': {task_name, task_path, ...}} lines)")
-    parser.add_argument("--tasks-dir", default=str(DEFAULT_TASKS_DIR))
+    parser.add_argument("--tasks-dir", default=str(TASKS_DIR))
     parser.add_argument("--out", required=True)
     parser.add_argument("--env-server-url", default=None, help="default: a pool server started here")
     parser.add_argument("--tools", choices=["upstream", "lean"], default="upstream",
