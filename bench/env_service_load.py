@@ -35,20 +35,21 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "slime"))
-sys.path.insert(0, str(REPO / "terminal-rl"))  # the terminal agent's episode loop: terminal-rl/generate.py
+# the method folders' episode loops: terminal-rl/generate.py, swe-rl/generate_with_swe_remote.py
+sys.path[:0] = [str(REPO / "terminal-rl"), str(REPO / "swe-rl")]
 
 from slime.agentic import sandbox as sb
 from slime.agentic.env_service.client import EnvClient
 from slime.agentic.env_service.launch import EnvService
 from slime.agentic.env_service.settings import PoolSettings
-from slime.agentic.swe import agent as swe_agent
 from slime.agentic.swe.instances import load_instances
 from slime.agentic.swe.provider import DEFAULT_INSTANCES
 from slime.agentic.agent_loop import ScriptedTurnPolicy
 from slime.agentic.terminal.scripted import solution_turns
 from slime.agentic.terminal.tasks import DEFAULT_TASKS_DIR, load_tasks
 
-from generate import AgentSettings, run_episode  # noqa: E402  (terminal-rl's episode loop)
+import generate_with_swe_remote as swe_agent  # noqa: E402
+from generate import AgentSettings, run_episode  # noqa: E402
 
 
 class TimedClient(EnvClient):

@@ -23,7 +23,7 @@ bubblewrap sandbox):
    scripted solution on a real desktop (`python -m slime.agentic.gui.check`), and one that its solution cannot solve
    is dropped (the OCR text view misses some words, e.g. a short line of the notes editor) and counted, so the
    held-out sets hold tasks a text policy can solve.
-1. **Demonstrations** (`slime.agentic.gui.demonstrations --data`): the demonstration instances' scripted solutions
+1. **Demonstrations** (`gui-rl/gui_demonstrations.py --data`): the demonstration instances' scripted solutions
    on real desktops, kept when the evaluator scored 1, one SFT row per step.
 2. **SFT warm start** (`gui-rl/run_cpu_smollm2_gui_text_sft.sh`, LoRA), base and warm start evaluated.
 3. **RL** (`gui-rl/run_cpu_smollm2_gui_text.sh`, LoRA, GRPO on the evaluator's outcome), evaluated after.
@@ -78,9 +78,9 @@ def verify(families: Path, opts) -> str:
 
 
 def demonstrate(families: Path, out: Path, opts) -> str:
-    return run_module(["slime.agentic.gui.demonstrations", "--tasks-dir", str(families / "tasks"),
+    return run_module(["gui_demonstrations", "--tasks-dir", str(families / "tasks"),
                        "--data", str(families / "demos.jsonl"), "--out", str(out), "--history", str(HISTORY),
-                       "--tools", TOOLS], "demos")
+                       "--tools", TOOLS], "demos", python_path=(REPO / "gui-rl",))
 
 
 SETTING = Setting(

@@ -30,11 +30,12 @@ from pathlib import Path
 from train_stages import REPO, episodes, eval_sample_files, run_stage, summarize
 
 sys.path.insert(0, str(REPO / "slime"))
+sys.path.insert(0, str(REPO / "swe-rl"))  # the SWE loop: swe-rl/generate_with_swe_remote.py
 
 from slime.agentic.env_service.client import EnvClient  # noqa: E402
 from slime.agentic.env_service.launch import PoolServerProcess  # noqa: E402
 from slime.agentic.env_service.settings import PoolSettings  # noqa: E402
-from slime.agentic.swe import agent as swe_agent  # noqa: E402
+import generate_with_swe_remote as swe_agent  # noqa: E402  (swe-rl's loop)
 from slime.agentic.swe.evaluate import evaluate_patch  # noqa: E402
 from slime.agentic.swe.instances import load_instances, write_training_rows  # noqa: E402
 from slime.agentic.swe.provider import DEFAULT_INSTANCES  # noqa: E402

@@ -16,7 +16,7 @@ format, sealed evaluation). The split (no instance in two sets):
 Stages and run files are `learning_protocol.py`'s (shared with `terminal_learning.py` and `gui_learning.py`), each the
 setting's own CPU script as a user runs it:
 
-1. **Demonstrations** (`slime.agentic.swe.demonstrations`): a scripted engineer finds the function, reads it, edits
+1. **Demonstrations** (`swe-rl/swe_demonstrations.py`): a scripted engineer finds the function, reads it, edits
    it, runs the module's tests and submits, through the real service; kept when the sealed evaluation resolved it.
 2. **SFT warm start** (`swe-rl/run_cpu_smollm2_swe_sft.sh`, LoRA), base and warm start evaluated.
 3. **RL** (`swe-rl/run_cpu_smollm2_swe.sh`, LoRA, GRPO on the sealed outcome, one sample per trajectory with the
@@ -78,9 +78,9 @@ def write_families(out: Path, train_instances: int, demo_share: float, heldout_i
 
 
 def demonstrate(families: Path, out: Path, opts) -> str:
-    return run_module(["slime.agentic.swe.demonstrations", "--data", str(families / "demos.jsonl"),
+    return run_module(["swe_demonstrations", "--data", str(families / "demos.jsonl"),
                        "--instances", str(DEFAULT_INSTANCES), "--out", str(out), "--max-steps",
-                       str(opts.max_steps)], "demos")
+                       str(opts.max_steps)], "demos", python_path=(REPO / "swe-rl",))
 
 
 def project_of(instance_id: str) -> str:

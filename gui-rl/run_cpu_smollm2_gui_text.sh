@@ -7,9 +7,10 @@
 # pool servers as their own processes. A 135M model is not expected to operate apps well: this runs the whole
 # machinery on a CPU.
 #   bash gui-rl/run_cpu_smollm2_gui_text.sh [--dry-run] [extra trainer flags]
-# Env: HF_CKPT (smollm2), TASKS_DIR (gui-rl/tasks), PROMPT_DATA (default: the training split of the tasks, written to
+# Env: HF_CKPT (smollm2), TASKS_DIR (gui-rl/tasks), APPS_DIR (gui-rl/apps), PROMPT_DATA (default: the training split
+#      of the tasks, written to
 #      RUN_DIR/train.jsonl), ENV_SERVER_URL (attach to a running service instead of starting ENV_WORKERS pool
-#      servers, default 1), RUN_DIR (runs/gui-text-cpu), ROLLOUT_BATCH_SIZE (2 tasks), N_SAMPLES (4 per task),
+#      servers, default 1), RUN_DIR (runs/<this folder>-text-cpu), ROLLOUT_BATCH_SIZE (2 tasks), N_SAMPLES (4 per task),
 #      NUM_ROLLOUT (20), MAX_STEPS (8 steps per episode), LR (1e-6), STEP_JUDGE (rules: the CPU OCR-diff judge scores
 #      every step and advantages are step_wise; module:factory for your own; default none).
 # Needs scripts/setup_gui.sh's tools (Xvfb, xdotool, tesseract, chromium) and the bubblewrap sandbox.
@@ -19,7 +20,7 @@ ROOT="${SLIME_ROOT:-$HERE/..}"
 cd "$ROOT"
 # shellcheck source=scripts/agentic_cpu_launch.sh
 source scripts/agentic_cpu_launch.sh
-RUN_DIR=${RUN_DIR:-runs/gui-text-cpu}
+RUN_DIR=${RUN_DIR:-runs/$(basename "$HERE")-text-cpu}  # a copy of this folder: its own
 # shellcheck source=gui-rl/gui_cpu_rl.sh
 source "$HERE/gui_cpu_rl.sh"
 gui_cpu_rl_args 8 20 4 128

@@ -8,9 +8,10 @@
 # (default 2: the fsdp backend's data parallel on gloo), the embedded engine serving the VLM, the pool servers as
 # their own processes. Random weights act at random: this runs the screenshot machinery end to end on a CPU.
 #   bash gui-rl/run_cpu_tiny_vlm_gui.sh [--dry-run] [extra trainer flags]
-# Env: HF_CKPT (tiny-vlm; any Qwen2.5-VL folder), TASKS_DIR (gui-rl/tasks), PROMPT_DATA (default: the training split
+# Env: HF_CKPT (tiny-vlm; any Qwen2.5-VL folder), TASKS_DIR (gui-rl/tasks), APPS_DIR (gui-rl/apps), PROMPT_DATA
+#      (default: the training split
 #      of the tasks, written to RUN_DIR/train.jsonl), ENV_SERVER_URL (attach to a running service instead of
-#      starting ENV_WORKERS pool servers, default 1), RUN_DIR (runs/gui-vlm-cpu), TRAINER_PROCS (2),
+#      starting ENV_WORKERS pool servers, default 1), RUN_DIR (runs/<this folder>-vlm-cpu), TRAINER_PROCS (2),
 #      ROLLOUT_BATCH_SIZE (2 tasks), N_SAMPLES (2 per task), NUM_ROLLOUT (4), MAX_STEPS (4 steps per episode),
 #      MAX_PIXELS (230400: screenshots scaled to 640x360, about 300 image tokens each), LR (1e-6), STEP_JUDGE (rules:
 #      the OCR-diff judge; llm: a VLM PRM judging the screenshots before and after, with --prm-enable or
@@ -24,7 +25,7 @@ TRAINER_PROCS=${TRAINER_PROCS:-2}
 # shellcheck source=scripts/agentic_cpu_launch.sh
 source scripts/agentic_cpu_launch.sh
 HF_CKPT=${HF_CKPT:-tiny-vlm}
-RUN_DIR=${RUN_DIR:-runs/gui-vlm-cpu}
+RUN_DIR=${RUN_DIR:-runs/$(basename "$HERE")-vlm-cpu}  # a copy of this folder: its own
 # shellcheck source=gui-rl/gui_cpu_rl.sh
 source "$HERE/gui_cpu_rl.sh"
 gui_cpu_rl_args 4 4 2 64 --gui-observation screenshot --gui-screenshot-max-pixels "${MAX_PIXELS:-230400}"

@@ -19,7 +19,8 @@
 # (it writes the training rows, as the flags are checked against them). Layout and multi-node variables (NUM_GPUS,
 # ACTOR_GPUS, ROLLOUT_GPUS, ROLLOUT_TP, TRAIN_TP, PRM_GPUS, PRM_TP, NNODES, NODE_RANK, MASTER_ADDR, MASTER_PORT,
 # ROLLOUT_ENGINE, TRAIN_BACKEND): scripts/README.md, "GPU layout".
-# Env: HF_CKPT (required: a folder; nothing is downloaded), TASKS_DIR (gui-rl/tasks), PROMPT_DATA (default: the
+# Env: HF_CKPT (required: a folder; nothing is downloaded), TASKS_DIR (gui-rl/tasks), APPS_DIR (gui-rl/apps),
+#      PROMPT_DATA (default: the
 #      training split of the tasks, written to RUN_DIR/train.jsonl), EVAL_DATA (gui-rl/data/heldout.jsonl), RUN_DIR
 #      (runs/qwen3vl-8b-gui), SAVE_CKPT (ckpt/qwen3vl-8b-gui), MAX_STEPS (30), NUM_ROLLOUT (1000),
 #      ROLLOUT_BATCH_SIZE (4 tasks), N_SAMPLES (8 per task), MAX_PIXELS (none: screenshots as the desktop sends them;
@@ -33,7 +34,7 @@
 # SGLang with Qwen3-VL, a Qwen3-VL checkpoint in the trainer (only the Qwen2.5-VL architecture is tested).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
-ROOT="$(cd "$HERE/.." && pwd)"
+ROOT="$(cd "${SLIME_ROOT:-$HERE/..}" && pwd)"
 cd "$ROOT"
 # shellcheck source=scripts/agentic_gpu_launch.sh
 source scripts/agentic_gpu_launch.sh
@@ -53,7 +54,7 @@ PRM_TP=${PRM_TP:-1}
 agentic_gpu_layout PRM_GPUS PRM_TP
 
 RUN_DIR=${RUN_DIR:-runs/qwen3vl-8b-gui}
-TASKS_DIR=${TASKS_DIR:-gui-rl/tasks}
+TASKS_DIR=${TASKS_DIR:-$HERE/tasks}
 PROMPT_DATA=${PROMPT_DATA:-}
 if [ -z "$PROMPT_DATA" ]; then  # the tasks' training rows (also on --dry-run: the flags are checked against them)
     PROMPT_DATA="$RUN_DIR/train.jsonl"
@@ -61,14 +62,15 @@ if [ -z "$PROMPT_DATA" ]; then  # the tasks' training rows (also on --dry-run: t
 fi
 ROLLOUT_ARGS=(
     --prompt-data "$PROMPT_DATA" --input-key prompt --metadata-key metadata --rollout-shuffle
-    --custom-generate-function-path slime.agentic.gui.agent.generate
-    --custom-rm-path slime.agentic.gui.agent.reward_func --reward-key score
-    --gui-tasks-dir "$TASKS_DIR" --gui-observation screenshot --env-provider gui --env-workers "${ENV_WORKERS:-4}"
+    --extra-python-path "$HERE" --custom-generate-function-path generate_with_gui.generate
+    --custom-rm-path generate_with_gui.reward_func --reward-key score
+    --gui-tasks-dir "$TASKS_DIR" --gui-apps-dir "${APPS_DIR:-$HERE/apps}" --gui-observation screenshot
+    --env-provider gui --env-workers "${ENV_WORKERS:-4}"
     --max-turns "${MAX_STEPS:-30}" --max-parse-errors 3 --dynamic-history
     --num-rollout "${NUM_ROLLOUT:-1000}" --rollout-batch-size "${ROLLOUT_BATCH_SIZE:-4}"
     --n-samples-per-prompt "${N_SAMPLES:-8}" --num-steps-per-rollout 2
     --rollout-max-response-len 512 --rollout-max-context-len "${CONTEXT_LEN:-16384}" --rollout-temperature 1
-    --eval-interval "${EVAL_INTERVAL:-20}" --eval-prompt-data heldout "${EVAL_DATA:-gui-rl/data/heldout.jsonl}"
+    --eval-interval "${EVAL_INTERVAL:-20}" --eval-prompt-data heldout "${EVAL_DATA:-$HERE/data/heldout.jsonl}"
     --eval-temperature 0 --eval-reward-key acc
 )
 if [ -n "${MAX_PIXELS:-}" ]; then

@@ -9,7 +9,8 @@
 #   bash swe-rl/run_cpu_smollm2_swe.sh [--dry-run] [extra trainer flags]
 # Env: HF_CKPT (smollm2), INSTANCES (swe-rl/data/instances.jsonl), PROMPT_DATA (default: the training rows of every
 #      instance, written to RUN_DIR/train.jsonl), ENV_SERVER_URL (attach to a running service instead of starting
-#      ENV_WORKERS pool servers, default 1), RUN_DIR (runs/swe-cpu), ROLLOUT_BATCH_SIZE (2 instances), N_SAMPLES (4 per
+#      ENV_WORKERS pool servers, default 1), RUN_DIR (runs/<this folder>-cpu), ROLLOUT_BATCH_SIZE (2 instances),
+#      N_SAMPLES (4 per
 #      instance), NUM_ROLLOUT (20), MAX_STEPS (8 steps per episode), LR (1e-6), STEP_JUDGE (rules: the CPU rule judge
 #      scores every step and advantages are step_wise; module:factory for your own; default none), SWE_BACKEND (bwrap,
 #      or docker: --swe-backend), SWE_IMAGE (with docker: swebench, swe-gym or an image template: --swe-image),
@@ -21,7 +22,7 @@ ROOT="${SLIME_ROOT:-$HERE/..}"
 cd "$ROOT"
 # shellcheck source=scripts/agentic_cpu_launch.sh
 source scripts/agentic_cpu_launch.sh
-RUN_DIR=${RUN_DIR:-runs/swe-cpu}
+RUN_DIR=${RUN_DIR:-runs/$(basename "$HERE")-cpu}  # a copy of this folder: its own
 INSTANCES=${INSTANCES:-$HERE/data/instances.jsonl}
 PROMPT_DATA=${PROMPT_DATA:-}
 if [ -z "$PROMPT_DATA" ]; then  # the instances' training rows (also on --dry-run: the flags are checked against them)
@@ -30,8 +31,8 @@ if [ -z "$PROMPT_DATA" ]; then  # the instances' training rows (also on --dry-ru
 fi
 ROLLOUT_ARGS=(
     --prompt-data "$PROMPT_DATA" --input-key text --metadata-key metadata --rollout-shuffle
-    --custom-generate-function-path slime.agentic.swe.agent.generate
-    --custom-rm-path slime.agentic.swe.agent.reward_func --reward-key score
+    --extra-python-path "$HERE" --custom-generate-function-path generate_with_swe_remote.generate
+    --custom-rm-path generate_with_swe_remote.reward_func --reward-key score
     --swe-instances "$INSTANCES" --env-workers "${ENV_WORKERS:-1}" --env-provider swe
     --max-turns "${MAX_STEPS:-8}"
     --num-rollout "${NUM_ROLLOUT:-20}" --rollout-batch-size "${ROLLOUT_BATCH_SIZE:-2}"

@@ -22,14 +22,15 @@
 #      template with {instance_id}), SAVE_CKPT (ckpt/qwen3-8b-swe), MAX_STEPS (20 steps per episode), CONTEXT_LEN
 #      (16384; upstream's 8B script without dynamic history used 32768), NUM_ROLLOUT (500), ROLLOUT_BATCH_SIZE (8
 #      instances), N_SAMPLES (4 per instance), SWE_MAX_CONCURRENT (2 episodes in flight, rounded up to a multiple of
-#      the engines), MEM_FRACTION_STATIC (0.6), MAX_TOKENS_PER_GPU (16384). Relative paths: from the repository root.
+#      the engines), MEM_FRACTION_STATIC (0.6), MAX_TOKENS_PER_GPU (16384). Defaults: this folder's (a copy runs its
+#      own); relative paths given: from the repository root.
 # Status: engines are SGLang servers (--rollout-engine sglang), each pinned to its own GPUs; the trainer is the fsdp
 # backend. Verified on CPU by dry run only (tests/unit/test_launch_scripts.py: the layout, the command and its
 # flags); the environment service and the agent loop are verified on CPU with the tiny model and SmolLM2
 # (swe-rl/run_cpu_smollm2_swe.sh); not yet run on a GPU machine.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
-ROOT="$(cd "$HERE/.." && pwd)"
+ROOT="$(cd "${SLIME_ROOT:-$HERE/..}" && pwd)"
 cd "$ROOT"
 # shellcheck source=scripts/agentic_gpu_launch.sh
 source scripts/agentic_gpu_launch.sh
@@ -49,7 +50,7 @@ fi
 per_engine=$(((SWE_MAX_CONCURRENT + engines - 1) / engines))
 
 RUN_DIR=${RUN_DIR:-runs/qwen3-8b-swe}
-INSTANCES=${INSTANCES:-swe-rl/data/instances.jsonl}
+INSTANCES=${INSTANCES:-$HERE/data/instances.jsonl}
 PROMPT_DATA=${PROMPT_DATA:-}
 if [ -z "$PROMPT_DATA" ]; then  # the instances' training rows (also on --dry-run: the flags are checked against them)
     PROMPT_DATA="$RUN_DIR/train.jsonl"
@@ -57,8 +58,8 @@ if [ -z "$PROMPT_DATA" ]; then  # the instances' training rows (also on --dry-ru
 fi
 ROLLOUT_ARGS=(
     --prompt-data "$PROMPT_DATA" --input-key text --metadata-key metadata --rollout-shuffle
-    --custom-generate-function-path slime.agentic.swe.agent.generate
-    --custom-rm-path slime.agentic.swe.agent.reward_func --reward-key score
+    --extra-python-path "$HERE" --custom-generate-function-path generate_with_swe_remote.generate
+    --custom-rm-path generate_with_swe_remote.reward_func --reward-key score
     --swe-instances "$INSTANCES" --swe-backend "${SWE_BACKEND:-bwrap}" --env-provider swe
     --env-workers "${ENV_WORKERS:-4}" --max-turns "${MAX_STEPS:-20}" --dynamic-history
     --num-rollout "${NUM_ROLLOUT:-500}" --rollout-batch-size "${ROLLOUT_BATCH_SIZE:-8}"

@@ -11,7 +11,7 @@ import asyncio
 from slime.agentic.env_service.client import EnvClient
 from slime.agentic.env_service.launch import PoolServerProcess
 from slime.agentic.env_service.settings import PoolSettings
-from slime.agentic.gui.agent import (
+from generate_with_gui import (
     AgentSettings,
     GuiRuleJudge,
     ScriptedGuiPolicy,

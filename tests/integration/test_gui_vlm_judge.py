@@ -11,7 +11,7 @@ import io
 
 import numpy as np
 
-from slime.agentic.gui.agent import GuiStep, GuiVLMJudge, vlm_judge_messages
+from generate_with_gui import GuiStep, GuiVLMJudge, vlm_judge_messages
 from slime.agentic.prm import StepJudge
 from slime.agentic.agent_loop import Turn
 from slime.engine.client import AsyncEngineClient

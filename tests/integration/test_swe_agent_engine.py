@@ -9,8 +9,8 @@ import asyncio
 from types import SimpleNamespace
 
 from slime.agentic import prm
-from slime.agentic.swe import templates
-from slime.agentic.swe.agent import generate, reward_func
+import swe_templates as templates
+from generate_with_swe_remote import generate, reward_func
 from slime.agentic.swe.instances import as_training_row
 from slime.utils.types import Sample
 

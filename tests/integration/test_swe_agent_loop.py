@@ -11,9 +11,9 @@ import re
 import pytest
 
 from slime.agentic.env_service.client import EnvClient
-from slime.agentic.swe import templates
-from slime.agentic.swe.agent import AgentSettings, ScriptedSwePolicy, bash_response, run_episode
-from slime.agentic.swe.prm import StepJudging, SweRuleJudge
+import swe_templates as templates
+from generate_with_swe_remote import AgentSettings, ScriptedSwePolicy, bash_response, run_episode
+from swe_prm import StepJudging, SweRuleJudge
 
 from swe_pool import instance, pool, requires_bwrap  # noqa: F401 (fixtures)
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import asyncio
 
 from slime.agentic.env_service.client import EnvClient
-from slime.agentic.swe.agent import AgentSettings, ScriptedSwePolicy, run_episode
-from slime.agentic.swe.demonstrations import base_tree, demonstrate, demonstration_responses
+from generate_with_swe_remote import AgentSettings, ScriptedSwePolicy, run_episode
+from swe_demonstrations import base_tree, demonstrate, demonstration_responses
 from slime.agentic.swe.instances import load_instances
 from slime.agentic.swe.provider import DEFAULT_INSTANCES
 

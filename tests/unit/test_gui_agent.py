@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from slime.agentic.gui.agent import (
+from generate_with_gui import (
     AgentSettings,
     GuiLLMJudge,
     GuiRuleJudge,
@@ -55,7 +55,7 @@ def test_the_lean_tool_profile_is_a_shorter_prompt_for_the_same_calls():
     from types import SimpleNamespace
 
     from slime.agentic.gui.actions import ACTIONS, COMPUTER_USE, LEAN_COMPUTER_USE
-    from slime.agentic.gui.agent import LEAN_SYSTEM_PROMPT, SYSTEM_PROMPT
+    from generate_with_gui import LEAN_SYSTEM_PROMPT, SYSTEM_PROMPT
 
     lean = AgentSettings(tools="lean")
     assert (lean.prompt, lean.tool_schemas) == (LEAN_SYSTEM_PROMPT, [LEAN_COMPUTER_USE])
@@ -197,7 +197,7 @@ class _Env:
 
 def test_the_loop_counts_a_refused_call_by_its_code_not_its_wording():
     from slime.agentic.gui.actions import ACTION_FAILED, REFUSED
-    from slime.agentic.gui.agent import run_episode
+    from generate_with_gui import run_episode
 
     clicks = [{"action": "left_click", "coordinate": [10, 10]}] * 5
     settings = AgentSettings(max_steps=4, max_parse_errors=2)
@@ -234,7 +234,7 @@ def test_a_desktop_over_its_budget_ends_the_episode_with_minus_one():
     assert over["done"] and over["status"] == "BUDGET" and over["episode_over"] and "memory budget" in over["observation"]
     result = asyncio.run(provider.evaluate(env, {}))
     assert result["score"] == -1.0 and "memory budget" in result["reason"]
-    from slime.agentic.gui.agent import GuiRuleJudge, GuiStep
+    from generate_with_gui import GuiRuleJudge, GuiStep
 
     step = GuiStep(turn=None, arguments={"action": "left_click"}, special="BUDGET")
     assert asyncio.run(GuiRuleJudge().score_step(step)) == -1.0

@@ -66,7 +66,8 @@ def test_the_gpu_script_layout_and_flags(judge, tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)
     args = parse_args(argv, mode="async", world_size=4)
     assert args.gui_observation == "screenshot" and args.gui_screenshot_max_pixels is None
-    assert args.custom_generate_function_path == "slime.agentic.gui.agent.generate" and args.env_provider == "gui"
+    assert args.custom_generate_function_path == "generate_with_gui.generate" and args.env_provider == "gui"
+    assert args.extra_python_path == [str(REPO / "gui-rl")] and args.gui_apps_dir == str(REPO / "gui-rl" / "apps")
     assert args.dynamic_history and args.max_turns == 30 and args.rollout_max_response_len == 512
     assert (args.num_rollout, args.rollout_batch_size, args.n_samples_per_prompt) == (1000, 4, 8)
     assert args.tensor_model_parallel_size == 1 and args.rollout_num_gpus_per_engine == 1
@@ -108,3 +109,40 @@ def test_entry_point_reads_a_model_folder_and_needs_a_model_on_a_gpu(tmp_path):
     gpu = _run(ENTRY, "--model", str(folder), "--dry-run", FORCE_DEVICE="gpu", RUN_DIR=str(tmp_path / "run"))
     assert f"running the GPU script gui-rl/run_qwen3vl_8b_gui.sh with {folder} (screenshots)" in gpu.stderr
     assert _torchrun_argv(gpu)[:2] == ["--hf-checkpoint", str(folder)]
+
+
+def test_a_copied_folder_with_its_own_apps_sets_up_with_its_own_code_tasks_and_apps(tmp_path, monkeypatch):
+    """What a researcher does: copy the folder and change one of its apps; the copy's script, its loop and the
+    desktops its pool servers start use the copy's code, tasks and apps (setup only: no desktop starts)."""
+    import importlib.util
+    import shutil
+    import sys
+
+    from slime.agentic.env_service.providers import LeaseContext
+    from slime.agentic.gui.provider import GuiProvider
+
+    fork = tmp_path / "my-gui"
+    shutil.copytree(REPO / "gui-rl", fork, ignore=shutil.ignore_patterns("__pycache__"))
+    notes = fork / "apps" / "notes.py"
+    notes.write_text(notes.read_text() + "\n# the fork's own notes app\n")
+    env = {k: v for k, v in os.environ.items() if k not in CLEAN and k != "RUN_DIR"}
+    done = subprocess.run(["bash", str(fork / "run_cpu_smollm2_gui_text.sh"), "--dry-run"], cwd=tmp_path,
+                          env={**env, "SLIME_ROOT": str(REPO), "OMP_NUM_THREADS": "1"}, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    args = parse_args(shlex.split(done.stdout.strip().splitlines()[-1])[2:], mode="async", world_size=1)
+    assert args.extra_python_path == [str(fork)] and args.run_dir == "runs/my-gui-text-cpu"
+    assert args.custom_generate_function_path == "generate_with_gui.generate"
+    assert (args.gui_tasks_dir, args.gui_apps_dir) == (str(fork / "tasks"), str(fork / "apps"))
+    # the copy's loop hands both to the pool servers, whose desktops mount the copy's apps
+    spec = importlib.util.spec_from_file_location("my_gui_generate", fork / "generate_with_gui.py")
+    loop = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "my_gui_generate", loop)  # its dataclasses look their module up
+    spec.loader.exec_module(loop)
+    options = loop.service_options(args)
+    assert (options["tasks_dir"], options["apps_dir"]) == (str(fork / "tasks"), str(fork / "apps"))
+    provider = GuiProvider(**options)
+    desktop = provider.new_desktop(LeaseContext("lease-1", "notes/x", str(tmp_path / "lease")))
+    assert Path(desktop.apps_dir) == fork / "apps" and provider.tasks_dir == fork / "tasks"
+    with pytest.raises(ValueError, match="apps_dir"):
+        GuiProvider(apps_dir=str(tmp_path / "missing"))

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from slime.agentic.gui.agent import (
+from generate_with_gui import (
     SCREENSHOT_SYSTEM_PROMPT,
     AgentSettings,
     GuiStep,

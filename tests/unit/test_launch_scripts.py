@@ -330,7 +330,7 @@ def test_swe_dry_run_prints_the_setting_the_layout_and_a_command_the_trainer_acc
     assert out.splitlines()[0] == (
         "SWE RL: 8 instances x 4 episodes per rollout, at most 20 steps of 4096 tokens in 16384, one sample per step, "
         "2 episode(s) at once; environments: 4 pool server(s) started by the trainer (swe, backend "
-        + ("docker, image swebench" if docker else "bwrap") + ", instances swe-rl/data/instances.jsonl)")
+        + ("docker, image swebench" if docker else "bwrap") + f", instances {REPO}/swe-rl/data/instances.jsonl)")
     assert ("trainer: 4 rank(s) = 1 node(s) x 4, local GPUs [0,1,2,3] (LOCAL_RANK i -> GPU i), tensor parallel 4"
             in out)
     assert "  rollout-0: node 0 GPUs [4,5] CUDA_VISIBLE_DEVICES=4,5 port 15010  <- this node" in out
@@ -339,8 +339,9 @@ def test_swe_dry_run_prints_the_setting_the_layout_and_a_command_the_trainer_acc
     monkeypatch.chdir(REPO)
     args = parse_args(argv, mode="async", world_size=4)
     assert "--dry-run" not in argv and argv[-2:] == ["--lr", "2e-6"] and args.lr == 2e-6
-    assert args.custom_generate_function_path == "slime.agentic.swe.agent.generate"
-    assert args.custom_rm_path == "slime.agentic.swe.agent.reward_func" and args.reward_key == "score"
+    assert args.extra_python_path == [str(REPO / "swe-rl")]  # the folder's own modules and instances
+    assert args.custom_generate_function_path == "generate_with_swe_remote.generate"
+    assert args.custom_rm_path == "generate_with_swe_remote.reward_func" and args.reward_key == "score"
     assert (args.input_key, args.metadata_key, args.env_provider, args.env_workers) == ("text", "metadata", "swe", 4)
     assert Path(args.swe_instances).samefile(REPO / "swe-rl/data/instances.jsonl")
     assert Path(args.prompt_data) == tmp_path / "run" / "train.jsonl" and Path(args.prompt_data).is_file()

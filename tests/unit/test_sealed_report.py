@@ -253,7 +253,7 @@ def test_a_module_that_patches_pytests_reports_at_import_is_caught(tmp_path):
 def test_a_tampered_evaluation_is_counted_in_the_training_metrics():
     import asyncio
 
-    from slime.agentic.swe.agent import reward_func as swe_reward
+    from generate_with_swe_remote import reward_func as swe_reward
     from generate import reward_func as terminal_reward
     from slime.rollout.default_rollout import _reward_component_means
     from slime.utils.types import Sample

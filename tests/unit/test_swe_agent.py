@@ -10,8 +10,8 @@ import contextlib
 
 import pytest
 
-from slime.agentic.swe import templates
-from slime.agentic.swe.agent import (
+import swe_templates as templates
+from generate_with_swe_remote import (
     AgentSettings,
     SweEnginePolicy,
     bash_response,
@@ -26,7 +26,7 @@ from slime.agentic.swe.agent import (
     is_test_run,
     trajectory_sample,
 )
-from slime.agentic.swe.prm import StepJudging, SweRuleJudge, judge_messages, names_in
+from swe_prm import StepJudging, SweRuleJudge, judge_messages, names_in
 from slime.utils.types import Sample
 
 PATCH = ("diff --git a/pkg/mod.py b/pkg/mod.py\nindex 1..2 100644\n--- a/pkg/mod.py\n+++ b/pkg/mod.py\n"
@@ -335,7 +335,7 @@ def test_prm_scores_stay_on_their_step_after_a_format_error(tok):
 
 
 def test_the_rule_judge_rewards_relevant_edits_and_the_llm_judge_sees_the_step():
-    from slime.agentic.swe.agent import StepRecord
+    from generate_with_swe_remote import StepRecord
 
     problem = "`parse_thing` in pkg/mod.py returns 1.\nTraceback:\n  File \"/testbed/pkg/util.py\", line 3, in helper"
     assert {"parse_thing", "mod.py", "util.py", "helper"} <= names_in(problem)
@@ -362,8 +362,8 @@ def test_the_instance_comes_from_upstreams_row_or_the_prompt():
 
 def test_the_llm_judge_votes_m_times_on_executed_steps_only():
     from slime.agentic.prm import StepJudge
-    from slime.agentic.swe.agent import StepRecord
-    from slime.agentic.swe.prm import SweLLMJudge
+    from generate_with_swe_remote import StepRecord
+    from swe_prm import SweLLMJudge
 
     class Chat:
         def __init__(self):
@@ -386,8 +386,8 @@ def test_the_llm_judge_votes_m_times_on_executed_steps_only():
 
 
 def test_the_gold_agent_applies_the_patch_by_a_here_document_then_submits():
-    from slime.agentic.swe.agent import gold_patch_responses, parse_bash_block
-    from slime.agentic.swe.templates import SUBMIT_COMMAND
+    from generate_with_swe_remote import gold_patch_responses, parse_bash_block
+    from swe_templates import SUBMIT_COMMAND
 
     patch = "diff --git a/m.py b/m.py\n--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n"
     apply, submit = gold_patch_responses(patch)
@@ -398,7 +398,7 @@ def test_the_gold_agent_applies_the_patch_by_a_here_document_then_submits():
 
 
 def test_the_rule_judge_credits_a_state_once_and_decides_by_the_hosts_test_share_when_it_moves():
-    from slime.agentic.swe.agent import StepRecord
+    from generate_with_swe_remote import StepRecord
 
     problem = "`parse_thing` in pkg/mod.py returns 1."
     judge = SweRuleJudge()

@@ -1,12 +1,12 @@
-"""slime.agentic.swe.demonstrations: the scripted engineer's steps from a gold patch and the base tree (the run
+"""swe-rl/swe_demonstrations.py: the scripted engineer's steps from a gold patch and the base tree (the run
 through the real service is tests/integration/test_swe_demonstrations_service.py)."""
 import subprocess
 import sys
 
 import pytest
 
-from slime.agentic.swe.agent import parse_bash_block
-from slime.agentic.swe.demonstrations import (demonstration_responses, edit_command, enclosing_function,
+from generate_with_swe_remote import parse_bash_block
+from swe_demonstrations import (demonstration_responses, edit_command, enclosing_function,
                                               issue_function, parse_hunks, unique_piece)
 from slime.agentic.swe.instances import SweInstance
 

@@ -9,7 +9,7 @@ from argparse import Namespace
 
 import pytest
 
-from slime.agentic.swe import agent
+import generate_with_swe_remote as agent
 from slime.agentic.swe.docker_backend import DockerSweBackend, diff_command, instance_image, shipped_project
 from slime.agentic.swe.instances import SHIPPED_INSTANCES, load_instances
 from slime.agentic.swe.provider import SweProvider

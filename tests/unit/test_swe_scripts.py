@@ -38,7 +38,7 @@ def test_cpu_script_dry_run_writes_the_training_rows_and_prints_a_valid_command(
     args = parse_args(shlex.split(command)[2:], mode="async", world_size=1)
     assert args.lr == 3e-6 and args.dynamic_history and args.max_turns == 5 and args.env_provider == "swe"
     assert (args.input_key, args.metadata_key) == ("text", "metadata")
-    assert args.custom_generate_function_path == "slime.agentic.swe.agent.generate"
+    assert args.custom_generate_function_path == "generate_with_swe_remote.generate"
     shipped = (REPO / "swe-rl" / "data" / "instances.jsonl").read_text(encoding="utf-8").splitlines()
     rows = [json.loads(line) for line in Path(args.prompt_data).read_text(encoding="utf-8").splitlines()]
     assert len(rows) == len(shipped) and Path(args.swe_instances).samefile(REPO / "swe-rl/data/instances.jsonl")
@@ -138,7 +138,7 @@ def test_sft_script_dry_run_trains_demonstration_rows_and_evaluates_through_the_
     assert setting.startswith(f"SFT warm start: 32 steps of 8 demonstration steps from {demos}")
     args = parse_args(shlex.split(command)[2:], mode="sync", world_size=1)
     assert args.loss_type == "sft_loss" and (args.input_key, args.eval_input_key) == ("prompt", "text")
-    assert args.custom_generate_function_path == "slime.agentic.swe.agent.generate" and args.max_turns == 3
+    assert args.custom_generate_function_path == "generate_with_swe_remote.generate" and args.max_turns == 3
     # the evaluation rows default to every instance's training rows, written into the run folder
     rows = (tmp_path / "run" / "train.jsonl").read_text().splitlines()
     assert len(rows) == 47 and json.loads(rows[0])["metadata"]["instance"]["instance_id"]

@@ -4,8 +4,8 @@ middle, never a cut inside a special token), a model turn (`Turn`) and its train
 sample per turn for `--dynamic-history`; `failed_sample` for an episode the environment failed), and the policies
 that write turns (`EngineTurnPolicy`: an engine with exact ids and log-probs; `ScriptedTurnPolicy`: given turns).
 
-The settings' own loops, prompts and rewards live in their method folders (`terminal-rl/generate.py`) or packages
-(`slime.agentic.gui.agent`, `slime.agentic.swe.agent`) and build on these.
+The settings' own loops, prompts and rewards live in their method folders (`terminal-rl/generate.py`,
+`gui-rl/generate_with_gui.py`, `swe-rl/generate_with_swe_remote.py`) and build on these.
 """
 
 from __future__ import annotations

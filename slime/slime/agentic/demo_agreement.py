@@ -4,7 +4,7 @@
 
 A warm start's per-token SFT loss says little about its decisions: most tokens of an agent's action are format the
 model copies, and the few that decide (which action, which key, which element) carry the loss. This reads rows of an
-SFT demonstration file (`slime.agentic.gui.demonstrations`, `terminal-rl/terminal_demonstrations.py`: a `prompt` of
+SFT demonstration file (`gui-rl/gui_demonstrations.py`, `terminal-rl/terminal_demonstrations.py`: a `prompt` of
 messages, the demonstrated reply in `metadata.segments`, the tools in `metadata.tools`), lets the model answer each
 prompt greedily, and compares the tool calls: `exact` (same tool and arguments), `kind` (same tool and the same
 `action` argument, e.g. a computer_use left_click at another point), `wrong`, or `unparsed` (no single well-formed

@@ -360,6 +360,9 @@ def _add_algorithm_flags(g):
     g.add_argument("--gui-tasks-dir", default=None,
                    help="GUI agents: the OSWorld-format task folders (<domain>/<id>.json) the started pool servers "
                         "serve (env GUI_TASKS_DIR; default gui-rl/tasks)")
+    g.add_argument("--gui-apps-dir", default=None,
+                   help="GUI agents: the apps folder the started pool servers' desktops mount (env GUI_APPS_DIR; "
+                        "default gui-rl/apps): a method folder's own apps")
     g.add_argument("--swe-backend", choices=["bwrap", "docker"], default=None,
                    help="SWE agents: where the started pool servers run an instance: bwrap (default: the bubblewrap "
                         "sandbox) or docker (a container per episode from the instance's image; SWE-bench images "

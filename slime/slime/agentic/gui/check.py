@@ -104,13 +104,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("keys", nargs="*", help="tasks as domain/id (default: all)")
     parser.add_argument("--tasks-dir", type=Path, default=TASKS_DIR)
+    parser.add_argument("--apps-dir", type=Path, default=None, help="the apps the desktops mount (default gui-rl/apps)")
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--json", type=Path, help="write the per-task results here")
     args = parser.parse_args(argv)
     tasks = [t for t in load_tasks(args.tasks_dir) if not args.keys or t.key in args.keys]
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="slime-gui-check-") as workdir:
-        results = asyncio.run(check_tasks(tasks, workdir, args.concurrency, tasks_dir=args.tasks_dir,
+        options = {"apps_dir": str(args.apps_dir)} if args.apps_dir else {}
+        results = asyncio.run(check_tasks(tasks, workdir, args.concurrency, tasks_dir=args.tasks_dir, **options,
                                           on_done=lambda c: print(c.line(), flush=True)))
     total = time.monotonic() - start
     good = sum(c.ok for c in results)

@@ -2,7 +2,8 @@
 desktop) on the pool server's lease contract.
 
     python -m slime.agentic.env_service.pool_server --provider gui \
-        [--provider-option tasks_dir=gui-rl/tasks] [--provider-option width=1280 --provider-option height=720]
+        [--provider-option tasks_dir=gui-rl/tasks] [--provider-option apps_dir=gui-rl/apps]
+        [--provider-option width=1280 --provider-option height=720]
         [--provider-option desktop=osworld --provider-option vm_url=http://VM:5000]   # written, not run here
 
 * `reset` (``task_meta = {"task": "domain/id"}``; else the lease's task key): a fresh local desktop
@@ -34,7 +35,7 @@ from pathlib import Path
 from slime.agentic.env_service.providers import LeaseContext, LeaseReaper, ProviderError, budget_reply
 
 from .actions import ACTION_FAILED, COMPUTER_USE, REFUSED, ActionError, program, to_step
-from .desktop import LocalDesktop, OSWorldVM
+from .desktop import APPS_DIR, LocalDesktop, OSWorldVM
 from .observation import b64, text_view
 from .tasks import TASKS_DIR, GuiTask, SetupError, TaskFormatError, evaluate, find_task, run_setup
 from .vm_client import VMError
@@ -62,10 +63,14 @@ class GuiProvider:
     def __init__(self, tasks_dir: str | os.PathLike | None = None, width: int = 1280, height: int = 720,
                  step_timeout_s: float = 30.0, sleep_after_s: float = 0.5, observation: str = "both",
                  settle_s: float = 0.5, window_manager: str | None = None, desktop: str = "local",
-                 vm_url: str | None = None):
+                 vm_url: str | None = None, apps_dir: str | os.PathLike | None = None):
         self.tasks_dir = Path(tasks_dir or os.environ.get("GUI_TASKS_DIR") or TASKS_DIR).resolve()
         if not self.tasks_dir.is_dir():
             raise ValueError(f"gui provider: tasks_dir {self.tasks_dir} is not a directory")
+        # the apps the desktops mount (read-only, at the same inner path): a method folder's own (a fork's apps)
+        self.apps_dir = Path(apps_dir or os.environ.get("GUI_APPS_DIR") or APPS_DIR).resolve()
+        if not self.apps_dir.is_dir():
+            raise ValueError(f"gui provider: apps_dir {self.apps_dir} is not a directory")
         if observation not in OBSERVATIONS:
             raise ValueError(f"gui provider: observation must be one of {', '.join(OBSERVATIONS)}")
         self.width, self.height = int(width), int(height)
@@ -117,7 +122,7 @@ class GuiProvider:
         if self.desktop == "osworld":
             return OSWorldVM(self.vm_url)
         return LocalDesktop(base_dir=lease.workdir, width=self.width, height=self.height,
-                            window_manager=self.window_manager)
+                            window_manager=self.window_manager, apps_dir=self.apps_dir)
 
     async def observe(self, env: GuiEnv) -> dict:
         start = time.monotonic()

@@ -1,8 +1,8 @@
 """Verified demonstrations for a warm start: each training task solved by its scripted solution through the real
 service and desktop, kept only when the task's evaluator scores it 1, written as SFT rows in the loop's own layout.
 
-    python -m slime.agentic.gui.demonstrations --split train --out gui-rl/data/sft_demos.jsonl
-    python -m slime.agentic.gui.demonstrations --tasks-dir DIR/tasks --data DIR/demos.jsonl --out demos.jsonl
+    python gui-rl/gui_demonstrations.py --split train --out gui-rl/data/sft_demos.jsonl
+    python gui-rl/gui_demonstrations.py --tasks-dir DIR/tasks --data DIR/demos.jsonl --out demos.jsonl
 
 Every step becomes one row (`slime.rollout.sft_rollout`'s format): `prompt` = the messages the loop rendered at
 that step (the system prompt, the recent screens as text and responses, the current screen with the instruction and
@@ -20,10 +20,13 @@ import logging
 import tempfile
 from pathlib import Path
 
-from .actions import TOOL_PROFILES
-from .agent import DEFAULT_HISTORY, AgentSettings, GuiEpisode, ScriptedGuiPolicy, run_episode
-from .scripted import SolutionError, load_solution
-from .tasks import TASKS_DIR, GuiTask, load_tasks, split_of
+from generate_with_gui import DEFAULT_HISTORY, AgentSettings, GuiEpisode, ScriptedGuiPolicy, run_episode
+
+from slime.agentic.gui.actions import TOOL_PROFILES
+from slime.agentic.gui.scripted import SolutionError, load_solution
+from slime.agentic.gui.tasks import GuiTask, load_tasks, split_of
+
+TASKS_DIR = Path(__file__).resolve().parent / "tasks"  # this folder's (a copy: its own)
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,9 @@
-"""The GUI agent loop (upstream's `generate_with_gui` and its Qwen3-VL agent). The screen is given as a screenshot
+"""The GUI agent loop (upstream's `generate_with_gui` and its Qwen3-VL agent): this folder's method.
+
+    --extra-python-path gui-rl
+    --custom-generate-function-path generate_with_gui.generate --custom-rm-path generate_with_gui.reward_func
+
+The screen is given as a screenshot
 (``observation="screenshot"``, a vision-language policy: :class:`slime.agentic.vision_policy.VisionTurnPolicy`) or
 as its OCR text view (``"text"``: each text line with its position in the 0-999 coordinates the policy clicks with).
 
@@ -36,8 +41,8 @@ from slime.agentic.prm import PendingJudgements
 from slime.agentic.agent_loop import EngineTurnPolicy, Turn, failed_sample, tool_call_text, turn_sample
 from slime.utils.types import Sample
 
-from .actions import ACTION_FAILED, REFUSED, TOOL_PROFILES, ActionError, parse_response
-from .observation import downscale_png
+from slime.agentic.gui.actions import ACTION_FAILED, REFUSED, TOOL_PROFILES, ActionError, parse_response
+from slime.agentic.gui.observation import downscale_png
 
 logger = logging.getLogger(__name__)
 
@@ -384,7 +389,7 @@ def task_of(sample: Sample) -> str:
 def service_options(args) -> dict:
     """The `gui` provider's options for the pool servers the trainer starts: what the loop reads (a text policy: the
     text view only; a screenshot policy: the screenshot, plus the text view when a step judge other than the LLM one
-    may read it), --gui-tasks-dir."""
+    may read it), --gui-tasks-dir, --gui-apps-dir."""
     if AgentSettings.from_args(args).observation == "text":
         observation = "text"
     else:
@@ -392,6 +397,8 @@ def service_options(args) -> dict:
     options = {"observation": observation}
     if getattr(args, "gui_tasks_dir", None):
         options["tasks_dir"] = args.gui_tasks_dir
+    if getattr(args, "gui_apps_dir", None):
+        options["apps_dir"] = args.gui_apps_dir
     return options
 
 
@@ -487,7 +494,7 @@ class ScriptedGuiPolicy:
         self.steps = list(steps)
 
     async def generate_turn(self, messages: list[dict], tools=None) -> Turn:
-        from .scripted import resolve
+        from slime.agentic.gui.scripted import resolve
 
         current = messages[-1]["content"]
         view = current.split("Screen text:\n", 1)[-1].split("\n\nPlease generate", 1)[0]

@@ -1,9 +1,13 @@
 """The SWE agent (upstream's mini-swe-agent loop, without litellm): THOUGHT + exactly one bash block per step, run in
 the instance's sandboxed repository through the environment service (the `swe` provider), until the submit command.
 
-    --custom-generate-function-path slime.agentic.swe.agent.generate
-    --custom-rm-path slime.agentic.swe.agent.reward_func
+    --extra-python-path swe-rl
+    --custom-generate-function-path generate_with_swe_remote.generate
+    --custom-rm-path generate_with_swe_remote.reward_func
     --env-provider swe  (instances: $SWE_INSTANCES, default swe-rl/data/instances.jsonl)
+
+This folder's method (upstream's `generate_with_swe_remote.py` plays the same role; its prompts: `swe_templates.py`,
+its step judges: `swe_prm.py`).
 
 Per episode: allocate a lease (`request_id` names the instance, seed, group and index), reset it to a fresh tree of
 the instance, then at most `max_steps` times (`--max-turns`, `$MAX_STEPS`, default 20):
@@ -51,9 +55,10 @@ from slime.agentic.env_service.providers import HARNESS_TOKEN_KEY
 from slime.agentic.agent_loop import Turn, engine_weight_version, failed_sample, turn_sample
 from slime.utils.types import Sample
 
-from . import templates
-from .patches import patch_format_problem, patch_paths
-from .provider import DEFAULT_EXEC_TIMEOUT_S, INSTANCES_ENV, timeout_message
+import swe_templates as templates
+
+from slime.agentic.swe.patches import patch_format_problem, patch_paths
+from slime.agentic.swe.provider import DEFAULT_EXEC_TIMEOUT_S, INSTANCES_ENV, timeout_message
 
 logger = logging.getLogger(__name__)
 
@@ -632,7 +637,7 @@ def step_judge(args):
     `module:factory`."""
     from slime.agentic.prm import judge_from_args
 
-    from .prm import SweLLMJudge, SweRuleJudge
+    from swe_prm import SweLLMJudge, SweRuleJudge
 
     return judge_from_args(args, rules=SweRuleJudge, llm=SweLLMJudge)
 
@@ -657,7 +662,7 @@ async def generate(args, sample: Sample, sampling_params: dict) -> list[Sample]:
     judge = step_judge(args)
     judging = None
     if judge is not None:
-        from .prm import StepJudging
+        from swe_prm import StepJudging
 
         judging = StepJudging(judge, seed * 100_003 + (sample.index or 0))
     settings = AgentSettings.from_args(args, track_diff=bool(getattr(judge, "needs_diff", False)),

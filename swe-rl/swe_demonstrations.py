@@ -2,7 +2,7 @@
 execution service and the agent loop, kept only when the sealed evaluation resolved it, written as SFT rows in the
 loop's own layout.
 
-    python -m slime.agentic.swe.demonstrations --data TRAIN.jsonl --out sft_demos.jsonl [--instances FILE]
+    python swe-rl/swe_demonstrations.py --data TRAIN.jsonl --out sft_demos.jsonl [--instances FILE]
 
 The scripted engineer works as the instance prompt's workflow asks, from what the gold patch and the base tree say
 (the agent never sees either; the demonstration is what a competent engineer would type):
@@ -29,10 +29,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import templates
-from .agent import AgentSettings, ScriptedSwePolicy, SweEpisode, bash_response, run_episode
-from .instances import SweInstance, load_instances
-from .provider import DEFAULT_INSTANCES
+import swe_templates as templates
+from generate_with_swe_remote import AgentSettings, ScriptedSwePolicy, SweEpisode, bash_response, run_episode
+
+from slime.agentic.swe.instances import SweInstance, load_instances
+from slime.agentic.swe.provider import DEFAULT_INSTANCES
 
 HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 DEF = re.compile(r"^\s*(?:async\s+)?def\s+([A-Za-z_][A-Za-z0-9_]*)\s*\(", re.M)
@@ -177,8 +178,8 @@ def sft_rows(episode: SweEpisode) -> list[dict]:
 def base_tree(instance: SweInstance):
     """(a reader of the base tree's files, the functions its non-test Python files define), from the repository
     store (no checkout; the names from one `git grep` over the base commit)."""
-    from .patches import is_test_path
-    from .repos import ensure_base_commit, git, read_file
+    from slime.agentic.swe.patches import is_test_path
+    from slime.agentic.swe.repos import ensure_base_commit, git, read_file
 
     repo = ensure_base_commit(instance)
     found = git("grep", "-E", r"^\s*(async\s+)?def\s+[A-Za-z_]", instance.base_commit, "--", "*.py", git_dir=repo,
