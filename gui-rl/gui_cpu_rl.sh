@@ -3,9 +3,9 @@
 #   gui_cpu_rl_args STEPS ROLLOUTS SAMPLES RESPONSE_LEN [FLAG ..]  ARGS: the tasks' training rows (PROMPT_DATA, else the
 #       training split of TASKS_DIR written to RUN_DIR/train.jsonl, also on --dry-run: the flags are checked against
 #       them), the GUI loop (this folder's generate_with_gui.py, its TASKS_DIR and APPS_DIR, the FLAGs, ENV_WORKERS
-#       pool servers), MAX_STEPS
-#       (STEPS) steps per episode, NUM_ROLLOUT (ROLLOUTS) rollouts of ROLLOUT_BATCH_SIZE (2) tasks x N_SAMPLES
-#       (SAMPLES) episodes, RESPONSE_LEN tokens per step, then agentic_cpu_rl_args and agentic_cpu_env_args
+#       pool servers), MAX_STEPS (STEPS) steps per episode, NUM_ROLLOUT (ROLLOUTS) rollouts of ROLLOUT_BATCH_SIZE (2)
+#       tasks x N_SAMPLES (SAMPLES) episodes, RESPONSE_LEN tokens per step, then agentic_cpu_rl_args and
+#       agentic_cpu_env_args
 gui_cpu_rl_args() {
     local steps=$1 rollouts=$2 samples=$3 response_len=$4
     shift 4

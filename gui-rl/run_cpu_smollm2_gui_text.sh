@@ -7,12 +7,11 @@
 # pool servers as their own processes. A 135M model is not expected to operate apps well: this runs the whole
 # machinery on a CPU.
 #   bash gui-rl/run_cpu_smollm2_gui_text.sh [--dry-run] [extra trainer flags]
-# Env: HF_CKPT (smollm2), TASKS_DIR (gui-rl/tasks), APPS_DIR (gui-rl/apps), PROMPT_DATA (default: the training split
-#      of the tasks, written to
-#      RUN_DIR/train.jsonl), ENV_SERVER_URL (attach to a running service instead of starting ENV_WORKERS pool
-#      servers, default 1), RUN_DIR (runs/<this folder>-text-cpu), ROLLOUT_BATCH_SIZE (2 tasks), N_SAMPLES (4 per task),
-#      NUM_ROLLOUT (20), MAX_STEPS (8 steps per episode), LR (1e-6), STEP_JUDGE (rules: the CPU OCR-diff judge scores
-#      every step and advantages are step_wise; module:factory for your own; default none).
+# Env: HF_CKPT (smollm2), TASKS_DIR (gui-rl/tasks), APPS_DIR (gui-rl/apps), PROMPT_DATA (default: the training split of
+#      the tasks, written to RUN_DIR/train.jsonl), ENV_SERVER_URL (attach to a running service instead of starting
+#      ENV_WORKERS pool servers, default 1), RUN_DIR (runs/<this folder>-text-cpu), ROLLOUT_BATCH_SIZE (2 tasks),
+#      N_SAMPLES (4 per task), NUM_ROLLOUT (20), MAX_STEPS (8 steps per episode), LR (1e-6), STEP_JUDGE (rules: the CPU
+#      OCR-diff judge scores every step and advantages are step_wise; module:factory for your own; default none).
 # Needs scripts/setup_gui.sh's tools (Xvfb, xdotool, tesseract, chromium) and the bubblewrap sandbox.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"

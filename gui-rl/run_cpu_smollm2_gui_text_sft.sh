@@ -8,9 +8,8 @@
 # The weights it ends with: <RUN_DIR>/ckpt/iter_<steps>/model (HF_CKPT of run_cpu_smollm2_gui_text.sh).
 #   bash gui-rl/run_cpu_smollm2_gui_text_sft.sh [--dry-run] [extra trainer flags]
 # Env: HF_CKPT (smollm2), SFT_DATA (gui-rl/data/sft_demos.jsonl), RUN_DIR (runs/<this folder>-text-sft-cpu), BATCH (8
-#      rows per
-#      step), NUM_ROLLOUT (32 steps), LR (5e-5), EVAL=1 with EVAL_DATA (gui-rl/data/heldout.jsonl) and TASKS_DIR
-#      (gui-rl/tasks), APPS_DIR (gui-rl/apps), MAX_STEPS (8).
+#      rows per step), NUM_ROLLOUT (32 steps), LR (5e-5), EVAL=1 with EVAL_DATA (gui-rl/data/heldout.jsonl) and
+#      TASKS_DIR (gui-rl/tasks), APPS_DIR (gui-rl/apps), MAX_STEPS (8).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="${SLIME_ROOT:-$HERE/..}"

@@ -9,12 +9,11 @@
 # their own processes. Random weights act at random: this runs the screenshot machinery end to end on a CPU.
 #   bash gui-rl/run_cpu_tiny_vlm_gui.sh [--dry-run] [extra trainer flags]
 # Env: HF_CKPT (tiny-vlm; any Qwen2.5-VL folder), TASKS_DIR (gui-rl/tasks), APPS_DIR (gui-rl/apps), PROMPT_DATA
-#      (default: the training split
-#      of the tasks, written to RUN_DIR/train.jsonl), ENV_SERVER_URL (attach to a running service instead of
-#      starting ENV_WORKERS pool servers, default 1), RUN_DIR (runs/<this folder>-vlm-cpu), TRAINER_PROCS (2),
-#      ROLLOUT_BATCH_SIZE (2 tasks), N_SAMPLES (2 per task), NUM_ROLLOUT (4), MAX_STEPS (4 steps per episode),
-#      MAX_PIXELS (230400: screenshots scaled to 640x360, about 300 image tokens each), LR (1e-6), STEP_JUDGE (rules:
-#      the OCR-diff judge; llm: a VLM PRM judging the screenshots before and after, with --prm-enable or
+#      (default: the training split of the tasks, written to RUN_DIR/train.jsonl), ENV_SERVER_URL (attach to a running
+#      service instead of starting ENV_WORKERS pool servers, default 1), RUN_DIR (runs/<this folder>-vlm-cpu),
+#      TRAINER_PROCS (2), ROLLOUT_BATCH_SIZE (2 tasks), N_SAMPLES (2 per task), NUM_ROLLOUT (4), MAX_STEPS (4 steps per
+#      episode), MAX_PIXELS (230400: screenshots scaled to 640x360, about 300 image tokens each), LR (1e-6), STEP_JUDGE
+#      (rules: the OCR-diff judge; llm: a VLM PRM judging the screenshots before and after, with --prm-enable or
 #      --prm-engine-url; module:factory; default none).
 # Needs scripts/setup_gui.sh's tools (Xvfb, xdotool, tesseract, chromium) and the bubblewrap sandbox.
 set -euo pipefail

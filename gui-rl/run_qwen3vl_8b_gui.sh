@@ -20,13 +20,12 @@
 # ACTOR_GPUS, ROLLOUT_GPUS, ROLLOUT_TP, TRAIN_TP, PRM_GPUS, PRM_TP, NNODES, NODE_RANK, MASTER_ADDR, MASTER_PORT,
 # ROLLOUT_ENGINE, TRAIN_BACKEND): scripts/README.md, "GPU layout".
 # Env: HF_CKPT (required: a folder; nothing is downloaded), TASKS_DIR (gui-rl/tasks), APPS_DIR (gui-rl/apps),
-#      PROMPT_DATA (default: the
-#      training split of the tasks, written to RUN_DIR/train.jsonl), EVAL_DATA (gui-rl/data/heldout.jsonl), RUN_DIR
-#      (runs/qwen3vl-8b-gui), SAVE_CKPT (ckpt/qwen3vl-8b-gui), MAX_STEPS (30), NUM_ROLLOUT (1000),
-#      ROLLOUT_BATCH_SIZE (4 tasks), N_SAMPLES (8 per task), MAX_PIXELS (none: screenshots as the desktop sends them;
-#      the model's processor resizes), MEM_FRACTION_STATIC (0.85), MAX_TOKENS_PER_GPU (16384), EVAL_INTERVAL (20),
-#      STEP_JUDGE (llm: the VLM PRM, PRM_CKPT required; rules: the OCR-diff judge; module:factory), PRM_M (1 vote).
-#      Relative paths: from the repository root.
+#      PROMPT_DATA (default: the training split of the tasks, written to RUN_DIR/train.jsonl), EVAL_DATA
+#      (gui-rl/data/heldout.jsonl), RUN_DIR (runs/qwen3vl-8b-gui), SAVE_CKPT (ckpt/qwen3vl-8b-gui), MAX_STEPS (30),
+#      NUM_ROLLOUT (1000), ROLLOUT_BATCH_SIZE (4 tasks), N_SAMPLES (8 per task), MAX_PIXELS (none: screenshots as the
+#      desktop sends them; the model's processor resizes), MEM_FRACTION_STATIC (0.85), MAX_TOKENS_PER_GPU (16384),
+#      EVAL_INTERVAL (20), STEP_JUDGE (llm: the VLM PRM, PRM_CKPT required; rules: the OCR-diff judge; module:factory),
+#      PRM_M (1 vote). Relative paths: from the repository root.
 # Status: engines are SGLang servers (--rollout-engine sglang) taking the policy's ids with `image_data`; the trainer
 # is the fsdp backend on image samples. Verified on CPU: the layout, the command and its flags by dry run
 # (tests/unit/test_gui_scripts.py); the screenshot loop, the engine's image path and the trainer on image samples

@@ -10,12 +10,11 @@
 # Env: HF_CKPT (smollm2), INSTANCES (swe-rl/data/instances.jsonl), PROMPT_DATA (default: the training rows of every
 #      instance, written to RUN_DIR/train.jsonl), ENV_SERVER_URL (attach to a running service instead of starting
 #      ENV_WORKERS pool servers, default 1), RUN_DIR (runs/<this folder>-cpu), ROLLOUT_BATCH_SIZE (2 instances),
-#      N_SAMPLES (4 per
-#      instance), NUM_ROLLOUT (20), MAX_STEPS (8 steps per episode), LR (1e-6), STEP_JUDGE (rules: the CPU rule judge
-#      scores every step and advantages are step_wise; module:factory for your own; default none), SWE_BACKEND (bwrap,
-#      or docker: --swe-backend), SWE_IMAGE (with docker: swebench, swe-gym or an image template: --swe-image),
-#      SAMPLE_UNIT (step: one sample per step, --dynamic-history; trajectory: one sample per episode, the observations
-#      masked out: a third of the tokens to train on a CPU).
+#      N_SAMPLES (4 per instance), NUM_ROLLOUT (20), MAX_STEPS (8 steps per episode), LR (1e-6), STEP_JUDGE (rules: the
+#      CPU rule judge scores every step and advantages are step_wise; module:factory for your own; default none),
+#      SWE_BACKEND (bwrap, or docker: --swe-backend), SWE_IMAGE (with docker: swebench, swe-gym or an image template:
+#      --swe-image), SAMPLE_UNIT (step: one sample per step, --dynamic-history; trajectory: one sample per episode, the
+#      observations masked out: a third of the tokens to train on a CPU).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="${SLIME_ROOT:-$HERE/..}"

@@ -6,10 +6,9 @@
 # training and after the last step.
 #   bash swe-rl/run_cpu_smollm2_swe_sft.sh [--dry-run] [extra trainer flags]
 # Env: HF_CKPT (smollm2), INSTANCES (swe-rl/data/instances.jsonl), SFT_DATA (default: the demonstrations of every
-#      instance of INSTANCES, written to RUN_DIR/sft_demos.jsonl), RUN_DIR (runs/<this folder>-sft-cpu), NUM_ROLLOUT
-#      (32 steps of
-#      BATCH=8 rows), LR (5e-5), EVAL=1 with EVAL_DATA (training rows, default RUN_DIR/train.jsonl: every instance),
-#      MAX_STEPS (8 steps per evaluated episode), EVAL_TEMPERATURE (0).
+#      instance of INSTANCES, written to RUN_DIR/sft_demos.jsonl), RUN_DIR (runs/<this folder>-sft-cpu), NUM_ROLLOUT (32
+#      steps of BATCH=8 rows), LR (5e-5), EVAL=1 with EVAL_DATA (training rows, default RUN_DIR/train.jsonl: every
+#      instance), MAX_STEPS (8 steps per evaluated episode), EVAL_TEMPERATURE (0).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="${SLIME_ROOT:-$HERE/..}"

@@ -8,8 +8,7 @@
 # The weights it ends with: <RUN_DIR>/ckpt/iter_<steps>/model (an HF folder: HF_CKPT of run_cpu_smollm2_terminal.sh).
 #   bash terminal-rl/run_cpu_smollm2_terminal_sft.sh [--dry-run] [extra trainer flags]
 # Env: HF_CKPT (smollm2), SFT_DATA (terminal-rl/data/sft_demos.jsonl), RUN_DIR (runs/<this folder>-sft-cpu), BATCH (8
-#      rows
-#      per step), NUM_ROLLOUT (32 steps, about three passes over the 84 rows), LR (5e-5), EVAL=1 with EVAL_DATA
+#      rows per step), NUM_ROLLOUT (32 steps, about three passes over the 84 rows), LR (5e-5), EVAL=1 with EVAL_DATA
 #      (terminal-rl/data/heldout.jsonl) and TASKS_DIR (terminal-rl/tasks).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
