@@ -472,18 +472,17 @@ async def generate(args, sample: Sample, sampling_params: dict) -> list[Sample]:
 
 
 async def reward_func(args, item: Sample | list[Sample]):
-    """{"score": +1 solved / -1, "acc": the evaluator's score, ...} per sample (every step gets its outcome)."""
-    samples = item if isinstance(item, list) else [item]
-    out = []
-    for s in samples:
-        meta = s.metadata or {}
-        accuracy = float(meta.get("accuracy", 0.0))
-        score = 1.0 if accuracy == 1.0 else -1.0
-        reward = {"score": score, "acc": accuracy, "truncated": float(meta.get("status") == "truncated"),
-                  "parse_error": float(int(meta.get("parse_error_count", 0)) > 0)}
-        reward.update(rewards.step_reward_fields(meta, score, float(getattr(args, "prm_step_coef", 1.0))))
-        out.append(reward)
-    return out if isinstance(item, list) else out[0]
+    """{"score": +1 solved / -1, "acc": the evaluator's score, ...} per sample (every step gets its outcome; a judged
+    step also its step_wise target)."""
+    return rewards.outcome_rewards(args, item, outcome)
+
+
+def outcome(meta: dict) -> dict:
+    """An episode's reward fields from its metadata: solved (the evaluator's score 1) or not."""
+    accuracy = float(meta.get("accuracy", 0.0))
+    return {"score": 1.0 if accuracy == 1.0 else -1.0, "acc": accuracy,
+            "truncated": float(meta.get("status") == "truncated"),
+            "parse_error": float(int(meta.get("parse_error_count", 0)) > 0)}
 
 
 class ScriptedGuiPolicy:

@@ -695,17 +695,15 @@ async def generate(args, sample: Sample, sampling_params: dict) -> list[Sample]:
 async def reward_func(args, item: Sample | list[Sample]):
     """{"score": +1 resolved / -1 otherwise, "acc": resolved, ...} per sample; with PRM scores, each step's
     `step_wise` target is `outcome + coef * prm` (`--prm-step-coef`; an unjudged step: the outcome alone)."""
-    samples = item if isinstance(item, list) else [item]
-    out = []
-    for s in samples:
-        meta = s.metadata or {}
-        resolved = bool(meta.get("resolved", False))
-        score = 1.0 if resolved else -1.0
-        reward = {"score": score, "acc": float(resolved), "submitted": float(meta.get("patch_source") == "submitted"),
-                  "format_error": float(int(meta.get("format_errors", 0)) > 0),
-                  "truncated": float(meta.get("status") == "truncated"),
-                  # the sealed evaluation saw tampering (the score is -1 already): rollout/reward/tampered
-                  "tampered": float(bool((meta.get("evaluation") or {}).get("tampered")))}
-        reward.update(rewards.step_reward_fields(meta, score, float(getattr(args, "prm_step_coef", 1.0))))
-        out.append(reward)
-    return out if isinstance(item, list) else out[0]
+    return rewards.outcome_rewards(args, item, outcome)
+
+
+def outcome(meta: dict) -> dict:
+    """An episode's reward fields from its metadata: resolved by the hidden tests or not."""
+    resolved = bool(meta.get("resolved", False))
+    return {"score": 1.0 if resolved else -1.0, "acc": float(resolved),
+            "submitted": float(meta.get("patch_source") == "submitted"),
+            "format_error": float(int(meta.get("format_errors", 0)) > 0),
+            "truncated": float(meta.get("status") == "truncated"),
+            # the sealed evaluation saw tampering (the score is -1 already): rollout/reward/tampered
+            "tampered": float(bool((meta.get("evaluation") or {}).get("tampered")))}

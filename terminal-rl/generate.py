@@ -317,19 +317,16 @@ async def generate(args, sample: Sample, sampling_params: dict) -> list[Sample]:
 
 
 async def reward_func(args, item: Sample | list[Sample]):
-    """{"score": 2 * accuracy - 1, "acc": accuracy, ...} per sample (every turn of an episode gets its outcome)."""
-    samples = item if isinstance(item, list) else [item]
-    out = []
-    for s in samples:
-        meta = s.metadata or {}
-        accuracy = float(meta.get("accuracy", 0.0))
-        score = 2.0 * accuracy - 1.0
-        reward = {"score": score, "acc": accuracy, "solved": float(accuracy >= 1.0),
-                  "parse_error": float(int(meta.get("parse_error_count", 0)) > 0),
-                  "truncated": float(meta.get("status") == "truncated"),
-                  # the sealed evaluation saw tampering (accuracy 0, score -1 already): rollout/reward/tampered
-                  "tampered": float(bool((meta.get("evaluation") or {}).get("tampered")))}
-        # the step_wise estimator's target of this turn: outcome + coef * prm (unjudged: the outcome alone)
-        reward.update(rewards.step_reward_fields(meta, score, float(getattr(args, "prm_step_coef", 1.0))))
-        out.append(reward)
-    return out if isinstance(item, list) else out[0]
+    """{"score": 2 * accuracy - 1, "acc": accuracy, ...} per sample (every turn of an episode gets its outcome; a
+    judged turn also its step_wise target)."""
+    return rewards.outcome_rewards(args, item, outcome)
+
+
+def outcome(meta: dict) -> dict:
+    """An episode's reward fields from its metadata: the tests' pass rate as a score in [-1, 1]."""
+    accuracy = float(meta.get("accuracy", 0.0))
+    return {"score": 2.0 * accuracy - 1.0, "acc": accuracy, "solved": float(accuracy >= 1.0),
+            "parse_error": float(int(meta.get("parse_error_count", 0)) > 0),
+            "truncated": float(meta.get("status") == "truncated"),
+            # the sealed evaluation saw tampering (accuracy 0, score -1 already): rollout/reward/tampered
+            "tampered": float(bool((meta.get("evaluation") or {}).get("tampered")))}

@@ -32,10 +32,12 @@ for _folder in METHOD_FOLDERS:
 
 @pytest.fixture(autouse=True)
 def _python_path_restored():
-    """A test that parses `--extra-python-path` puts its folders on PYTHONPATH for the processes it starts
-    (`slime.utils.hooks.add_method_dirs_to_path`); the next test starts from the PYTHONPATH it had."""
-    before = os.environ.get("PYTHONPATH")
+    """A test that parses `--extra-python-path` puts its folders first on `sys.path` and on PYTHONPATH for the
+    processes it starts (`slime.utils.hooks.add_method_dirs_to_path`): a forked folder's modules would shadow the
+    shipped ones in later tests; the next test starts from the path it had."""
+    before, path = os.environ.get("PYTHONPATH"), list(sys.path)
     yield
+    sys.path[:] = path
     if before is None:
         os.environ.pop("PYTHONPATH", None)
     else:

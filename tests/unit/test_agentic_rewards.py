@@ -404,3 +404,24 @@ def test_attach_step_targets_writes_the_composed_targets_and_only_when_judged():
     bare = {"step_wise": {"prm_scores": None}}
     assert attach_step_targets(bare, 1.0, 1.0) is None and "step_scores_with_outcome" not in bare["step_wise"]
     assert attach_step_targets({}, 1.0, 1.0) is None
+
+
+def test_outcome_rewards_maps_a_settings_outcome_over_one_sample_or_a_trajectorys_steps():
+    from types import SimpleNamespace
+
+    from slime.agentic.rewards import outcome_rewards
+    from slime.utils.types import Sample
+
+    def outcome(meta):
+        return {"score": 1.0 if meta["solved"] else -1.0, "acc": float(meta["solved"])}
+
+    args = SimpleNamespace(prm_step_coef=0.5)
+    plain = Sample(metadata={"solved": True})
+    assert outcome_rewards(args, plain, outcome) == {"score": 1.0, "acc": 1.0}  # one sample: one reward
+    judged = [Sample(metadata={"solved": False, "step_wise": {"prm_scores": [p], "step_indices": [k]}})
+              for k, p in enumerate((1.0, -1.0))]
+    out = outcome_rewards(args, judged, outcome)
+    assert [r["score"] for r in out] == [-1.0, -1.0] and [r["acc"] for r in out] == [0.0, 0.0]
+    # each judged step gets its step_wise target, outcome + coef * prm, and the logged part beyond the outcome
+    assert [s.metadata["step_wise"]["step_scores_with_outcome"] for s in judged] == [[-0.5], [-1.5]]
+    assert [r["prm_step_score"] for r in out] == [0.5, -0.5]

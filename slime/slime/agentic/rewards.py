@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -282,6 +282,21 @@ def step_reward_fields(meta: dict, outcome: float, coef: float) -> dict:
     if not prm:
         return {}
     return {"prm_step_score": trajectory_score(outcome, prm, coef) - outcome}
+
+
+def outcome_rewards(args, item, outcome: Callable[[dict], dict]):
+    """A setting's reward over one sample or the step samples of one trajectory (`--dynamic-history`):
+    `outcome(metadata)` gives a sample's reward fields (`score`, the trained one, and any logged beside it), and a
+    sample a step judge scored also gets its `step_wise` target, `score + --prm-step-coef * prm`
+    (:func:`step_reward_fields`). The settings' `reward_func`s are this with their own `outcome`."""
+    coef = float(getattr(args, "prm_step_coef", 1.0))
+    out = []
+    for sample in item if isinstance(item, list) else [item]:
+        meta = sample.metadata or {}
+        reward = outcome(meta)
+        reward.update(step_reward_fields(meta, reward["score"], coef))
+        out.append(reward)
+    return out if isinstance(item, list) else out[0]
 
 
 # ------------------------------------------------------------------------------------------- step_wise
