@@ -46,15 +46,22 @@ def test_a_generate_function_in_upstreams_shape_trains(tmp_path):
     assert all(s["train/train_rollout_logprob_abs_diff"] < 0.02 for s in steps), steps
 
 
-def test_a_data_source_in_upstreams_shape_is_saved_and_resumed_by_rollout_id(tmp_path):
-    """Only `save(rollout_id)` / `load(rollout_id)`: before, such a source was neither saved nor loaded, and a
-    resumed run served its first prompts again."""
+def test_a_data_source_and_a_loss_in_upstreams_shape_train_and_resume(tmp_path):
+    """A data source with only `save(rollout_id)` / `load(rollout_id)` (before, such a source was neither saved nor
+    loaded, and a resumed run served its first prompts again), trained by a custom loss written for upstream's batch
+    layout (tests/helpers/upstream_loss.py, `--custom-loss-batch-layout upstream`)."""
     save, events = tmp_path / "ckpt", tmp_path / "source.jsonl"
-    flags = ("--data-source-path", "upstream_data_source.PromptsInOrder", "--save", str(save), "--save-interval", "1")
+    flags = ("--data-source-path", "upstream_data_source.PromptsInOrder", "--save", str(save), "--save-interval", "1",
+             "--loss-type", "custom_loss", "--custom-loss-function-path", "upstream_loss.combined_policy_loss",
+             "--custom-loss-batch-layout", "upstream", "--use-kl-loss", "--kl-loss-coef", "0.01")
     env = {"UPSTREAM_SOURCE_LOG": str(events)}
     train(tmp_path, tmp_path / "first", *flags, rollouts=2, env=env)
     first = [json.loads(line) for line in events.read_text().splitlines()]
     events.unlink()
+    steps = [json.loads(line) for line in (tmp_path / "first" / "metrics.jsonl").read_text().splitlines()]
+    steps = [s for s in steps if "train/weight_version" in s]
+    assert len(steps) == 2 and all(s["train/upstream_layout_samples"] > 0 for s in steps), steps  # the ported loss
+    assert all(s["train/grad_norm"] > 0 and "train/kl_loss" in s for s in steps)
     train(tmp_path, tmp_path / "resumed", *flags, "--load", str(save), rollouts=3, env=env)
     resumed = [json.loads(line) for line in events.read_text().splitlines()]
     assert resumed[0] == {"loaded": 1}  # the checkpoint's rollout id

@@ -602,7 +602,7 @@ def test_tis_loss_is_the_policy_loss_reweighted_token_by_token():
     # the loss by hand: the clipped PPO surrogate per token, times the weight, sample-mean reduced
     reduce = sample_mean_reduce(batch["loss_mask"])
     log_probs = torch.log_softmax(logits.float(), -1).gather(-1, batch["tokens"].unsqueeze(-1)).squeeze(-1)
-    pg, _, _ = ppo_utils.compute_policy_loss(batch["old_log_probs"] - log_probs, batch["advantages"], 0.2, 0.28)
+    pg, _, _ = ppo_utils.clipped_policy_loss(batch["old_log_probs"] - log_probs, batch["advantages"], 0.2, 0.28)
     torch.testing.assert_close(plain_loss, reduce(pg))
     torch.testing.assert_close(loss, reduce(pg * weights))
     assert abs(loss.item() - plain_loss.item()) > 1e-3
@@ -699,7 +699,7 @@ def test_off_policy_rows_are_left_at_weight_one_by_tis_and_on_policy_rows_are_st
     plain, _ = policy_loss_function(args_for(), batch, logits, reduce)
     weights = torch.tensor([[1.25, 0.8], [1.0, 1.0]])  # exp(0.5) and exp(-1) clipped; the trace row at 1
     log_probs = torch.log_softmax(logits.float(), -1).gather(-1, batch["tokens"].unsqueeze(-1)).squeeze(-1)
-    pg, _, _ = ppo_utils.compute_policy_loss(batch["old_log_probs"] - log_probs, batch["advantages"], 0.2, 0.28)
+    pg, _, _ = ppo_utils.clipped_policy_loss(batch["old_log_probs"] - log_probs, batch["advantages"], 0.2, 0.28)
     torch.testing.assert_close(loss, reduce(pg * weights.to(pg.dtype)))
     assert not torch.equal(loss, plain)
     # a batch of traces only: no rollout log-probs at all, every weight 1, the loss is the plain one

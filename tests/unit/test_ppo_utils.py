@@ -15,7 +15,7 @@ from slime.utils.ppo_utils import (
     SingletonGroupTracker,
     SingletonGroupWarning,
     compute_approx_kl,
-    compute_policy_loss,
+    clipped_policy_loss,
     entropy_from_logits,
     grpo_advantages,
     grpo_normalize,
@@ -147,7 +147,7 @@ def test_policy_loss_asymmetric_clip():
     #  0.75 -2  |   1.5     |   1.6           |   1.6     | 1
     ratios = [1.5, 1.25, 0.5, 0.5, 1.5, 0.75]
     adv = t([1.0, 1.0, 1.0, -1.0, -1.0, -2.0])
-    pg, clipfrac, dual = compute_policy_loss(ppo_kl_for(ratios), adv, 0.2, 0.28)
+    pg, clipfrac, dual = clipped_policy_loss(ppo_kl_for(ratios), adv, 0.2, 0.28)
     close(pg, [-1.28, -1.25, -0.5, 0.8, 1.5, 1.6])
     close(clipfrac, [1.0, 0.0, 0.0, 1.0, 0.0, 1.0])
     close(dual, [0.0] * 6)
@@ -155,14 +155,14 @@ def test_policy_loss_asymmetric_clip():
 
 def test_policy_loss_symmetric_by_default():
     # eps_clip_high defaults to eps_clip: ratio 1.25, A=+1 -> clipped to 1.2 -> pg = -1.2
-    pg, clipfrac, _ = compute_policy_loss(ppo_kl_for([1.25]), t([1.0]), 0.2)
+    pg, clipfrac, _ = clipped_policy_loss(ppo_kl_for([1.25]), t([1.0]), 0.2)
     close(pg, [-1.2])
     close(clipfrac, [1.0])
 
 
 def test_policy_loss_zero_kl_is_minus_advantage():
     adv = t([[0.3, -0.7], [2.0, 0.0]])
-    pg, clipfrac, _ = compute_policy_loss(torch.zeros_like(adv), adv, 0.2, 0.28)
+    pg, clipfrac, _ = clipped_policy_loss(torch.zeros_like(adv), adv, 0.2, 0.28)
     close(pg, -adv)
     close(clipfrac, torch.zeros_like(adv))
 
@@ -178,20 +178,20 @@ def test_dual_clip_only_bounds_negative_advantages():
     #  5.0  -0.5|  2.5           | 1.5  |  1.5      | 1
     ratios = [4.0, 4.0, 0.5, 10.0, 2.0, 5.0]
     adv = t([-1.0, 1.0, -1.0, 1.0, -0.5, -0.5])
-    pg, clipfrac, dual = compute_policy_loss(ppo_kl_for(ratios), adv, 0.2, 0.28, eps_clip_c=3.0)
+    pg, clipfrac, dual = clipped_policy_loss(ppo_kl_for(ratios), adv, 0.2, 0.28, eps_clip_c=3.0)
     close(pg, [3.0, -1.28, 0.8, -1.28, 1.0, 1.5])
     close(dual, [1.0, 0.0, 0.0, 0.0, 0.0, 1.0])
     # The ordinary clip indicator is unaffected by the dual clip.
     close(clipfrac, [0.0, 1.0, 1.0, 1.0, 0.0, 0.0])
     # Without dual clip the same inputs differ only at the negative-advantage, high-ratio tokens.
-    pg_plain, _, _ = compute_policy_loss(ppo_kl_for(ratios), adv, 0.2, 0.28)
+    pg_plain, _, _ = clipped_policy_loss(ppo_kl_for(ratios), adv, 0.2, 0.28)
     close(pg_plain, [4.0, -1.28, 0.8, -1.28, 1.0, 2.5])
 
 
 @pytest.mark.parametrize("c", [1.0, 0.5, 0.0])
 def test_dual_clip_requires_c_above_one(c):
     with pytest.raises(ValueError, match="eps_clip_c"):
-        compute_policy_loss(t([0.0]), t([-1.0]), 0.2, 0.2, eps_clip_c=c)
+        clipped_policy_loss(t([0.0]), t([-1.0]), 0.2, 0.2, eps_clip_c=c)
 
 
 def test_gspo_sequence_kl_is_masked_sample_mean():
@@ -586,7 +586,7 @@ class TestAgainstTRL:
         new, old, _, adv, mask = _random_batch(seed)
         trl_loss, metrics = _trl_grpo_loss(new, old, adv, mask, eps_low=eps_low, eps_high=eps_high)
 
-        pg, clipfrac, _ = compute_policy_loss(old - new, adv[:, None].expand_as(new), eps_low, eps_high)
+        pg, clipfrac, _ = clipped_policy_loss(old - new, adv[:, None].expand_as(new), eps_low, eps_high)
         torch.testing.assert_close(sum_of_sample_mean(pg, mask) / new.shape[0], trl_loss)
         assert 0.0 < masked_mean(clipfrac, mask).item() < 1.0  # the batch does exercise clipping
         assert masked_mean(clipfrac, mask).item() == pytest.approx(metrics["clip_ratio/region_mean"][0])
@@ -595,7 +595,7 @@ class TestAgainstTRL:
     def test_token_mean_loss(self, seed):
         new, old, _, adv, mask = _random_batch(seed)
         trl_loss, _ = _trl_grpo_loss(new, old, adv, mask, eps_low=0.2, eps_high=0.28, loss_type="bnpo")
-        pg, _, _ = compute_policy_loss(old - new, adv[:, None].expand_as(new), 0.2, 0.28)
+        pg, _, _ = clipped_policy_loss(old - new, adv[:, None].expand_as(new), 0.2, 0.28)
         torch.testing.assert_close(sum_of_tokens(pg, mask) / mask.sum(), trl_loss)
 
     @pytest.mark.parametrize("seed", [0, 1])
@@ -603,7 +603,7 @@ class TestAgainstTRL:
         new, old, ref, adv, mask = _random_batch(seed)
         beta = 0.04
         trl_loss, metrics = _trl_grpo_loss(new, old, adv, mask, eps_low=0.2, eps_high=0.2, beta=beta, ref=ref)
-        pg, _, _ = compute_policy_loss(old - new, adv[:, None].expand_as(new), 0.2, 0.2)
+        pg, _, _ = clipped_policy_loss(old - new, adv[:, None].expand_as(new), 0.2, 0.2)
         kl = compute_approx_kl(new, ref, "k3")
         torch.testing.assert_close(sum_of_sample_mean(pg + beta * kl, mask) / new.shape[0], trl_loss)
         assert masked_mean(kl, mask).item() == pytest.approx(metrics["kl"][0])
@@ -613,7 +613,7 @@ class TestAgainstTRL:
         new, old, _, adv, mask = _random_batch(seed)
         trl_loss, _ = _trl_grpo_loss(new, old, adv, mask, eps_low=3e-4, eps_high=4e-4, level="sequence")
         seq_kl = gspo_sequence_kl(old - new, mask)
-        pg, _, _ = compute_policy_loss(seq_kl, adv[:, None].expand_as(new), 3e-4, 4e-4)
+        pg, _, _ = clipped_policy_loss(seq_kl, adv[:, None].expand_as(new), 3e-4, 4e-4)
         torch.testing.assert_close(sum_of_sample_mean(pg, mask) / new.shape[0], trl_loss)
 
     def test_log_probs_and_entropy(self):
@@ -625,3 +625,13 @@ class TestAgainstTRL:
         tokens = torch.randint(0, 17, (3, 5), generator=g)
         torch.testing.assert_close(log_probs_from_logits(logits, tokens), selective_log_softmax(logits, tokens))
         torch.testing.assert_close(entropy_from_logits(logits), trl_entropy(logits))
+
+
+def test_compute_policy_loss_keeps_upstreams_two_value_shape():
+    """A custom loss ported from upstream unpacks `pg_losses, clipfrac = compute_policy_loss(...)`."""
+    from slime.utils.ppo_utils import compute_policy_loss
+
+    ppo_kl, adv = torch.tensor([0.3, -0.3, 0.0]), torch.tensor([1.0, -1.0, 0.5])
+    pg_losses, clipfrac = compute_policy_loss(ppo_kl, adv, 0.2, 0.28)
+    expected, expected_clip, _ = clipped_policy_loss(ppo_kl, adv, 0.2, 0.28)
+    assert torch.equal(pg_losses, expected) and torch.equal(clipfrac, expected_clip)

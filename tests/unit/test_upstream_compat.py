@@ -6,6 +6,7 @@ import asyncio
 from argparse import Namespace
 
 import pytest
+import torch
 from helpers.recording_server import RecordingServer
 
 from slime.rollout.base_types import RolloutFnEvalOutput, RolloutFnTrainOutput
@@ -125,3 +126,46 @@ def test_a_plugin_declares_its_own_flags_and_reads_a_custom_config(tmp_path):
         parse_args(base + ["--custom-config-path", str(config)])
     with pytest.raises(ArgumentError, match="does not exist"):
         parse_args(base + ["--custom-config-path", str(tmp_path / "missing.yaml")])
+
+
+def _loss_batch(seed: int):
+    """A response-aligned loss batch as the trainer builds it: 3 rows, ragged responses, padding masked."""
+    g = torch.Generator().manual_seed(seed)
+    lengths, width, vocab = [4, 2, 3], 4, 11
+    mask = torch.zeros(3, width)
+    for i, n in enumerate(lengths):
+        mask[i, :n] = 1.0
+    batch = {"loss_mask": mask, "tokens": torch.randint(0, vocab, (3, width), generator=g),
+             "advantages": torch.randn(3, 1, generator=g).expand(3, width) * mask,
+             "old_log_probs": -torch.rand(3, width, generator=g) * mask,
+             "ref_log_probs": -torch.rand(3, width, generator=g) * mask,
+             "response_lengths": lengths, "total_lengths": [n + 5 for n in lengths]}
+    return batch, torch.randn(3, width, vocab, generator=g)
+
+
+@pytest.mark.parametrize("per_token", [False, True], ids=["sample-mean", "per-token"])
+def test_a_loss_in_upstreams_batch_layout_equals_the_built_in_one(per_token):
+    """The same PPO loss, upstream's way through `--custom-loss-batch-layout upstream` and this trainer's built-in
+    policy loss: equal loss, equal gradients on the logits (padding and masks included)."""
+    from types import SimpleNamespace
+
+    from helpers.upstream_loss import combined_policy_loss
+
+    from slime.backends.fsdp.batching import reducer
+    from slime.backends.upstream_batch import upstream_layout
+    from slime.utils.loss import policy_loss_function
+
+    args = SimpleNamespace(eps_clip=0.2, eps_clip_high=0.28, eps_clip_c=None, use_rollout_logprobs=False,
+                           use_kl_loss=True, kl_loss_coef=0.01, kl_loss_type="low_var_kl", use_unbiased_kl=False,
+                           entropy_coef=0.0, advantage_estimator="grpo", use_tis=False, rollout_temperature=1.0)
+    results = []
+    for loss_fn in (upstream_layout(combined_policy_loss), policy_loss_function):
+        batch, logits = _loss_batch(3)
+        logits.requires_grad_(True)
+        loss, metrics = loss_fn(args, batch, logits, reducer(batch, per_token))
+        loss.backward()
+        results.append((loss.detach(), logits.grad, metrics))
+    (up_loss, up_grad, up_metrics), (loss, grad, metrics) = results
+    assert torch.allclose(up_loss, loss, atol=1e-6) and torch.allclose(up_grad, grad, atol=1e-6)
+    assert float(up_metrics["upstream_layout_samples"]) == 3
+    assert torch.allclose(up_metrics["kl_loss"], torch.as_tensor(metrics["kl_loss"]), atol=1e-6)

@@ -57,6 +57,10 @@ def load_loss_function(args):
         from slime.utils.hooks import load_function
 
         loaded = load_function(args.custom_loss_function_path, "--custom-loss-function-path")
+    if getattr(args, "custom_loss_batch_layout", "slime") == "upstream":
+        from slime.backends.upstream_batch import upstream_layout
+
+        return upstream_layout(loaded)
     return loaded
 
 

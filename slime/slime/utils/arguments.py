@@ -409,6 +409,11 @@ def _add_algorithm_flags(g):
                         "ordinary text pieces where a response holds them: for a model whose rows of those tokens "
                         "are untrained, as Qwen2.5-Coder-0.5B's (slime/rollout/sft_rollout.py)")
     g.add_argument("--custom-loss-function-path", default=None)
+    g.add_argument("--custom-loss-batch-layout", choices=["slime", "upstream"], default="slime",
+                   help="the batch a custom loss is written for: this trainer's response-aligned [b, R] fields and "
+                        "[b, R, V] logits (default), or upstream's (lists of per-sample tensors, packed [1, T, V] "
+                        "logits, unconcat_tokens: a loss ported from an OpenClaw-RL method folder unchanged; "
+                        "slime/backends/upstream_batch.py)")
     g.add_argument("--calculate-per-token-loss", action="store_true")
     g.add_argument("--disable-compute-advantages-and-returns", dest="compute_advantages_and_returns",
                    action="store_false")
@@ -1008,6 +1013,8 @@ def _check_algorithm(args):
         _fail(f"--advantage-estimator {args.advantage_estimator} requires --normalize-advantages")
     if args.loss_type == "custom_loss" and not args.custom_loss_function_path:
         _fail("--loss-type custom_loss requires --custom-loss-function-path")
+    if getattr(args, "custom_loss_batch_layout", "slime") != "slime" and args.loss_type != "custom_loss":
+        _fail("--custom-loss-batch-layout is only used with --loss-type custom_loss")
     if args.custom_loss_function_path and args.loss_type != "custom_loss":
         _fail(f"--custom-loss-function-path is only used with --loss-type custom_loss (got --loss-type "
               f"{args.loss_type})")

@@ -41,7 +41,7 @@ def policy_loss_function(args, batch: dict, logits: torch.Tensor, reduce) -> tup
     ppo_kl = batch["old_log_probs"] - log_probs
     if args.advantage_estimator == "gspo":
         ppo_kl = ppo_utils.gspo_sequence_kl(ppo_kl, mask)
-    pg, clipfrac, *rest = ppo_utils.compute_policy_loss(
+    pg, clipfrac, *rest = ppo_utils.clipped_policy_loss(
         ppo_kl, batch["advantages"], args.eps_clip, args.eps_clip_high, getattr(args, "eps_clip_c", None)
     )
     tis_metrics = {}

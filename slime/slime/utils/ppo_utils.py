@@ -29,13 +29,18 @@ def compute_approx_kl(
     ref_log_probs: torch.Tensor,
     kl_type: str = "k1",
     importance_ratio: torch.Tensor | None = None,
+    *,
+    kl_loss_type: str | None = None,
 ) -> torch.Tensor:
     """Per-token estimate of KL(actor || ref) from sampled-token log-probs (Schulman's k1/k2/k3).
+    (`kl_loss_type=` is upstream's keyword for `kl_type`, as ported losses pass it.)
 
     `importance_ratio` (`--use-unbiased-kl`: `exp(logp_new - logp_old)`) multiplies the estimate; for
     `low_var_kl` the clamp to [-10, 10] comes after that product, as upstream, so the clamp bounds what
     enters the loss rather than a value that is then scaled past it.
     """
+    if kl_loss_type is not None:
+        kl_type = kl_loss_type
     d = log_probs - ref_log_probs
     if kl_type == "k1":
         kl = d
@@ -78,7 +83,7 @@ def truncated_importance_weights(
 # ----------------------------------------------------------------------------------------- policy loss
 
 
-def compute_policy_loss(
+def clipped_policy_loss(
     ppo_kl: torch.Tensor,
     advantages: torch.Tensor,
     eps_clip: float,
@@ -111,6 +116,19 @@ def compute_policy_loss(
     dual_clipfrac = (negative & (pg_losses > dual_bound)).to(pg_losses.dtype)
     pg_losses = torch.where(negative, torch.minimum(pg_losses, dual_bound), pg_losses)
     return pg_losses, clipfrac, dual_clipfrac
+
+
+def compute_policy_loss(
+    ppo_kl: torch.Tensor,
+    advantages: torch.Tensor,
+    eps_clip: float,
+    eps_clip_high: float | None = None,
+    eps_clip_c: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Upstream's call shape (`pg_losses, clipfrac = compute_policy_loss(ppo_kl, advantages, eps_clip,
+    eps_clip_high)`, what ported custom losses unpack): :func:`clipped_policy_loss` without the dual-clip fraction."""
+    pg_losses, clipfrac, _ = clipped_policy_loss(ppo_kl, advantages, eps_clip, eps_clip_high, eps_clip_c)
+    return pg_losses, clipfrac
 
 
 def gspo_sequence_kl(ppo_kl: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
