@@ -30,6 +30,7 @@ views (:class:`GuiLLMJudge`) for a text policy.
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import time
@@ -159,10 +160,11 @@ class AgentSettings:
         return [TOOL_PROFILES[self.tools]]
 
     @classmethod
-    def from_args(cls, args) -> AgentSettings:
+    def from_args(cls, args, evaluation: bool = False) -> AgentSettings:
         pixels = getattr(args, "gui_screenshot_max_pixels", None) or os.environ.get("GUI_SCREENSHOT_MAX_PIXELS")
-        return cls(max_steps=int(getattr(args, "max_turns", None) or os.environ.get("GUI_MAX_STEPS")
-                                 or DEFAULT_MAX_STEPS),
+        steps = (getattr(args, "gui_eval_max_steps", None) if evaluation else None) \
+            or getattr(args, "gui_max_steps", None) or getattr(args, "max_turns", None)
+        return cls(max_steps=int(steps or os.environ.get("GUI_MAX_STEPS") or DEFAULT_MAX_STEPS),
                    history=int(getattr(args, "gui_history", None) or os.environ.get("GUI_HISTORY") or DEFAULT_HISTORY),
                    tools=getattr(args, "gui_tools", None) or os.environ.get("GUI_TOOLS") or "upstream",
                    max_parse_errors=int(getattr(args, "max_parse_errors", None) or DEFAULT_MAX_PARSE_ERRORS),
@@ -399,7 +401,71 @@ def service_options(args) -> dict:
         options["tasks_dir"] = args.gui_tasks_dir
     if getattr(args, "gui_apps_dir", None):
         options["apps_dir"] = args.gui_apps_dir
+    if getattr(args, "gui_sleep_after_execution", None) is not None:
+        options["sleep_after_s"] = args.gui_sleep_after_execution
+    if getattr(args, "gui_wait_after_reset", None) is not None:
+        options["settle_s"] = args.gui_wait_after_reset
     return options
+
+
+def _refused(message: str):
+    def refuse(value: str):
+        raise argparse.ArgumentTypeError(message)
+    return refuse
+
+
+def _one_judge_screen(value: str) -> int:
+    if int(value) != 1:
+        raise argparse.ArgumentTypeError(
+            "the VLM step judge here sends the screen before the step and the one after it (upstream's value 1); "
+            "earlier screens are not sent: give 1 or drop the flag")
+    return 1
+
+
+def add_custom_arguments(parser: argparse.ArgumentParser) -> None:
+    """This setting's flags, declared here (upstream's `add_custom_arguments` hook: the trainer's parser calls it
+    for a module the command line names), with upstream's GUI flag names beside this project's where the meaning is
+    the same, and a message naming what to use where it is not."""
+    g = parser.add_argument_group("GUI agent (gui-rl/generate_with_gui.py)")
+    g.add_argument("--gui-observation", choices=["text", "screenshot"], default=None,
+                   help="what the policy sees of the screen: its OCR text view (a text model; default) or "
+                        "screenshots (a vision-language model, e.g. Qwen2.5-VL); env GUI_OBSERVATION")
+    g.add_argument("--gui-history", "--gui-max-image-history-length", dest="gui_history", type=int, default=None,
+                   help="screens in each step's prompt, the current one included (default 3; upstream's "
+                        "--gui-max-image-history-length; env GUI_HISTORY). Earlier steps' action lines are always "
+                        "listed; with 1, Qwen2.5-Coder's GUI demonstration steps averaged 884 prompt tokens, not 1,200")
+    g.add_argument("--gui-tools", choices=["upstream", "lean"], default=None,
+                   help="text observations: the system prompt and computer_use schema: upstream (default) or lean (a "
+                        "short prompt and schema, the same calls: 316 prompt tokens of system prompt and tool instead "
+                        "of 629 on Qwen2.5-Coder; env GUI_TOOLS)")
+    g.add_argument("--gui-screenshot-max-pixels", type=int, default=None,
+                   help="screenshots: scale each down to at most this many pixels before the policy sees it (fewer "
+                        "image tokens; coordinates are relative); default: as the desktop sends")
+    g.add_argument("--gui-tasks-dir", default=None,
+                   help="the OSWorld-format task folders (<domain>/<id>.json) the started pool servers serve (env "
+                        "GUI_TASKS_DIR; default gui-rl/tasks)")
+    g.add_argument("--gui-apps-dir", default=None,
+                   help="the apps folder the started pool servers' desktops mount (env GUI_APPS_DIR; default "
+                        "gui-rl/apps): a method folder's own apps")
+    g.add_argument("--gui-max-steps", type=int, default=None,
+                   help="upstream's: steps per training episode (default --max-turns, else env GUI_MAX_STEPS, else 15)")
+    g.add_argument("--gui-eval-max-steps", type=int, default=None,
+                   help="upstream's: steps per evaluation episode (default: as training)")
+    g.add_argument("--gui-sleep-after-execution", type=float, default=None,
+                   help="upstream's: seconds the started pool servers wait after an action before reading the screen "
+                        "(default 0.5)")
+    g.add_argument("--gui-wait-after-reset", type=float, default=None,
+                   help="upstream's: seconds after a task's setup before its first screen (default 0.5; upstream "
+                        "waited 60 s for a cloud VM to settle, a local desktop is ready when its setup returns)")
+    one_pool = ("training and evaluation share the pool servers here, so one value serves both: give "
+                "--gui-sleep-after-execution / --gui-wait-after-reset and drop the --gui-eval-* one")
+    g.add_argument("--gui-eval-sleep-after-execution", type=_refused(one_pool), default=None,
+                   help="upstream's; refused: " + one_pool)
+    g.add_argument("--gui-eval-wait-after-reset", type=_refused(one_pool), default=None,
+                   help="upstream's; refused: " + one_pool)
+    g.add_argument("--gui-max-reward-image-history-length", type=_one_judge_screen, default=None,
+                   help="upstream's: screens before the step the VLM step judge sees; 1 (the screen before and after "
+                        "the step) is what it sends here, other values are refused")
 
 
 def _client(args):
@@ -432,14 +498,15 @@ def _failed_sample(sample: Sample, tokenizer, task_key: str, error: str) -> list
     return failed_sample(sample, tokenizer, error, task_key=task_key, stop_reason="environment_error")
 
 
-async def generate(args, sample: Sample, sampling_params: dict) -> list[Sample]:
-    """The custom generate hook: one episode of the task in `sample`, one sample per step."""
+async def generate(args, sample: Sample, sampling_params: dict, evaluation: bool = False) -> list[Sample]:
+    """The custom generate hook: one episode of the task in `sample`, one sample per step (`--gui-eval-max-steps`
+    for an evaluation episode)."""
     from slime.rollout.data_source import load_tokenizer
     from slime.rollout.default_rollout import get_engine_client
 
     tokenizer = load_tokenizer(args.hf_checkpoint)
     task_key = task_of(sample)
-    settings = AgentSettings.from_args(args)
+    settings = AgentSettings.from_args(args, evaluation)
     context = getattr(args, "rollout_max_context_len", None) or 32768
     params = step_sampling_params(sampling_params)
     if settings.observation == "screenshot":

@@ -60,10 +60,10 @@ agentic_gpu_launch() {
     local summary=$1
     shift
     python - "${TRAINER_ARGS[@]}" "$@" <<<"import contextlib, io, sys
-from slime.utils.arguments import build_parser
+from slime.utils.arguments import parse_trainer_args
 try:
-    with contextlib.redirect_stderr(io.StringIO()):
-        args = build_parser().parse_args(sys.argv[1:])
+    with contextlib.redirect_stderr(io.StringIO()):  # the flags the run's plugins declare included
+        args = parse_trainer_args(sys.argv[1:])
 except SystemExit:
     sys.exit(0)
 $summary"

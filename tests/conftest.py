@@ -18,6 +18,7 @@ import torch
 torch.set_num_threads(1)
 # shared test helpers (tests/helpers) are imported as `helpers.*` from every tier
 _TESTS = str(Path(__file__).resolve().parent)
+_REPO = str(Path(__file__).resolve().parents[1])
 if _TESTS not in sys.path:
     sys.path.insert(0, _TESTS)
 # each method folder's own modules (toolcall-rl/generate_with_retool.py, ...) import by name, as the folder's
@@ -35,9 +36,14 @@ def _python_path_restored():
     """A test that parses `--extra-python-path` puts its folders first on `sys.path` and on PYTHONPATH for the
     processes it starts (`slime.utils.hooks.add_method_dirs_to_path`): a forked folder's modules would shadow the
     shipped ones in later tests; the next test starts from the path it had."""
-    before, path = os.environ.get("PYTHONPATH"), list(sys.path)
+    before, path, modules = os.environ.get("PYTHONPATH"), list(sys.path), set(sys.modules)
     yield
     sys.path[:] = path
+    # and a module a test imported from a copied folder (the parser imports hook modules to let them add flags)
+    for name in set(sys.modules) - modules:
+        origin = getattr(sys.modules.get(name), "__file__", None) or ""
+        if origin and not origin.startswith((_REPO, sys.prefix, sys.base_prefix)):
+            del sys.modules[name]
     if before is None:
         os.environ.pop("PYTHONPATH", None)
     else:

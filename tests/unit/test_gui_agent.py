@@ -238,3 +238,36 @@ def test_a_desktop_over_its_budget_ends_the_episode_with_minus_one():
 
     step = GuiStep(turn=None, arguments={"action": "left_click"}, special="BUDGET")
     assert asyncio.run(GuiRuleJudge().score_step(step)) == -1.0
+
+
+def test_the_folder_declares_its_flags_with_upstreams_names_beside_ours(capsys):
+    """gui-rl/generate_with_gui.py declares the GUI flags (`add_custom_arguments`), not the framework's parser:
+    upstream's names map to the same settings, and the ones that would mean something else here are refused with
+    a message saying what to use."""
+    from types import SimpleNamespace
+
+    from generate_with_gui import AgentSettings, service_options
+
+    from slime.utils.arguments import parse_args
+
+    base = ["--hf-checkpoint", "tiny", "--rollout-batch-size", "4", "--num-rollout", "3",
+            "--disable-rollout-global-dataset", "--custom-generate-function-path", "generate_with_gui.generate"]
+    args = parse_args(base + ["--gui-max-image-history-length", "2", "--gui-max-steps", "30", "--gui-eval-max-steps",
+                              "5", "--gui-sleep-after-execution", "0.0", "--gui-wait-after-reset", "60",
+                              "--gui-max-reward-image-history-length", "1", "--gui-tools", "lean"])
+    assert args.gui_history == 2 and AgentSettings.from_args(args).history == 2
+    assert AgentSettings.from_args(args).max_steps == 30 and AgentSettings.from_args(args, evaluation=True).max_steps == 5
+    options = service_options(args)
+    assert (options["sleep_after_s"], options["settle_s"]) == (0.0, 60.0)
+    # without them: the provider's defaults, and --max-turns as the step budget
+    plain = SimpleNamespace(max_turns=7)
+    assert "sleep_after_s" not in service_options(plain) and AgentSettings.from_args(plain, evaluation=True).max_steps == 7
+    for flag, value, says in [("--gui-eval-sleep-after-execution", "5.0", "share the pool servers"),
+                              ("--gui-eval-wait-after-reset", "60", "share the pool servers"),
+                              ("--gui-max-reward-image-history-length", "3", "screen before the step")]:
+        with pytest.raises(SystemExit):
+            parse_args(base + [flag, value])
+        assert says in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # the framework's parser alone does not know them
+        parse_args(base[:-2] + ["--gui-history", "1"])
+    assert "--gui-history" in capsys.readouterr().err

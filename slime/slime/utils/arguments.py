@@ -343,26 +343,6 @@ def _add_algorithm_flags(g):
     g.add_argument("--swe-instances", default=None,
                    help="SWE agents: the instances (SWE-bench JSONL) the started pool servers serve (env SWE_INSTANCES; "
                         "default swe-rl/data/instances.jsonl)")
-    g.add_argument("--gui-observation", choices=["text", "screenshot"], default=None,
-                   help="GUI agent: what the policy sees of the screen: its OCR text view (a text model; default) or "
-                        "screenshots (a vision-language model, e.g. Qwen2.5-VL); env GUI_OBSERVATION")
-    g.add_argument("--gui-history", type=int, default=None,
-                   help="GUI agent: screens in each step's prompt, the current one included (default 3, upstream's "
-                        "max_image_history_length; env GUI_HISTORY). Earlier steps' action lines are always listed; "
-                        "with 1, Qwen2.5-Coder's GUI demonstration steps averaged 884 prompt tokens instead of 1,200")
-    g.add_argument("--gui-tools", choices=["upstream", "lean"], default=None,
-                   help="GUI agent with text observations: the system prompt and computer_use schema: upstream (default) "
-                        "or lean (a short prompt and schema, the same calls: 316 prompt tokens of system prompt and tool "
-                        "instead of 629 on Qwen2.5-Coder; env GUI_TOOLS)")
-    g.add_argument("--gui-screenshot-max-pixels", type=int, default=None,
-                   help="GUI agent with screenshots: scale each screenshot down to at most this many pixels before the "
-                        "policy sees it (fewer image tokens; coordinates are relative); default: as the desktop sends")
-    g.add_argument("--gui-tasks-dir", default=None,
-                   help="GUI agents: the OSWorld-format task folders (<domain>/<id>.json) the started pool servers "
-                        "serve (env GUI_TASKS_DIR; default gui-rl/tasks)")
-    g.add_argument("--gui-apps-dir", default=None,
-                   help="GUI agents: the apps folder the started pool servers' desktops mount (env GUI_APPS_DIR; "
-                        "default gui-rl/apps): a method folder's own apps")
     g.add_argument("--swe-backend", choices=["bwrap", "docker"], default=None,
                    help="SWE agents: where the started pool servers run an instance: bwrap (default: the bubblewrap "
                         "sandbox) or docker (a container per episode from the instance's image; SWE-bench images "
