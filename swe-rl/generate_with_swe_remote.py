@@ -707,3 +707,21 @@ def outcome(meta: dict) -> dict:
             "truncated": float(meta.get("status") == "truncated"),
             # the sealed evaluation saw tampering (the score is -1 already): rollout/reward/tampered
             "tampered": float(bool((meta.get("evaluation") or {}).get("tampered")))}
+
+
+def add_custom_arguments(parser) -> None:
+    """This setting's flags, declared here rather than by the framework's parser (upstream's `add_custom_arguments`
+    hook: the trainer's parser calls it for a module its command line names), so a fork changes or adds its own."""
+    g = parser.add_argument_group("SWE agent (swe-rl/generate_with_swe_remote.py)")
+    g.add_argument("--swe-instances", default=None,
+                   help="the instances (SWE-bench JSONL) the started pool servers serve (env SWE_INSTANCES; "
+                        "default swe-rl/data/instances.jsonl)")
+    g.add_argument("--swe-backend", choices=["bwrap", "docker"], default=None,
+                   help="where the started pool servers run an instance: bwrap (default: the bubblewrap "
+                        "sandbox) or docker (a container per episode from the instance's image; SWE-bench images "
+                        "for SWE-bench rows; scripts/setup_docker.sh starts a daemon)")
+    g.add_argument("--swe-image", default=None,
+                   help="--swe-backend docker: swebench (SWE-bench's image names, the default for rows "
+                        "of a project this repository does not ship), swe-gym (SWE-Gym's), or an image template "
+                        "({instance_id}); an instance's own image_name always wins; the shipped instances default "
+                        "to slime-terminal-base with the repository copied in")

@@ -330,3 +330,21 @@ def outcome(meta: dict) -> dict:
             "truncated": float(meta.get("status") == "truncated"),
             # the sealed evaluation saw tampering (accuracy 0, score -1 already): rollout/reward/tampered
             "tampered": float(bool((meta.get("evaluation") or {}).get("tampered")))}
+
+
+def add_custom_arguments(parser) -> None:
+    """This setting's flags, declared here rather than by the framework's parser (upstream's `add_custom_arguments`
+    hook: the trainer's parser calls it for a module its command line names), so a fork changes or adds its own."""
+    g = parser.add_argument_group("terminal agent (terminal-rl/generate.py)")
+    g.add_argument("--terminal-tasks-dir", default=None,
+                   help="the task folders (terminal-bench layout) the started pool servers serve")
+    g.add_argument("--terminal-backend", choices=["bwrap", "docker"], default=None,
+                   help="where the started pool servers run a task: bwrap (default: the bubblewrap "
+                        "sandbox) or docker (a container per episode; scripts/setup_docker.sh starts a daemon)")
+    g.add_argument("--terminal-image", default=None,
+                   help="--terminal-backend docker: the image ({task} is the task's name, e.g. "
+                        "tb__{task} for per-task terminal-bench images); default slime-terminal-base")
+    g.add_argument("--terminal-tools", choices=["upstream", "lean"], default=None,
+                   help="the tools the started pool servers declare and the system prompt: upstream "
+                        "(default: the four shell tools) or lean (shell_exec with a command only: 226 prompt tokens of "
+                        "system prompt and tools instead of 913; a ~3x cheaper training step on CPU)")

@@ -404,3 +404,13 @@ async def reward_func(args, item: Sample | list[Sample]):
         out.append(reward)
     return out if isinstance(item, list) else out[0]
 
+
+def add_custom_arguments(parser) -> None:
+    """This setting's flags, declared here rather than by the framework's parser (upstream's `add_custom_arguments`
+    hook: the trainer's parser calls it for a module its command line names), so a fork changes or adds its own."""
+    g = parser.add_argument_group("tool-call agent (toolcall-rl/generate_with_retool.py)")
+    g.add_argument("--tools-config", default=None,
+                   help="the agent's tools: a JSON list of function schemas with a `runner` "
+                        "(env TOOLS_CONFIG wins); default: code_interpreter")
+    g.add_argument("--max-tool-calls", type=int, default=None, help="tool calls per trajectory (default 8)")
+    g.add_argument("--tool-timeout", type=float, default=None, help="seconds per tool call (default 30)")

@@ -35,3 +35,23 @@ def test_no_method_module_shadows_an_installed_one():
             if spec is not None and spec.origin and not any(spec.origin.startswith(f) for f in folders):
                 shadowing[name] = spec.origin
     assert shadowing == {}
+
+
+def test_the_agentic_settings_flags_are_declared_by_their_folders_not_the_framework():
+    """`slime/utils/arguments.py` knows no setting's flags: each folder's loop module declares them
+    (`add_custom_arguments`), and the trainer's parser has them when the command line names that module."""
+    from slime.utils.arguments import build_parser, parse_args
+
+    framework = {flag for action in build_parser()._actions for flag in action.option_strings}
+    owners = {"toolcall-rl": ("generate_with_retool", ["--tools-config", "--max-tool-calls", "--tool-timeout"]),
+              "terminal-rl": ("generate", ["--terminal-tasks-dir", "--terminal-backend", "--terminal-image",
+                                           "--terminal-tools"]),
+              "swe-rl": ("generate_with_swe_remote", ["--swe-instances", "--swe-backend", "--swe-image"]),
+              "gui-rl": ("generate_with_gui", ["--gui-observation", "--gui-history", "--gui-tools", "--gui-tasks-dir",
+                                               "--gui-apps-dir", "--gui-max-steps"])}
+    base = ["--hf-checkpoint", "tiny", "--rollout-batch-size", "4", "--num-rollout", "3",
+            "--disable-rollout-global-dataset"]
+    for folder, (module, flags) in owners.items():
+        assert not framework & set(flags), folder
+        parser_flags = vars(parse_args(base + ["--custom-generate-function-path", f"{module}.generate"]))
+        assert all(flag[2:].replace("-", "_") in parser_flags for flag in flags), folder

@@ -313,12 +313,7 @@ def _add_algorithm_flags(g):
                    help="grpo/gspo/step_wise: drop groups (step_wise: buckets) whose rewards all agree (upstream does, "
                         "silently; when all are, the first is kept); drop-all (grpo/gspo): keep none, so a rollout "
                         "whose groups all agree takes no optimizer step; counted in the rollout metrics either way")
-    g.add_argument("--tools-config", default=None,
-                   help="agent tools (toolcall-rl/generate_with_retool.py): a JSON list of function schemas with a `runner` "
-                        "(env TOOLS_CONFIG wins); default: code_interpreter")
     g.add_argument("--max-turns", type=int, default=None, help="agent rollouts: generation turns per trajectory")
-    g.add_argument("--max-tool-calls", type=int, default=None, help="agent rollouts: tool calls per trajectory")
-    g.add_argument("--tool-timeout", type=float, default=None, help="agent rollouts: seconds per tool call")
     g.add_argument("--max-parse-errors", type=int, default=None,
                    help="terminal/SWE agents: malformed tool calls per episode before it ends as FAILED (default 3)")
     g.add_argument("--env-server-url", default=None,
@@ -328,30 +323,6 @@ def _add_algorithm_flags(g):
                    help="pool servers the trainer starts when no --env-server-url is given (a router when > 1)")
     g.add_argument("--env-provider", default=None,
                    help="what the started pool servers lease (terminal, swe, command, or module:factory)")
-    g.add_argument("--terminal-tasks-dir", default=None,
-                   help="terminal agents: the task folders (terminal-bench layout) the started pool servers serve")
-    g.add_argument("--terminal-backend", choices=["bwrap", "docker"], default=None,
-                   help="terminal agents: where the started pool servers run a task: bwrap (default: the bubblewrap "
-                        "sandbox) or docker (a container per episode; scripts/setup_docker.sh starts a daemon)")
-    g.add_argument("--terminal-image", default=None,
-                   help="terminal agents, --terminal-backend docker: the image ({task} is the task's name, e.g. "
-                        "tb__{task} for per-task terminal-bench images); default slime-terminal-base")
-    g.add_argument("--terminal-tools", choices=["upstream", "lean"], default=None,
-                   help="terminal agents: the tools the started pool servers declare and the system prompt: upstream "
-                        "(default: the four shell tools) or lean (shell_exec with a command only: 226 prompt tokens of "
-                        "system prompt and tools instead of 913; a ~3x cheaper training step on CPU)")
-    g.add_argument("--swe-instances", default=None,
-                   help="SWE agents: the instances (SWE-bench JSONL) the started pool servers serve (env SWE_INSTANCES; "
-                        "default swe-rl/data/instances.jsonl)")
-    g.add_argument("--swe-backend", choices=["bwrap", "docker"], default=None,
-                   help="SWE agents: where the started pool servers run an instance: bwrap (default: the bubblewrap "
-                        "sandbox) or docker (a container per episode from the instance's image; SWE-bench images "
-                        "for SWE-bench rows; scripts/setup_docker.sh starts a daemon)")
-    g.add_argument("--swe-image", default=None,
-                   help="SWE agents, --swe-backend docker: swebench (SWE-bench's image names, the default for rows "
-                        "of a project this repository does not ship), swe-gym (SWE-Gym's), or an image template "
-                        "({instance_id}); an instance's own image_name always wins; the shipped instances default "
-                        "to slime-terminal-base with the repository copied in")
     g.add_argument("--step-judge", default=None,
                    help="agent rollouts: the PRM that scores each step: llm (the PRM engine of --prm-enable / "
                         "--prm-engine-url, \\boxed{±1} votes; the default when one is configured), rules (the "
