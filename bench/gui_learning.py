@@ -5,7 +5,7 @@ run.
         [--sft-steps 60] [--rl-rollouts 16] [--eval-samples 1] [--max-steps 8] [--lora-rank 16] [--response-len 96]
         [--constant-groups keep|drop|drop-all] [--temperature 1.0]
 
-The tasks are families (`slime.agentic.gui.families`): 8 kinds of desktop task over the Tk apps (the settings dialog,
+The tasks are families (`gui-rl/gui_families.py`): 8 kinds of desktop task over the Tk apps (the settings dialog,
 the file manager, the notes editor) with generated instances (starting state, target and wording drawn per
 instance; each training family in 3-4 variants that need other actions or a value read off the screen; the
 evaluator's expected state computed from the same draw; one scripted solution per instance) and 6 more kinds that
@@ -46,7 +46,8 @@ from learning_protocol import Setting, add_arguments, run, run_module
 from train_stages import REPO
 
 sys.path.insert(0, str(REPO / "slime"))
-from slime.agentic.gui.families import family_of, write_families  # noqa: E402
+sys.path.insert(0, str(REPO / "gui-rl"))  # the method folder's task families
+from gui_families import family_of, write_families  # noqa: E402
 
 
 # Screens per step prompt: the current one only (earlier steps are listed by their action lines). Upstream's 3 made a

@@ -3,7 +3,7 @@
     OMP_NUM_THREADS=1 python bench/terminal_learning.py --model qwen2.5-coder-0.5b [--resume]
         [--sft-steps 60] [--rl-rollouts 16] [--eval-samples 1] [--max-steps 4] [--lora-rank 16]
 
-The tasks are families (`slime.agentic.terminal.families`): 12 kinds of shell task with generated instances (file
+The tasks are families (`terminal-rl/terminal_families.py`): 12 kinds of shell task with generated instances (file
 names, data, parameters and wording drawn per instance; the expected outputs computed from the same data; one
 scripted solution per family) and 6 more kinds that nothing trains on. Stages, each the setting's own CPU script as
 a user runs it (real `slime/train*.py` processes, the embedded engine, the environment service's pool server, tmux
@@ -48,7 +48,8 @@ from learning_protocol import Setting, add_arguments, run, run_module
 from train_stages import REPO
 
 sys.path.insert(0, str(REPO / "slime"))
-from slime.agentic.terminal.families import family_of, write_families  # noqa: E402
+sys.path.insert(0, str(REPO / "terminal-rl"))  # the method folder's task families
+from terminal_families import family_of, write_families  # noqa: E402
 
 
 def demonstrate(families: Path, out: Path, opts) -> str:

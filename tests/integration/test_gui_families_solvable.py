@@ -1,4 +1,4 @@
-"""Generated GUI tasks (slime.agentic.gui.families) on real desktops (Xvfb, the Tk apps, OCR, in the bubblewrap
+"""Generated GUI tasks (gui-rl/gui_families.py) on real desktops (Xvfb, the Tk apps, OCR, in the bubblewrap
 sandbox): one instance of every family, its scripted solution scores 1 and doing nothing scores 0. The benchmark
 verifies every held-out instance the same way (and drops one whose words the OCR misses), the demonstrations every
 demonstration instance. In the `gui_full` tier (`pytest -m gui_full`, about a minute on 2 cores)."""
@@ -10,7 +10,7 @@ import asyncio
 import pytest
 
 from slime.agentic.gui.check import check_tasks
-from slime.agentic.gui.families import FAMILIES, family_of, write_families
+from gui_families import FAMILIES, family_of, write_families
 from slime.agentic.gui.tasks import load_tasks
 
 from helpers.gui_env import requires_desktop

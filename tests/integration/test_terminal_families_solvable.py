@@ -1,4 +1,4 @@
-"""Generated terminal tasks (slime.agentic.terminal.families), in real bubblewrap sandboxes: for one training
+"""Generated terminal tasks (terminal-rl/terminal_families.py), in real bubblewrap sandboxes: for one training
 instance of every variant of every training family, and one instance of every held-out family and one held-out
 draw of every training family, the scripted solution passes every test of the instance and a workspace where
 nothing was done fails them all (reward -1). The benchmark's demonstrations verify every demonstration instance the
@@ -16,7 +16,7 @@ from slime.agentic import sandbox as sb
 from slime.agentic.task_families import load_data_files
 from slime.agentic.terminal import load_tasks
 from slime.agentic.terminal.check import check_tasks
-from slime.agentic.terminal.families import FAMILIES, TRAIN_FAMILIES, family_of, write_families
+from terminal_families import FAMILIES, TRAIN_FAMILIES, family_of, write_families
 
 _CAP = sb.detect_capability("bwrap")
 pytestmark = pytest.mark.skipif(not _CAP.available, reason=f"no bwrap sandbox on this host: {_CAP.problem}")

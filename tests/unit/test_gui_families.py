@@ -1,11 +1,11 @@
-"""slime.agentic.gui.families: generated desktop tasks load as OSWorld-format tasks with a scripted solution, are
+"""gui-rl/gui_families.py: generated desktop tasks load as OSWorld-format tasks with a scripted solution, are
 reproducible, and their splits are disjoint (the solutions run on real desktops in
 tests/integration/test_gui_families_solvable.py)."""
 import json
 
 import pytest
 
-from slime.agentic.gui.families import (FAMILIES, HELDOUT_FAMILIES, TRAIN_FAMILIES, draw_instances, family_of,
+from gui_families import (FAMILIES, HELDOUT_FAMILIES, TRAIN_FAMILIES, draw_instances, family_of,
                                         identity, write_families)
 from slime.agentic.gui.scripted import load_solution
 from slime.agentic.gui.tasks import load_tasks

@@ -1,4 +1,4 @@
-"""slime.agentic.terminal.families: generated instances are reproducible, the splits disjoint, the tests pinned to
+"""terminal-rl/terminal_families.py: generated instances are reproducible, the splits disjoint, the tests pinned to
 the data (the solution's run lives in tests/integration/test_terminal_families_solvable.py)."""
 import json
 import random
@@ -7,7 +7,7 @@ import re
 import pytest
 
 from slime.agentic.task_families import load_data_files
-from slime.agentic.terminal.families import (FAMILIES, HELDOUT_FAMILIES, TRAIN_FAMILIES, draw_instances, family_of,
+from terminal_families import (FAMILIES, HELDOUT_FAMILIES, TRAIN_FAMILIES, draw_instances, family_of,
                                              identity, write_families)
 from slime.agentic.terminal.tasks import load_tasks
 

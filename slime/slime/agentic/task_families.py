@@ -1,4 +1,4 @@
-"""What task families share across settings (`slime.agentic.terminal.families`, `slime.agentic.gui.families`):
+"""What task families share across settings (`terminal-rl/terminal_families.py`, `gui-rl/gui_families.py`):
 drawing distinct instances from seeds, the four data files of a written family set, and the command line.
 
 A family draws an instance from a `random.Random` seeded by `"<family>:<seed * 10^6 + k>"` (independent of the

@@ -1,6 +1,6 @@
 """GUI task families: kinds of desktop task with many generated instances, written as OSWorld-format task files.
 
-    python -m slime.agentic.gui.families --out DIR [--train-instances 30] [--heldout-instances 4] [--seed 0]
+    python gui-rl/gui_families.py --out DIR [--train-instances 30] [--heldout-instances 4] [--seed 0]
 
 A family draws an instance from a seed over the Tk apps of `gui-rl/apps/` (the settings dialog, the file manager,
 the notes editor): the starting state (settings values, the folder's files, the note's lines), the target (a name, a
@@ -10,7 +10,7 @@ per instance (`<id>.solution.json`, text-targeted clicks resolved on the screen'
 it, `slime.agentic.gui.scripted`). Checked per instance by `python -m slime.agentic.gui.check --tasks-dir
 DIR/tasks`, and again by the demonstrations, which keep only instances whose evaluation scored 1.
 
-As `slime.agentic.terminal.families`: `TRAIN_FAMILIES` are trained on (demonstrations and RL draw disjoint
+As `terminal-rl/terminal_families.py`: `TRAIN_FAMILIES` are trained on (demonstrations and RL draw disjoint
 instances), `HELDOUT_FAMILIES` are kinds of task nothing trains on. A task's domain is its family, so its key is
 `<family>/<family>-<t|h><k>`. Data files (the GUI setting's prompt format): `demos.jsonl`, `rl.jsonl`,
 `heldout_instances.jsonl` (unseen instances of the training families), `heldout_tasks.jsonl` (the held-out

@@ -1,6 +1,6 @@
 """Task families: kinds of shell task with many generated instances, written as ordinary task folders.
 
-    python -m slime.agentic.terminal.families --out DIR [--train-instances 45] [--heldout-instances 4] [--seed 0]
+    python terminal-rl/terminal_families.py --out DIR [--train-instances 45] [--heldout-instances 4] [--seed 0]
 
 A family draws an instance from a seed: its file names, data, parameters and wording, the expected outputs computed
 here from the same data, one `solution.sh` that solves every instance of the family (checked per instance by
