@@ -11,7 +11,7 @@ import pytest
 
 from slime.agentic import sandbox as sb
 from slime.agentic.swe.check import DEFAULT_INSTANCES, check_instances
-from slime.agentic.swe.generate import generate
+from swe_instances_builder import generate
 from slime.agentic.swe.instances import dumps_instance, load_instances
 from slime.agentic.swe.patches import is_test_path, patch_paths, validate_patch
 from slime.agentic.swe.projects import PROJECTS, get_project

@@ -9,8 +9,8 @@ import textwrap
 
 import pytest
 
-from slime.agentic.swe.hidden_tests import remove_functions
-from slime.agentic.swe.mutations import OPERATORS, apply_mutation, find_mutations
+from swe_hidden_tests import remove_functions
+from swe_mutations import OPERATORS, apply_mutation, find_mutations
 
 # one source with at least one site of every operator, each inside a function
 SOURCE = textwrap.dedent('''\

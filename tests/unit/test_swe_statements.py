@@ -6,8 +6,8 @@ from __future__ import annotations
 import random
 import textwrap
 
-from slime.agentic.swe.generate import nodeid_of
-from slime.agentic.swe.statements import (
+from swe_instances_builder import nodeid_of
+from swe_statements import (
     Failure,
     analyse,
     failed_line_of,

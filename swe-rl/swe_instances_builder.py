@@ -1,7 +1,7 @@
 """Make SWE-bench instances from real projects, offline: one realistic bug each, found by the project's own tests.
 
-    python -m slime.agentic.swe.generate --out swe-rl/data/instances.jsonl --seed 0
-    python -m slime.agentic.swe.generate --out /tmp/toolz.jsonl --projects toolz --per-project 3 -v
+    python swe-rl/swe_instances_builder.py --out swe-rl/data/instances.jsonl --seed 0
+    python swe-rl/swe_instances_builder.py --out /tmp/toolz.jsonl --projects toolz --per-project 3 -v
 
 For every pinned project (:mod:`.projects`), in the store's upstream tree (:mod:`.repos`):
 
@@ -22,7 +22,7 @@ For every pinned project (:mod:`.projects`), in the store's upstream tree (:mod:
 6. the gold ``patch`` (undoes the mutation) and the ``test_patch`` are git diffs between the base tree and the
    upstream tree; the base commit is a root commit of the base tree (same hash on every machine);
 7. the problem statement is written from the failing behaviour (:mod:`.statements`);
-8. the instance is checked as ``python -m slime.agentic.swe.check`` would (:mod:`.evaluate`): the gold patch
+8. the instance is checked as ``python -m slime.agentic.swe.check`` would (:mod:`slime.agentic.swe.evaluate`): the gold patch
    resolves it, and at base (with the test_patch) every FAIL_TO_PASS test fails and every PASS_TO_PASS test
    passes. One that does not is dropped.
 
@@ -48,15 +48,16 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import repos
-from .evaluate import run_instance
-from .hidden_tests import remove_functions
-from .instances import SHIPPED_INSTANCES, SweInstance, save_instances
-from .mutations import OPERATORS, Mutation, apply_mutation, find_mutations
-from .patches import is_test_path
-from .projects import PROJECTS, Project, get_project
-from .statements import Failure, Symptom, analyse, rank, write_statement
-from .testrun import TreeRunner, junit_id
+from swe_hidden_tests import remove_functions
+from swe_mutations import OPERATORS, Mutation, apply_mutation, find_mutations
+from swe_statements import Failure, Symptom, analyse, rank, write_statement
+
+from slime.agentic.swe import repos
+from slime.agentic.swe.evaluate import run_instance
+from slime.agentic.swe.instances import SHIPPED_INSTANCES, SweInstance, save_instances
+from slime.agentic.swe.patches import is_test_path
+from slime.agentic.swe.projects import PROJECTS, Project, get_project
+from slime.agentic.swe.testrun import TreeRunner, junit_id
 
 from slime.agentic import fs_tree
 

@@ -484,7 +484,7 @@ def _check_of(stmt: ast.stmt) -> tuple[str, tuple] | None:
 
 
 def _analyse(failure: Failure) -> tuple[Symptom, _Code | None]:
-    from .hidden_tests import find_test_function
+    from swe_hidden_tests import find_test_function
 
     source = scrub(failure.test_source)
     message = scrub(failure.message).strip()
