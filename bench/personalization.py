@@ -2,7 +2,7 @@
 
 For every eligible persona (the model told with the hints our judge writes from the persona's corrections is
 pleased at least 0.3 more often than untold, quality kept; measured by `python -m
-slime.personalization.base_rates`, committed as openclaw-test/results/eligibility.json, pooled with the committed
+personalization.base_rates`, committed as openclaw-test/results/eligibility.json, pooled with the committed
 runs' own untold and told evaluations) and every seed, one
 openclaw-test run (the Hydra config of `openclaw-test/run.py`, composed here with the same overrides): start the
 default Combine server on SmolLM2-135M-Instruct, rate the base model untold and told on the held-out requests
@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "openclaw-test"))  # the simulated-user harness: openclaw-test/personalization/
 ELIGIBILITY = ROOT / "openclaw-test" / "results" / "eligibility.json"
 TARGET_GAP_CLOSED = 0.6
 HINT_ONLY_GOAL = 0.4
@@ -78,8 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("overrides", nargs="*", help="more Hydra overrides, e.g. trainer.lr=2e-5")
     args = parser.parse_args(argv)
 
-    from slime.personalization.report import eligibility, gap_headline, load_results, method_label
-    from slime.personalization.runner import run_experiment
+    from personalization.report import eligibility, gap_headline, load_results, method_label
+    from personalization.runner import run_experiment
 
     # eligibility as the README's table measures it: the committed base rates pooled with the committed runs
     measured = base_rates()

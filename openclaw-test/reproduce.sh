@@ -11,4 +11,4 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-runs/openclaw-test/table}
 python openclaw-test/run.py -m method=rl,opd,combine persona=student,teacher,concise,greeter,upbeat seed=0,1,2 \
     "hydra.sweep.dir=$OUT" "$@"
-python -m slime.personalization.report "$OUT" --out "$OUT/TABLE.md"
+PYTHONPATH="openclaw-test${PYTHONPATH:+:$PYTHONPATH}" python -m personalization.report "$OUT" --out "$OUT/TABLE.md"

@@ -6,7 +6,7 @@
     python openclaw-test/run.py server.url=http://127.0.0.1:30000  # attach to a server you started
 
 Each run writes result.json, interactions.jsonl, eval_<n>.jsonl, curve.png and server.log to its Hydra output
-directory (runs/openclaw-test/...). `python -m slime.personalization.report runs/openclaw-test` makes the table.
+directory (runs/openclaw-test/...). `python -m personalization.report runs/openclaw-test` makes the table.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 @hydra.main(config_path="conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> float:
-    from slime.personalization.runner import run_experiment
+    from personalization.runner import run_experiment
 
     out_dir = HydraConfig.get().runtime.output_dir
     result = run_experiment(cfg, out_dir)

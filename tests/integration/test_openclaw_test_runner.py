@@ -56,8 +56,8 @@ def test_a_run_starts_the_server_talks_trains_evaluates_and_writes_results(tmp_p
     # told with the hints the rules judge writes from the persona's corrections, cycled over the prompts
     told = result["base_with_hint"]
     assert told["hint"] is True and told["n"] == 3 and told["source"] == "judge"
-    from slime.personalization.personas import get_persona
-    from slime.personalization.simulate import judge_hints
+    from personalization.personas import get_persona
+    from personalization.simulate import judge_hints
 
     assert told["hints"] == judge_hints(get_persona("upbeat")) and len(told["hints"]) == 3
     assert [item["hint"] for item in _lines(out / "eval_0_hint.jsonl.gz")] == told["hints"]
@@ -137,7 +137,7 @@ def test_multirun_over_seeds_attaches_to_one_running_server(tmp_path):
         next((tmp_path / "multi").rglob(f"rl-{r['persona']}-tiny-seed{r['seed']}")) / "interactions.jsonl.gz")]
         for r in results}
     assert plans[("student", 0)] != plans[("student", 1)]
-    from slime.personalization.report import load_results, markdown_table
+    from personalization.report import load_results, markdown_table
 
     table = markdown_table(load_results(tmp_path / "multi"))
     assert "| greeter | rl | 2 |" in table and "| student | rl | 2 |" in table

@@ -20,9 +20,9 @@ import httpx
 import pytest
 
 from helpers.memorised_model import EOS, build_memorised_model
-from slime.personalization.llm_user import LLMReactor, build_user_messages, classify_reaction, clean_user_message
-from slime.personalization.personas import PERSONAS, Reaction
-from slime.personalization.rating import Rating
+from personalization.llm_user import LLMReactor, build_user_messages, classify_reaction, clean_user_message
+from personalization.personas import PERSONAS, Reaction
+from personalization.rating import Rating
 
 CONCISE = PERSONAS["concise"]
 HISTORY = [{"role": "system", "content": "You are a helpful assistant."},

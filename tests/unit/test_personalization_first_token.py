@@ -2,8 +2,8 @@
 
 import torch
 
-from slime.personalization import first_token
-from slime.personalization.first_token import opener_probabilities
+from personalization import first_token
+from personalization.first_token import opener_probabilities
 
 QUESTIONS = ["Ana buys 2 notebooks that cost $4 each. How much does she pay?", "What is 3 + 4?"]
 

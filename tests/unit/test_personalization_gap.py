@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from slime.personalization import report
-from slime.personalization.report import (
+from personalization import report
+from personalization.report import (
     eligibility,
     eligibility_table,
     gap_closed,

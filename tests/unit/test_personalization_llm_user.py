@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from slime.personalization.llm_user import (
+from personalization.llm_user import (
     EMPTY_REPLY,
     NOTE_NO_ANSWER,
     NOTE_NOT_PLEASED,
@@ -27,10 +27,10 @@ from slime.personalization.llm_user import (
     clean_user_message,
     private_note,
 )
-from slime.personalization.personas import MET, PERSONAS, Persona, Reaction
-from slime.personalization.rating import Rating
-from slime.personalization.runner import build_reactor
-from slime.personalization.user_prompts import USER_PROMPTS, user_system_prompt
+from personalization.personas import MET, PERSONAS, Persona, Reaction
+from personalization.rating import Rating
+from personalization.runner import build_reactor
+from personalization.user_prompts import USER_PROMPTS, user_system_prompt
 
 ROOT = Path(__file__).resolve().parents[2]
 CONCISE = PERSONAS["concise"]

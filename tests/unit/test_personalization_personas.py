@@ -13,8 +13,8 @@ import pytest
 from slime.conversation.judges.hint_rules import user_feedback_hint
 
 from slime.conversation.judges.rules import classify_user_text
-from slime.personalization import problem_templates
-from slime.personalization.personas import (
+from personalization import problem_templates
+from personalization.personas import (
     MET,
     PERSONAS,
     Persona,
@@ -23,8 +23,8 @@ from slime.personalization.personas import (
     heldout_requests,
     student_answer_for,
 )
-from slime.personalization.problems import DEFAULT_FILE, Problem, load_problems
-from slime.personalization.rating import Rating
+from personalization.problems import DEFAULT_FILE, Problem, load_problems
+from personalization.rating import Rating
 
 ALL = load_problems()
 TRAIN = load_problems("train")

@@ -1,7 +1,7 @@
 """Hand-labelled rating examples for the personalization personas, and the detectors they are built from.
 
-Every expected number below was computed by hand from the docstrings of `slime/personalization/rating.py` and
-`slime/personalization/personas.py`:
+Every expected number below was computed by hand from the docstrings of `openclaw-test/personalization/rating.py` and
+`openclaw-test/personalization/personas.py`:
 
 * student (student-v1): 1 - 0.5 per *kind* of AI marker (floored at 0), halved when no calculation is shown;
 * teacher (teacher-v1): 0.5 warmth + 0.25 names the student's answer + 0.25 names the correct answer;
@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import pytest
 
-from slime.personalization.personas import PERSONAS, student_answer_for
-from slime.personalization.problems import load_problems
-from slime.personalization.rating import (
+from personalization.personas import PERSONAS, student_answer_for
+from personalization.problems import load_problems
+from personalization.rating import (
     QUALITY_VERSION,
     Rating,
     ai_markers,

@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from slime.personalization import report
-from slime.personalization.report import collect, headline, load_results, markdown_table, plot_curve
+from personalization import report
+from personalization.report import collect, headline, load_results, markdown_table, plot_curve
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -1,6 +1,6 @@
 """What a finished openclaw-test run keeps on disk."""
 
-from slime.personalization.runner import remove_checkpoints
+from personalization.runner import remove_checkpoints
 
 
 def test_checkpoints_are_deleted_and_the_freed_bytes_counted(tmp_path):

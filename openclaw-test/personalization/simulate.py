@@ -24,10 +24,10 @@ from typing import Protocol
 
 from slime.conversation.judges.hint_rules import user_feedback_hint
 from slime.conversation.teacher import hinted_messages
-from slime.personalization.client import ServerClient
-from slime.personalization.personas import MET, Persona, Reaction, heldout_requests
-from slime.personalization.problems import Problem
-from slime.personalization.rating import Rating
+from personalization.client import ServerClient
+from personalization.personas import MET, Persona, Reaction, heldout_requests
+from personalization.problems import Problem
+from personalization.rating import Rating
 
 __all__ = ["EvalResult", "Generation", "Interaction", "Reactor", "ScriptedReactor", "converse", "evaluate",
            "is_pleased", "judge_hints", "told_hints"]
@@ -60,7 +60,7 @@ def _system(system_prompt: str | None) -> list[dict]:
 
 class Reactor(Protocol):
     """How the user answers a reply: the persona's scripted reactions (`ScriptedReactor`), or an LLM playing the
-    persona (`slime.personalization.llm_user.LLMReactor`)."""
+    persona (`personalization.llm_user.LLMReactor`)."""
 
     async def react(self, persona: Persona, rating: Rating, rng: random.Random, can_retry: bool,
                     messages: list[dict], reply: str) -> Reaction: ...

@@ -1,4 +1,4 @@
-"""Role-play system prompts for an LLM that plays a persona (`slime.personalization.llm_user.LLMReactor`).
+"""Role-play system prompts for an LLM that plays a persona (`personalization.llm_user.LLMReactor`).
 
 One prompt per persona in `personas.PERSONAS`; `user_system_prompt` falls back to a generic prompt built from
 the persona's description for any other persona. The prompts describe the user and their hidden preference;
@@ -8,7 +8,7 @@ private note on the assistant's last reply tells the LLM what that rating said).
 
 from __future__ import annotations
 
-from slime.personalization.personas import Persona
+from personalization.personas import Persona
 
 __all__ = ["USER_PROMPTS", "user_system_prompt"]
 

@@ -4,8 +4,8 @@ For a persona whose preference is an opener ("Sure!", "Hello"), the sampled held
 training has started to move the policy; the probability of the opener's first token at the start of the reply
 shows the movement (and, with the hint, how strongly the OPD teacher points at it):
 
-    python -m slime.personalization.first_token --model runs/.../server/ckpt/weights/v000010 --opener Sure
-    python -m slime.personalization.first_token --model smollm2 --opener Sure --split train --num 16 \
+    python -m personalization.first_token --model runs/.../server/ckpt/weights/v000010 --opener Sure
+    python -m personalization.first_token --model smollm2 --opener Sure --split train --num 16 \
         --hint 'Start your reply with "Sure!" and then answer.'
 
 Prompts are rendered exactly as the engine renders a chat request (`TeacherPromptBuilder`), with the hint
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import torch
 
 from slime.conversation.teacher import TeacherPromptBuilder, hinted_messages
-from slime.personalization.problems import load_problems
+from personalization.problems import load_problems
 
 __all__ = ["opener_probabilities"]
 

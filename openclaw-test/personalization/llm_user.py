@@ -27,9 +27,9 @@ from collections.abc import Mapping
 import httpx
 
 from slime.conversation.judges.rules import classify_user_text
-from slime.personalization.personas import MET, Persona, Reaction
-from slime.personalization.rating import Rating
-from slime.personalization.user_prompts import user_system_prompt
+from personalization.personas import MET, Persona, Reaction
+from personalization.rating import Rating
+from personalization.user_prompts import user_system_prompt
 
 __all__ = ["LLMReactor", "build_user_messages", "chat_completions_url", "classify_reaction", "clean_user_message",
            "private_note", "REPLY_PREFIX"]
@@ -169,7 +169,7 @@ class LLMReactor:
     def from_config(cls, user: Mapping) -> LLMReactor:
         """From openclaw-test's `user` config group (`conf/user/llm.yaml`); `api_key` defaults to
         $USER_LLM_API_KEY."""
-        from slime.personalization.runner import plain_config  # (runner imports this module lazily)
+        from personalization.runner import plain_config  # (runner imports this module lazily)
 
         user = plain_config(user or {})
         if not user.get("url"):

@@ -1,6 +1,6 @@
 """Learning-curve plots and the results table, from the runner's `result.json` files.
 
-`python -m slime.personalization.report <results dir> [--out table.md]` finds every result.json below the
+`python -m personalization.report <results dir> [--out table.md]` finds every result.json below the
 directory and prints the markdown table of openclaw-test/README.md: per persona and method, held-out preference
 and quality at each checkpoint (mean +- std over seeds), the gain at 64 interactions, and the wall time; and,
 for the hint-only personas (never pleased unprompted, often when told), every method's preference side by side.
@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from slime.conversation.methods.builtin import Combine
-from slime.personalization.personas import MET
+from personalization.personas import MET
 
 __all__ = ["ELIGIBLE_GAP", "ELIGIBLE_QUALITY_DROP", "eligibility", "eligibility_table", "eligibility_verdict", "gap_closed",
            "gap_headline", "gap_table", "plot_probe_curves", "v2_results",

@@ -29,13 +29,13 @@ from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
 
-from slime.personalization.client import ServerClient
-from slime.personalization.personas import Persona, get_persona
-from slime.personalization.personas import heldout_requests
-from slime.personalization.probes import probe_request_logprobs, summarize_probe
-from slime.personalization.problems import load_problems
-from slime.personalization.report import plot_curve, training_replies
-from slime.personalization.simulate import Generation, ScriptedReactor, converse, evaluate, told_hints
+from personalization.client import ServerClient
+from personalization.personas import Persona, get_persona
+from personalization.personas import heldout_requests
+from personalization.probes import probe_request_logprobs, summarize_probe
+from personalization.problems import load_problems
+from personalization.report import plot_curve, training_replies
+from personalization.simulate import Generation, ScriptedReactor, converse, evaluate, told_hints
 
 __all__ = ["Progress", "run_experiment", "wait_for_training"]
 
@@ -328,7 +328,7 @@ def build_reactor(user: Mapping | None):
     if kind == "scripted":
         return ScriptedReactor()
     if kind == "llm":
-        from slime.personalization.llm_user import LLMReactor
+        from personalization.llm_user import LLMReactor
 
         return LLMReactor.from_config(user)
     raise ValueError(f"user.kind must be 'scripted' or 'llm', not {kind!r}")

@@ -26,8 +26,8 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from slime.personalization.problems import Problem
-from slime.personalization.rating import (
+from personalization.problems import Problem
+from personalization.rating import (
     QUALITY_VERSION,
     Rating,
     ai_markers,

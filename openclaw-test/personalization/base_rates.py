@@ -2,7 +2,7 @@
 told (the hints our rules hint judge writes from the persona's corrections, or the persona's own statement),
 the way the OPD teacher sees a hint.
 
-    python -m slime.personalization.base_rates --url http://127.0.0.1:30010 [--personas student,concise]
+    python -m personalization.base_rates --url http://127.0.0.1:30010 [--personas student,concise]
         [--num-prompts 36] [--samples 2] [--told judge] [--out eligibility.json]
 
 Works against the engine itself or the conversation server (requests are side turns, never trained on). A
@@ -19,11 +19,11 @@ import asyncio
 import json
 from pathlib import Path
 
-from slime.personalization.client import ServerClient
-from slime.personalization.personas import PERSONAS, get_persona
-from slime.personalization.problems import load_problems
-from slime.personalization.report import eligibility_verdict
-from slime.personalization.simulate import Generation, evaluate, told_hints
+from personalization.client import ServerClient
+from personalization.personas import PERSONAS, get_persona
+from personalization.problems import load_problems
+from personalization.report import eligibility_verdict
+from personalization.simulate import Generation, evaluate, told_hints
 
 __all__ = ["measure_base_rates"]
 
