@@ -41,7 +41,7 @@ __all__ = ["Progress", "run_experiment", "wait_for_training"]
 
 log = logging.getLogger(__name__)
 logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request would bury the progress lines
-REPO_ROOT = Path(__file__).resolve().parents[3]
+REPO_ROOT = Path(__file__).resolve().parents[2]  # openclaw-test/personalization/runner.py -> the checkout
 
 
 class Progress:
