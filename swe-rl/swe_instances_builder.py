@@ -334,7 +334,7 @@ class ProjectGenerator:
                        "upstream_commit": self.upstream},
             "mutation": {"operator": mutation.operator, "file": path, "line": mutation.line,
                          "function": mutation.function, "description": mutation.description},
-            "generator": {"module": "slime.agentic.swe.generate", "seed": self.seed},
+            "generator": {"module": "swe-rl/swe_instances_builder.py", "seed": self.seed},
         }
         return SweInstance(instance_id=instance_id, repo=project.repo, base_commit=base_commit,
                            problem_statement=statement, FAIL_TO_PASS=tuple(fail_to_pass),
