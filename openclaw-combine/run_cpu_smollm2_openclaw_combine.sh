@@ -7,7 +7,8 @@
 # Env: OPENCLAW_COMBINE_W_RL, OPENCLAW_COMBINE_W_OPD (default 1.0), HINT_JUDGE (rules), and scripts/conversation_cpu.sh's.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
-exec bash "${SLIME_ROOT:-$HERE/..}/scripts/conversation_cpu.sh" openclaw-combine-cpu \
+exec bash "${SLIME_ROOT:-$HERE/..}/scripts/conversation_cpu.sh" "$(basename "$HERE")-cpu" \
     --conversation-method combine --hint-judge-type "${HINT_JUDGE:-rules}" --prm-enable --extra-python-path "$HERE" \
+    --rollout-function-path openclaw_combine_rollout.generate_rollout \
     --entropy-coef 0.0 --eps-clip 0.2 --eps-clip-high 0.28 \
     "$@"

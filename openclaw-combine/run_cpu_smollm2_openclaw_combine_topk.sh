@@ -8,8 +8,9 @@
 # scripts/conversation_cpu.sh's.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
-exec bash "${SLIME_ROOT:-$HERE/..}/scripts/conversation_cpu.sh" openclaw-combine-topk-cpu \
+exec bash "${SLIME_ROOT:-$HERE/..}/scripts/conversation_cpu.sh" "$(basename "$HERE")-topk-cpu" \
     --conversation-method combine_topk --hint-judge-type "${HINT_JUDGE:-rules}" --prm-enable --extra-python-path "$HERE" \
+    --rollout-function-path openclaw_combine_rollout.generate_rollout \
     --distill-topk "${DISTILL_TOPK:-50}" \
     --entropy-coef 0.0 --eps-clip 0.2 --eps-clip-high 0.28 \
     "$@"

@@ -11,4 +11,5 @@
 # shellcheck source=scripts/conversation_gpu_common.sh
 source "$(dirname "$0")/../scripts/conversation_gpu_common.sh"
 NUM_GPUS=${NUM_GPUS:-8} ACTOR_GPUS=${ACTOR_GPUS:-4} ROLLOUT_GPUS=${ROLLOUT_GPUS:-2} PRM_GPUS=${PRM_GPUS:-2} DEFAULT_ENGINE_TP=2
-run_conversation_trainer full combine_topk --distill-topk "${DISTILL_TOPK:-50}" "$@"
+run_conversation_trainer full combine_topk --rollout-function-path openclaw_combine_rollout.generate_rollout \
+    --distill-topk "${DISTILL_TOPK:-50}" "$@"

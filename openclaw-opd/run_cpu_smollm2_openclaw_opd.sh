@@ -6,7 +6,8 @@
 #   bash openclaw-opd/run_cpu_smollm2_openclaw_opd.sh [extra trainer flags]     (env: see scripts/conversation_cpu.sh)
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
-exec bash "${SLIME_ROOT:-$HERE/..}/scripts/conversation_cpu.sh" openclaw-opd-cpu \
+exec bash "${SLIME_ROOT:-$HERE/..}/scripts/conversation_cpu.sh" "$(basename "$HERE")-cpu" \
     --conversation-method opd --hint-judge-type "${HINT_JUDGE:-rules}" --prm-enable --extra-python-path "$HERE" \
+    --rollout-function-path openclaw_opd_rollout.generate_rollout \
     --entropy-coef 0.0 --eps-clip 0.2 \
     "$@"

@@ -6,7 +6,8 @@
 #   bash openclaw-opd/run_cpu_smollm2_openclaw_opd_topk.sh [extra trainer flags]
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
-LR=${LR:-1e-6} KL_LOSS_COEF=0 exec bash "${SLIME_ROOT:-$HERE/..}/scripts/conversation_cpu.sh" openclaw-opd-topk-cpu \
+LR=${LR:-1e-6} KL_LOSS_COEF=0 exec bash "${SLIME_ROOT:-$HERE/..}/scripts/conversation_cpu.sh" "$(basename "$HERE")-topk-cpu" \
     --conversation-method opd_topk --hint-judge-type "${HINT_JUDGE:-rules}" --prm-enable --extra-python-path "$HERE" \
+    --rollout-function-path openclaw_opd_rollout.generate_rollout \
     --distill-topk "${DISTILL_TOPK:-50}" --entropy-coef 0.0 \
     "$@"

@@ -12,4 +12,5 @@
 source "$(dirname "$0")/../scripts/conversation_gpu_common.sh"
 NUM_GPUS=${NUM_GPUS:-8} ACTOR_GPUS=${ACTOR_GPUS:-4} ROLLOUT_GPUS=${ROLLOUT_GPUS:-2} PRM_GPUS=${PRM_GPUS:-2} DEFAULT_ENGINE_TP=2
 # OPD clips the ratio symmetrically (upstream)
-run_conversation_trainer full opd --eps-clip-high 0.2 "$@"
+run_conversation_trainer full opd --rollout-function-path openclaw_opd_rollout.generate_rollout \
+    --eps-clip-high 0.2 "$@"

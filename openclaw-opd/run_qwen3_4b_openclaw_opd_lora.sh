@@ -12,4 +12,5 @@
 source "$(dirname "$0")/../scripts/conversation_gpu_common.sh"
 NUM_GPUS=${NUM_GPUS:-4} ACTOR_GPUS=${ACTOR_GPUS:-2} ROLLOUT_GPUS=${ROLLOUT_GPUS:-1} PRM_GPUS=${PRM_GPUS:-1} DEFAULT_ENGINE_TP=1
 # OPD clips the ratio symmetrically (upstream)
-run_conversation_trainer lora opd --eps-clip-high 0.2 "$@"
+run_conversation_trainer lora opd --rollout-function-path openclaw_opd_rollout.generate_rollout \
+    --eps-clip-high 0.2 "$@"

@@ -11,4 +11,5 @@
 # shellcheck source=scripts/conversation_gpu_common.sh
 source "$(dirname "$0")/../scripts/conversation_gpu_common.sh"
 NUM_GPUS=${NUM_GPUS:-4} ACTOR_GPUS=${ACTOR_GPUS:-2} ROLLOUT_GPUS=${ROLLOUT_GPUS:-1} PRM_GPUS=${PRM_GPUS:-1} DEFAULT_ENGINE_TP=1
-run_conversation_trainer lora opd_topk --lr 1e-6 --distill-topk "${DISTILL_TOPK:-50}" "$@"
+run_conversation_trainer lora opd_topk --rollout-function-path openclaw_opd_rollout.generate_rollout \
+    --lr 1e-6 --distill-topk "${DISTILL_TOPK:-50}" "$@"

@@ -12,7 +12,8 @@
 #      LR, NUM_ROLLOUT).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
-exec bash "${SLIME_ROOT:-$HERE/..}/scripts/conversation_cpu.sh" openclaw-rl-cpu \
+exec bash "${SLIME_ROOT:-$HERE/..}/scripts/conversation_cpu.sh" "$(basename "$HERE")-cpu" \
     --conversation-method rl --extra-python-path "$HERE" \
+    --rollout-function-path openclaw_rollout.generate_rollout \
     --entropy-coef 0.0 --eps-clip 0.2 --eps-clip-high 0.28 \
     "$@"

@@ -21,7 +21,6 @@ COMMON_ARGS=(
     --hf-checkpoint smollm2
     --disable-rollout-global-dataset
     --data-source-path slime.conversation.rollout.ConversationDataSource
-    --rollout-function-path slime.conversation.rollout.generate_rollout
     --num-rollout "${NUM_ROLLOUT:-100000000}"
     --rollout-batch-size "${ROLLOUT_BATCH_SIZE:-8}" --n-samples-per-prompt 1 --num-steps-per-rollout 1
     --rollout-max-response-len 512 --rollout-temperature 0.6 --reward-key score

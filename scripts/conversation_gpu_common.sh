@@ -4,7 +4,8 @@
 #     run_conversation_trainer <full|lora> <method> [extra trainer flags]
 # <method> is any name of the method registry (slime/slime/conversation/methods/registry.py) or a plugin
 # 'module:factory' from the calling folder; the method chooses its own loss and advantage estimator.
-# The checkpoint folder is named after the script (run_qwen3_4b_openclaw_rl.sh -> ckpt/qwen3-4b-openclaw-rl).
+# The checkpoint folder is named after the script (run_qwen3_4b_openclaw_rl.sh -> ckpt/qwen3-4b-openclaw-rl), and
+# after the folder too when the script's name does not say it (a fork my-rl/ -> ckpt/my-rl-qwen3-4b-openclaw-rl).
 #
 # Layout (env; see scripts/README.md "GPU layout"): NUM_GPUS per node, NNODES, NODE_RANK, MASTER_ADDR,
 # MASTER_PORT, ACTOR_GPUS trainer GPUs per node, ROLLOUT_GPUS / PRM_GPUS policy / judge engine GPUs in total,
@@ -32,7 +33,6 @@ fi
 ROLLOUT_ARGS=(
     --disable-rollout-global-dataset
     --data-source-path slime.conversation.rollout.ConversationDataSource --extra-python-path "$HERE"
-    --rollout-function-path slime.conversation.rollout.generate_rollout
     --num-rollout 100000000 --rollout-batch-size 16 --n-samples-per-prompt 1 --num-steps-per-rollout 1
     --rollout-max-response-len 8192 --rollout-max-context-len 32768 --rollout-temperature 0.6 --reward-key score
 )
@@ -58,7 +58,7 @@ check_layout_numbers() {
 # Everything but the method: run_conversation_trainer <full|lora> <method> [extra trainer flags]
 # Defaults of the layout variables are set by the calling script before this runs.
 run_conversation_trainer() {
-    local variant=$1 method=$2 tokens interval name arg passed=()
+    local variant=$1 method=$2 tokens interval name folder arg passed=()
     shift 2
     for arg in "$@"; do  # --dry-run may come anywhere: take it out of the trainer flags
         if [ "$arg" = --dry-run ]; then DRY_RUN=1; else passed+=("$arg"); fi
@@ -74,6 +74,10 @@ run_conversation_trainer() {
     check_layout_numbers
     name=${SCRIPT_NAME#run_}
     name=${name//_/-}
+    folder=$(basename "$HERE")
+    if [[ "$name" != *"$folder"* ]]; then  # a fork of the folder: its own checkpoint folder, not the original's
+        name="$folder-$name"
+    fi
     local extra=()
     if [ "$variant" = lora ]; then
         tokens=${MAX_TOKENS_PER_GPU:-8192} interval=1

@@ -22,7 +22,6 @@ from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 
-from slime.conversation.methods.builtin import Combine
 from personalization.personas import MET
 
 __all__ = ["ELIGIBLE_GAP", "ELIGIBLE_QUALITY_DROP", "eligibility", "eligibility_table", "eligibility_verdict", "gap_closed",
@@ -124,7 +123,7 @@ def markdown_table(results: list[dict], checkpoints: tuple[int, ...] = (0, 32, 6
     return "\n".join(lines)
 
 
-def headline(results: list[dict], method: str = Combine.name, at: int = 64) -> dict:
+def headline(results: list[dict], method: str = "combine", at: int = 64) -> dict:
     """Mean over personas (each averaged over its seeds) of the preference and quality change from 0 to `at`
     interactions, for one method."""
     table = collect(r for r in results if method_label(r) == method)
@@ -291,7 +290,7 @@ def _by_persona_method(results: Iterable[dict]) -> dict:
     return grouped
 
 
-def gap_headline(results: list[dict], method: str = Combine.name, at: int = 64,
+def gap_headline(results: list[dict], method: str = "combine", at: int = 64,
                  personas: Iterable[str] | None = None, base_rates: Iterable[dict] = ()) -> dict:
     """Mean share of the told gap closed at `at` over the eligible personas (or `personas`), the minimum over
     the hint-only ones, and the mean quality change, for one method."""

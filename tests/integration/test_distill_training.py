@@ -21,7 +21,7 @@ LORA = ("--use-lora", "--lora-rank", "4", "--lora-alpha", "8")
 TOPK_LOSS = ("--loss-type", "custom_loss", "--custom-loss-function-path",
              "slime.utils.loss.topk_distillation_loss_function", "--distill-topk", str(TOPK),
              "--disable-compute-advantages-and-returns")
-COMBINE_LOSS = ("--loss-type", "custom_loss", "--custom-loss-function-path", "slime.utils.loss.combine_loss_function",
+COMBINE_LOSS = ("--loss-type", "custom_loss", "--custom-loss-function-path", "combine_loss.combine_loss_function",
                 "--eps-clip-high", "0.28")
 
 

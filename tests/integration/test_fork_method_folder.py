@@ -50,7 +50,7 @@ SCALED_COMBINE = '''
 
 from dataclasses import replace
 
-from slime.conversation.methods import Combine
+from openclaw_combine_method import Combine  # the fork's own copy of the method
 
 
 class ScaledCombine(Combine):

@@ -13,7 +13,9 @@ from slime.conversation.answer_check import check_answer
 from slime.conversation.demonstrations import Demonstration, Demonstrations, TeacherDemonstrator
 from slime.conversation.judges.base import Judgement, TurnForJudge, Vote
 from slime.conversation.judges.hints import HintResult
-from slime.conversation.methods import Combine, Decision, OnPolicyDistillation, TurnEvaluator
+from openclaw_combine_method import Combine
+from openclaw_opd_method import OnPolicyDistillation
+from slime.conversation.methods import Decision, TurnEvaluator
 from slime.conversation.teacher import TeacherScores
 
 BUS = ("A bus leaves the station with 30 people on it. At the first stop 5 people get off and 7 people get on. "

@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+# after the method folders: bench/personalization.py must not shadow openclaw-test/personalization/
+sys.path.append(str(Path(__file__).resolve().parents[2] / "bench"))
 from train_stages import check_stage_settings, record_stage_settings  # noqa: E402
 
 SETTINGS = {"model": "smollm2", "sft_steps": 32, "sft_lr": 5e-5, "eval_samples": 2, "max_steps": 8}

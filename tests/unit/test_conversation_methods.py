@@ -12,8 +12,11 @@ import pytest
 
 from slime.conversation.judges.base import Judgement, TurnForJudge, Vote
 from slime.conversation.judges.hints import HintResult
-from slime.conversation.methods import (BUILT_IN_METHODS, BinaryRL, Combine, Decision, Method, OnPolicyDistillation,
-                                        TurnEvaluator, TurnSignals, canonical_method_name, load_method)
+from openclaw_combine_method import Combine
+from openclaw_opd_method import OnPolicyDistillation
+from openclaw_rl_method import BinaryRL
+from slime.conversation.methods import (BUILT_IN_METHODS, Decision, Method, TurnEvaluator, TurnSignals,
+                                        canonical_method_name, load_method)
 from slime.conversation.teacher import TeacherScores
 from slime.utils.arguments import ArgumentError, parse_args
 
@@ -53,7 +56,8 @@ def test_registry_names_and_aliases():
 
 def test_plugin_methods_load_from_a_folder_and_bad_ones_are_explained(tmp_path, monkeypatch):
     (tmp_path / "folder_method.py").write_text(textwrap.dedent("""
-        from slime.conversation.methods import BinaryRL, Decision
+        from openclaw_rl_method import BinaryRL
+        from slime.conversation.methods import Decision
 
         class Strict(BinaryRL):
             name = "strict"
@@ -224,7 +228,7 @@ def test_the_method_chooses_its_loss_unless_a_flag_says_otherwise():
     assert rl.conversation_method == "rl" and rl.loss_type == "policy_loss" and rl.advantage_estimator == "grpo"
     assert rl.rewards_normalization is False and not rl.conversation_uses_hints
     combine = parse_args([*BASE, "--conversation-method", "combine"])
-    assert combine.custom_loss_function_path == "slime.utils.loss.combine_loss_function"
+    assert combine.custom_loss_function_path == "combine_loss.combine_loss_function"
     assert combine.loss_type == "custom_loss" and combine.conversation_uses_hints
     opd = parse_args([*BASE, "--conversation-method", "on_policy_distillation"])
     assert opd.conversation_method == "opd" and opd.advantage_estimator == "on_policy_distillation"
@@ -242,7 +246,7 @@ def test_the_method_chooses_its_loss_unless_a_flag_says_otherwise():
 
 def test_a_plugin_method_loads_from_extra_python_path(tmp_path):
     (tmp_path / "trainer_side_method.py").write_text(textwrap.dedent("""
-        from slime.conversation.methods import Combine
+        from openclaw_combine_method import Combine
 
         class Gentle(Combine):
             name = "gentle"

@@ -1,4 +1,4 @@
-"""Distillation math (slime.utils.distill) and the top-K / Combine losses (slime.utils.loss).
+"""Distillation math (slime.utils.distill), the top-K loss (slime.utils.loss) and Combine's (openclaw-combine/combine_loss.py).
 
 The top-K loss is checked against a brute-force reference that does what upstream did: one
 full-vocabulary cross-entropy per kept token, the tail as 1 - (sum of probabilities), in float64.
@@ -12,12 +12,8 @@ import torch
 import torch.nn.functional as F
 
 from slime.utils import distill, ppo_utils
-from slime.utils.loss import (
-    combine_loss_function,
-    combine_topk_loss_function,
-    policy_loss_function,
-    topk_distillation_loss_function,
-)
+from combine_loss import combine_loss_function, combine_topk_loss_function
+from slime.utils.loss import policy_loss_function, topk_distillation_loss_function
 
 B, R, V, K = 3, 5, 40, 6
 
@@ -260,7 +256,7 @@ def test_combine_default_weights_add_both_terms(no_combine_env):
 
 
 def test_combine_flags_take_precedence_over_the_environment(no_combine_env):
-    from slime.utils.loss import combine_weights
+    from combine_loss import combine_weights
 
     no_combine_env.setenv("OPENCLAW_COMBINE_W_RL", "0.25")
     no_combine_env.setenv("OPENCLAW_COMBINE_W_OPD", "3")

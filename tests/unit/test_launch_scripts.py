@@ -39,9 +39,12 @@ METHODS = {
     "rl": ("rl", None, "grpo"),
     "opd": ("opd", None, "on_policy_distillation"),
     "opd_topk": ("opd_topk", "slime.utils.loss.topk_distillation_loss_function", "grpo"),
-    "combine": ("combine", "slime.utils.loss.combine_loss_function", "grpo"),
-    "combine_topk": ("combine_topk", "slime.utils.loss.combine_topk_loss_function", "grpo"),
+    "combine": ("combine", "combine_loss.combine_loss_function", "grpo"),
+    "combine_topk": ("combine_topk", "combine_loss.combine_topk_loss_function", "grpo"),
 }
+# each conversation folder's rollout module (upstream's names), which its scripts name
+ROLLOUT_MODULES = {"openclaw-rl": "openclaw_rollout", "openclaw-opd": "openclaw_opd_rollout",
+                   "openclaw-combine": "openclaw_combine_rollout"}
 
 
 def _run(script: str, *argv: str, **env) -> subprocess.CompletedProcess:
@@ -100,6 +103,7 @@ def test_dry_run_prints_layout_and_a_command_the_trainer_accepts(script):
     assert args.sglang_reasoning_parser == "qwen3" and args.sglang_context_length == 32768
     assert args.prm_type == "llm" and args.prm_enable and args.rollout_batch_size == 16
     assert args.data_source_path == "slime.conversation.rollout.ConversationDataSource"
+    assert args.rollout_function_path == f"{ROLLOUT_MODULES[Path(script).parent.name]}.generate_rollout"
     assert args.use_lora == lora
     name = Path(script).name
     # each script checkpoints to its own folder, named after it
@@ -202,6 +206,10 @@ def test_cpu_scripts_dry_run_print_their_layout_and_a_valid_command(script):
     args = parse_args(words[2:], mode="async", world_size=1)
     assert args.lr == 2e-5  # extra flags after --dry-run still reach the trainer (and win over the defaults)
     assert method.startswith(f"method: {args.conversation_method} (loss {args.loss_type}")
+    folder = Path(script).parent.name
+    if folder in ROLLOUT_MODULES:  # the folder's own rollout module, from the folder on the extra path
+        assert args.rollout_function_path == f"{ROLLOUT_MODULES[folder]}.generate_rollout"
+        assert str(REPO / folder) in args.extra_python_path
 
 
 def test_cpu_dry_run_rejects_bad_flags_before_starting_anything():

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+# after the method folders: bench/personalization.py must not shadow openclaw-test/personalization/
+sys.path.append(str(Path(__file__).resolve().parents[2] / "bench"))
 import learning_protocol as lp  # noqa: E402
 
 

@@ -55,3 +55,36 @@ def test_the_agentic_settings_flags_are_declared_by_their_folders_not_the_framew
         assert not framework & set(flags), folder
         parser_flags = vars(parse_args(base + ["--custom-generate-function-path", f"{module}.generate"]))
         assert all(flag[2:].replace("-", "_") in parser_flags for flag in flags), folder
+
+
+CONVERSATION_METHODS = {"openclaw-rl": ("openclaw_rl_method", {"rl"}),
+                        "openclaw-opd": ("openclaw_opd_method", {"opd", "opd_topk"}),
+                        "openclaw-combine": ("openclaw_combine_method", {"combine", "combine_topk"})}
+
+
+def test_each_conversation_method_lives_in_its_folder_and_the_framework_names_no_method_class():
+    """The registry maps each name to its folder's module; no method class is defined under `slime/slime/`, and
+    Combine's loss is the folder's `combine_loss.py`."""
+    from slime.conversation.methods import BUILT_IN_METHODS, load_method
+
+    for folder, (module, names) in CONVERSATION_METHODS.items():
+        assert {n for n, (f, m, _) in BUILT_IN_METHODS.items() if f == folder and m == module} == names
+        for name in names:
+            method = load_method(name)
+            assert sys.modules[type(method).__module__].__file__.startswith(str(METHOD_FOLDERS[0].parent / folder))
+    framework = METHOD_FOLDERS[0].parent / "slime" / "slime"
+    defined = [p for p in framework.rglob("*.py")
+               if any(f"class {cls}(" in p.read_text() for _, _, cls in BUILT_IN_METHODS.values())]
+    assert defined == []
+    combine = load_method("combine")
+    assert combine.training["custom_loss_function_path"] == "combine_loss.combine_loss_function"
+    assert "def combine_loss_function" not in (framework / "utils" / "loss.py").read_text()
+
+
+def test_each_conversation_folder_has_its_rollout_function_at_upstreams_module_name():
+    import importlib
+
+    from slime.conversation import rollout
+
+    for module in ("openclaw_rollout", "openclaw_opd_rollout", "openclaw_combine_rollout"):
+        assert importlib.import_module(module).generate_rollout is rollout.generate_rollout

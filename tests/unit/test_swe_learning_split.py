@@ -4,7 +4,8 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+# after the method folders: bench/personalization.py must not shadow openclaw-test/personalization/
+sys.path.append(str(Path(__file__).resolve().parents[2] / "bench"))
 import swe_learning as sl  # noqa: E402
 
 from slime.agentic.swe.instances import load_instances  # noqa: E402

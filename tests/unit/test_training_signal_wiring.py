@@ -14,6 +14,7 @@ from slime.backends.common import accumulate_metrics, average_metrics
 from slime.backends.fsdp import batching
 from slime.training.advantages import attach_advantages
 from slime.training.train_data import post_process_rewards, to_rows
+import combine_loss
 from slime.utils import loss as losses
 from slime.utils.ppo_utils import SingletonGroupTracker
 from slime.utils.types import Sample
@@ -85,11 +86,11 @@ METHODS = {
     "rl": dict(loss=losses.policy_loss_function, kw=dict(normalize_advantages=True)),
     "opd": dict(loss=losses.policy_loss_function, kw=dict(advantage_estimator="on_policy_distillation",
                                                           normalize_advantages=True)),
-    "combine": dict(loss=losses.combine_loss_function, kw=dict(rewards_normalization=False,
+    "combine": dict(loss=combine_loss.combine_loss_function, kw=dict(rewards_normalization=False,
                                                               disable_rewards_normalization=True)),
-    "combine_topk": dict(loss=losses.combine_topk_loss_function, kw=dict(rewards_normalization=False,
+    "combine_topk": dict(loss=combine_loss.combine_topk_loss_function, kw=dict(rewards_normalization=False,
                                                                         disable_rewards_normalization=True)),
-    "combine_head": dict(loss=losses.combine_topk_loss_function, kw=dict(
+    "combine_head": dict(loss=combine_loss.combine_topk_loss_function, kw=dict(
         rewards_normalization=False, disable_rewards_normalization=True, distill_divergence="forward",
         distill_head_positions=2)),
     "opd_topk": dict(loss=losses.topk_distillation_loss_function, kw=dict(rewards_normalization=False,
@@ -252,10 +253,10 @@ def test_teacher_topk_invalid_frac_counts_only_rows_that_have_a_teacher():
     args = trainer_args(rewards_normalization=False, disable_rewards_normalization=True)
     samples = [_sample(0, 1.0, False), _sample(1, -1.0, False, teacher=False)]
     rows = _rows(args, samples)
-    logged = _step_metrics(args, losses.combine_topk_loss_function, [rows, rows[1:]])
+    logged = _step_metrics(args, combine_loss.combine_topk_loss_function, [rows, rows[1:]])
     assert logged["train/teacher_topk_invalid_frac"] == 0.0  # the teacher-less row's filler zeros are not invalid
     rows[0]["teacher_topk_log_probs"] = [[0.0] * K] + rows[0]["teacher_topk_log_probs"][1:]  # one padding row
-    logged = _step_metrics(args, losses.combine_topk_loss_function, [rows])
+    logged = _step_metrics(args, combine_loss.combine_topk_loss_function, [rows])
     assert logged["train/teacher_topk_invalid_frac"] == pytest.approx(1 / R)
 
 
@@ -323,5 +324,5 @@ def test_losses_with_a_kl_term_still_take_the_kl_coefficient():
     from slime.utils.arguments import parse_args
 
     for flags in ([], ["--loss-type", "custom_loss", "--custom-loss-function-path",
-                       "slime.utils.loss.combine_topk_loss_function"]):
+                       "combine_loss.combine_topk_loss_function"]):
         assert parse_args([*BASE, *flags, "--use-kl-loss", "--kl-loss-coef", "0.05"]).ref_model_needed is True

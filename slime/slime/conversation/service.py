@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from slime.conversation import sessions
 from slime.conversation.header_check import HeaderCheck
 from slime.conversation.judges.base import Judgement, TurnForJudge, Vote
-from slime.conversation.methods import BinaryRL, Decision, Outcome, TurnEvaluator
+from slime.conversation.methods import Decision, Outcome, TurnEvaluator, load_method
 from slime.conversation.samples import sample_from_turn
 from slime.conversation.store import ConversationStore
 
@@ -66,7 +66,7 @@ class ConversationService:
                  max_open_turns: int = 32):
         """`method`: a `methods.TurnEvaluator` (or a bare `Judge`, meaning Binary RL with that judge)."""
         if not hasattr(method, "evaluate"):
-            method = TurnEvaluator(BinaryRL(), judge=method)
+            method = TurnEvaluator(load_method("rl"), judge=method)
         self.store = store
         self.method = method
         self.judge_timeout = judge_timeout

@@ -128,7 +128,7 @@ def sft_loss_function(args, batch: dict, logits: torch.Tensor, reduce) -> tuple[
     return loss, {"loss": loss.detach()}
 
 
-def _teacher_topk_invalid_frac(batch: dict, reduce, valid: torch.Tensor) -> ppo_utils.MaskedMetric:
+def teacher_topk_invalid_frac(batch: dict, reduce, valid: torch.Tensor) -> ppo_utils.MaskedMetric:
     """The share of teacher top-K rows that are not a distribution, over the rows of samples that have a teacher
     (a Combine sample without one has filler rows, which are not the teacher's fault)."""
     has_teacher = batch.get("teacher_topk_mask")
@@ -136,7 +136,7 @@ def _teacher_topk_invalid_frac(batch: dict, reduce, valid: torch.Tensor) -> ppo_
                                    else has_teacher.to(valid.dtype))
 
 
-def _topk_kl(args, batch: dict, logits: torch.Tensor, reduce) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def topk_kl_term(args, batch: dict, logits: torch.Tensor, reduce) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(reduced KL between the student and the teacher over the teacher's top-K tokens + a tail bin, the
     student's K+1 bins, the per-token validity of the teacher rows). The direction is `--distill-divergence`;
     `--distill-head-positions N` puts each sample's whole term on its first N trained tokens, and
@@ -170,17 +170,17 @@ def topk_distillation_loss_function(args, batch: dict, logits: torch.Tensor, red
     the rollout temperature, the same temperature the teacher must have been scored at.
     Teacher rows that are not a distribution (padding) contribute 0.
     """
-    kl_loss, student, valid = _topk_kl(args, batch, logits, reduce)
+    kl_loss, student, valid = topk_kl_term(args, batch, logits, reduce)
     # without an entropy bonus the (K+1-bin) entropy is only reported: keep it out of the autograd graph
     with torch.set_grad_enabled(bool(args.entropy_coef) and torch.is_grad_enabled()):
         entropy_loss = reduce(distill.entropy_over_bins(student) * valid)
     loss = kl_loss - args.entropy_coef * entropy_loss if args.entropy_coef else kl_loss
     metrics = {"loss": loss.detach(), "kl_loss": kl_loss.detach(), "entropy_loss": entropy_loss.detach(),
-               "teacher_topk_invalid_frac": _teacher_topk_invalid_frac(batch, reduce, valid)}
+               "teacher_topk_invalid_frac": teacher_topk_invalid_frac(batch, reduce, valid)}
     return loss, metrics
 
 
-def _flag_or_env(args, name: str, env: str, default):
+def flag_or_env(args, name: str, env: str, default):
     value = getattr(args, name, None)
     if value is not None:
         return value
@@ -188,76 +188,11 @@ def _flag_or_env(args, name: str, env: str, default):
     return type(default)(raw) if raw else default
 
 
-def combine_weights(args) -> tuple[float, float]:
-    """(w_rl, w_opd): `--combine-w-rl/--combine-w-opd`, else OPENCLAW_COMBINE_W_RL/_W_OPD, else 1.0 each.
-
-    Read at every call, as upstream does, so a running job can be re-weighted through its environment.
-    """
-    return (float(_flag_or_env(args, "combine_w_rl", "OPENCLAW_COMBINE_W_RL", 1.0)),
-            float(_flag_or_env(args, "combine_w_opd", "OPENCLAW_COMBINE_W_OPD", 1.0)))
-
-
 def opd_advantage_bound(args) -> float | None:
     """Optional +-bound on the per-token OPD advantage (one far-off token cannot dominate a sample): `--opd-advantage-bound` or
     OPENCLAW_OPD_ADVANTAGE_BOUND; unset or 0 means unbounded, as upstream."""
-    bound = float(_flag_or_env(args, "opd_advantage_bound", "OPENCLAW_OPD_ADVANTAGE_BOUND", 0.0))
+    bound = float(flag_or_env(args, "opd_advantage_bound", "OPENCLAW_OPD_ADVANTAGE_BOUND", 0.0))
     return bound if bound > 0 else None
-
-
-def combine_loss_function(args, batch: dict, logits: torch.Tensor, reduce) -> tuple[torch.Tensor, dict]:
-    """Combine: the PPO policy loss with advantage `w_rl * r + w_opd * (teacher - old)`.
-
-    Run with `--advantage-estimator grpo --disable-rewards-normalization`, so `batch["advantages"]` is
-    the raw reward broadcast over the response. `old` is `old_log_probs` (recomputed, or the rollout's
-    with --use-rollout-logprobs). A `teacher_mask` field (1 where a real teacher log-prob exists) makes
-    RL-only samples' OPD term exactly 0; without one every sample of a batch that carries
-    `teacher_log_probs` is taken to have a teacher.
-    """
-    if batch.get("advantages") is None or batch.get("old_log_probs") is None:
-        raise ValueError("combine_loss_function needs advantages and old_log_probs: run it with "
-                         "--advantage-estimator grpo --disable-rewards-normalization, without "
-                         "--disable-compute-advantages-and-returns")
-    w_rl, w_opd = combine_weights(args)
-    bound = opd_advantage_bound(args)
-    teacher, old, mask = batch.get("teacher_log_probs"), batch["old_log_probs"], batch["loss_mask"]
-    advantages = distill.combine_advantages(batch["advantages"], teacher, old, w_rl, w_opd, bound, mask,
-                                            batch.get("teacher_mask"))
-    loss, metrics = policy_loss_function(args, {**batch, "advantages": advantages}, logits, reduce)
-    opd = (distill.opd_advantages(teacher, old, mask, bound, batch.get("teacher_mask"))
-           if teacher is not None else torch.zeros_like(old))
-    metrics.update({"advantage_mean": reduce(advantages).detach(),
-                    "rl_advantage_mean": reduce(batch["advantages"]).detach(),
-                    "opd_advantage_mean": reduce(opd).detach(),
-                    "opd_advantage_abs_mean": reduce(opd.abs()).detach()})
-    return loss, metrics
-
-
-def combine_topk_loss_function(args, batch: dict, logits: torch.Tensor, reduce) -> tuple[torch.Tensor, dict]:
-    """Combine with the top-K teacher term: the PPO policy loss on `w_rl * reward` plus `w_opd *` the top-K
-    reverse KL to the hinted teacher (samples without a teacher contribute only the RL term).
-
-    Token-level OPD only re-weights the tokens the student sampled, so a preference the policy never samples
-    (open with a greeting) gets little push from it; the top-K term moves probability toward the teacher's
-    own choices at every position, and `--distill-divergence forward` pulls up a teacher's choice the policy
-    gives almost no probability at full strength. Score the teacher with `--distill-topk K`; run with
-    `--advantage-estimator grpo --disable-rewards-normalization` so `advantages` is the raw reward.
-    """
-    if batch.get("advantages") is None or batch.get("old_log_probs") is None:
-        raise ValueError("combine_topk_loss_function needs advantages and old_log_probs: run it with "
-                         "--advantage-estimator grpo --disable-rewards-normalization")
-    w_rl, w_opd = combine_weights(args)
-    loss, metrics = policy_loss_function(args, {**batch, "advantages": w_rl * batch["advantages"]}, logits, reduce)
-    metrics["rl_advantage_mean"] = reduce(batch["advantages"]).detach()
-    if batch.get("teacher_topk_log_probs") is not None and batch.get("teacher_topk_indices") is not None:
-        kl_loss, _, valid = _topk_kl(args, batch, logits, reduce)
-        loss = loss + w_opd * kl_loss
-        metrics.update({"topk_kl_loss": kl_loss.detach(),
-                        "teacher_topk_invalid_frac": _teacher_topk_invalid_frac(batch, reduce, valid)})
-    else:  # the same keys in every micro-batch and on every rank: the step's metric sums are all-reduced by key
-        zero = torch.zeros((), dtype=loss.dtype)
-        metrics.update({"topk_kl_loss": zero, "teacher_topk_invalid_frac": ppo_utils.MaskedMetric(zero, zero)})
-    metrics["loss"] = loss.detach()
-    return loss, metrics
 
 
 # Losses with no KL term: `--use-kl-loss` with a non-zero coefficient would load a reference model (and run its

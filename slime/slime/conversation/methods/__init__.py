@@ -1,8 +1,8 @@
 """Conversation methods: what a judged turn becomes.
 
-`base` (the protocol: `Decision`, `TurnSignals`, `Method`), `builtin` (Binary RL, OPD, Combine and their top-K
-variants), `registry` (names, aliases, `module:factory` plugins), `evaluator` (runs the judges and the teacher a
-method uses). Names are imported on first use: the registry alone must stay cheap (no torch), since launchers
+`base` (the protocol: `Decision`, `TurnSignals`, `Method`), `registry` (names, aliases, `module:factory` plugins;
+the methods themselves live in their folders: `openclaw-rl/openclaw_rl_method.py`, `openclaw-opd/openclaw_opd_method.py`,
+`openclaw-combine/openclaw_combine_method.py`), `evaluator` (runs the judges and the teacher a method uses). Names are imported on first use: the registry alone must stay cheap (no torch), since launchers
 and config tools consult it.
 """
 
@@ -10,11 +10,10 @@ import importlib
 
 _EXPORTS = {
     "ConversationMethod": "base", "Decision": "base", "Method": "base", "TurnSignals": "base",
-    "BinaryRL": "builtin", "Combine": "builtin", "CombineTopK": "builtin", "OnPolicyDistillation": "builtin",
-    "OnPolicyDistillationTopK": "builtin",
     "Outcome": "evaluator", "TeacherScorer": "evaluator", "TurnEvaluator": "evaluator",
     "BUILT_IN_METHODS": "registry", "DEFAULT_METHOD": "registry", "canonical_method_name": "registry",
-    "load_method": "registry", "methods_help": "registry",
+    "load_method": "registry", "methods_help": "registry", "built_in_class": "registry",
+    "checkout_root": "registry",
 }
 __all__ = sorted(_EXPORTS)
 

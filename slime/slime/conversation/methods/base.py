@@ -5,6 +5,8 @@ judge's result, the teacher's log-probs under the hinted prompt) and decides whe
 which reward, and whether the teacher's log-probs go into its sample. It also names the trainer settings its
 signal needs (the loss, the advantage estimator): a method is chosen together with its loss.
 
+    from openclaw_combine_method import Combine     # openclaw-combine/, or a fork of it on the path
+
     class ShortRepliesOnly(Combine):
         name = "combine-short"
         def decide(self, turn, signals):
@@ -23,6 +25,12 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from slime.conversation.judges.base import Judgement
+
+TOPK_DEFAULT = 50  # teacher top-K log-probs per token for the top-K losses, as upstream's scripts
+
+# The trainer settings of a method whose sample carries a +-1 reward and nothing else to compare it with (one
+# sample per turn, one per group): the raw reward is the advantage, no group baseline. Binary RL and Combine share it.
+REWARD_AS_ADVANTAGE = {"advantage_estimator": "grpo", "rewards_normalization": False}
 
 
 @dataclass(frozen=True)
@@ -61,7 +69,7 @@ class ConversationMethod(Protocol):
 
 
 class Method:
-    """Base class of the built-in methods; subclass it (or write any object with the same attributes)."""
+    """Base class of the method folders' methods; subclass it (or write any object with the same attributes)."""
 
     name = "method"
     uses_reward_judge = True

@@ -1,24 +1,80 @@
-"""Conversation methods by name: the built-ins, and plugins as `module.path:factory`.
+"""Conversation methods by name: the three method folders' methods, and plugins as `module.path:factory`.
 
-    load_method("combine")                        # a built-in
+    load_method("combine")                        # openclaw-combine/openclaw_combine_method.py: Combine
     load_method("my_method:build", margin=0.5)     # build(margin=0.5) from a method folder on sys.path
 
 This is the one place the method names are written: the trainer's flag, the proxy and the launch scripts
-accept whatever this registry resolves.
+accept whatever this registry resolves. Each name lives in its method folder (the folder is the method); the
+registry imports its module from the first folder on the Python path that has one (a fork on
+`--extra-python-path` runs its own copy), and otherwise from the folder in this checkout (`$SLIME_ROOT`, else the
+checkout the `slime` package was installed from), which it then also puts on the path of the processes started
+from here (the trainer ranks load the method's loss from the same folder).
 """
 
 from __future__ import annotations
 
+import importlib
+import os
+import sys
+from pathlib import Path
+
 from slime.conversation.methods.base import check_method
 from slime.utils.plugins import import_factory
-from slime.conversation.methods.builtin import BinaryRL, Combine, CombineTopK, OnPolicyDistillation, \
-    OnPolicyDistillationTopK
 
-BUILT_IN_METHODS = {cls.name: cls for cls in (BinaryRL, OnPolicyDistillation, OnPolicyDistillationTopK, Combine,
-                                              CombineTopK)}
+# name -> (method folder, module in it, class); the module names are unique across the method folders
+BUILT_IN_METHODS = {
+    "rl": ("openclaw-rl", "openclaw_rl_method", "BinaryRL"),
+    "opd": ("openclaw-opd", "openclaw_opd_method", "OnPolicyDistillation"),
+    "opd_topk": ("openclaw-opd", "openclaw_opd_method", "OnPolicyDistillationTopK"),
+    "combine": ("openclaw-combine", "openclaw_combine_method", "Combine"),
+    "combine_topk": ("openclaw-combine", "openclaw_combine_method", "CombineTopK"),
+}
 # the names the OpenClaw-RL usage guide and its configs use for the same methods
 ALIASES = {"binary_rl": "rl", "binary": "rl", "on_policy_distillation": "opd", "combined": "combine"}
-DEFAULT_METHOD = BinaryRL.name
+DEFAULT_METHOD = "rl"
+
+
+def checkout_root() -> Path:
+    """Where the method folders are: `$SLIME_ROOT`, else the checkout this `slime` package lives in."""
+    root = os.environ.get("SLIME_ROOT")
+    return Path(root).resolve() if root else Path(__file__).resolve().parents[4]
+
+
+def _add_folder_last(folder: Path) -> None:
+    """After everything already on the path (a fork's folder wins), here and in every child process."""
+    entry = str(folder)
+    if entry not in sys.path:
+        sys.path.append(entry)
+        importlib.invalidate_caches()
+    inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if entry not in inherited:
+        os.environ["PYTHONPATH"] = os.pathsep.join(inherited + [entry])
+
+
+def import_method_module(folder: str, module: str):
+    """`module` from the Python path, else from `folder` of the checkout; a clear error when neither has it. The
+    folder it came from goes on the path of child processes too, so the trainer ranks and the proxy load the same
+    copy (and the loss it names, from the same folder)."""
+    try:
+        loaded = importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name != module:
+            raise
+        path = checkout_root() / folder
+        if not (path / f"{module}.py").is_file():
+            raise ValueError(f"{module}.py not found on the Python path nor in {path} (the {folder}/ method folder): "
+                             "set SLIME_ROOT to the checkout, or put a folder that has it on --extra-python-path")
+        _add_folder_last(path)
+        loaded = importlib.import_module(module)
+    if getattr(loaded, "__file__", None):
+        _add_folder_last(Path(loaded.__file__).resolve().parent)
+    return loaded
+
+
+def built_in_class(name: str):
+    """The class a built-in name resolves to (from the folder that provides it)."""
+    folder, module, cls = BUILT_IN_METHODS[name]
+    return getattr(import_method_module(folder, module), cls)
 
 
 def is_plugin(ref: str) -> bool:
@@ -48,7 +104,7 @@ def load_method(ref: str, **options):
     if not is_plugin(name):
         if options:
             raise ValueError(f"built-in method {name!r} takes no options (got {sorted(options)})")
-        return BUILT_IN_METHODS[name]()
+        return built_in_class(name)()
     factory = import_factory(name, "method", "is its folder on --extra-python-path?")
     try:
         method = factory(**options)
