@@ -1,22 +1,25 @@
-"""Rewards and advantages for multi-turn agent rollouts (slime.agentic.rewards): hand-computed values and edge cases."""
+"""Rewards and advantages for multi-turn agent rollouts (slime.agentic.rewards, slime.training.trajectory_advantages):
+hand-computed values and edge cases."""
 
 import math
 
 import pytest
 from slime.agentic.rewards import (
-    StepwiseSample,
     boxed_answer,
     boxed_contents,
     compose_step_target,
-    drop_constant_groups,
-    infer_span,
     mean_vote,
-    outcome_advantages,
     parse_boxed_vote,
     retool_reward,
+    trajectory_score,
+)
+from slime.training.trajectory_advantages import (
+    StepwiseSample,
+    drop_constant_groups,
+    infer_span,
+    outcome_advantages,
     step_wise_advantages,
     stepwise_sample_from_metadata,
-    trajectory_score,
 )
 
 EPS = 1e-6

@@ -7,7 +7,9 @@ pending for the next batch (upstream dropped them), samples of a batch that neve
 back to pending on restart, and trained ones are marked so. Serving never pauses: engines swap weights
 between requests, so there is no 503 window (upstream paused submission during every weight sync).
 
-`generate_rollout` is the rollout function (`--rollout-function-path`) that method folders re-export.
+`generate_rollout` is the rollout function (`--rollout-function-path`) that the three conversation folders
+re-export under upstream's module names (`openclaw_rollout.py`, `openclaw_opd_rollout.py`,
+`openclaw_combine_rollout.py`; upstream had the same drain three times).
 """
 
 from __future__ import annotations

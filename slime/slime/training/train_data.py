@@ -12,7 +12,7 @@ import logging
 
 import torch
 
-from slime.agentic import rewards as agentic_rewards
+from slime.training import trajectory_advantages
 from slime.utils.ppo_utils import SingletonGroupTracker, grpo_normalize
 from slime.utils.types import Sample
 
@@ -38,7 +38,7 @@ def drop_constant(args, samples: list[Sample]) -> tuple[list[Sample], dict]:
     choice = getattr(args, "constant_groups", "keep")
     if choice not in ("drop", "drop-all") or args.advantage_estimator not in GROUP_NORMALISED:
         return samples, {}
-    keep, report = agentic_rewards.drop_constant_groups([s.get_reward_value(args) for s in samples],
+    keep, report = trajectory_advantages.drop_constant_groups([s.get_reward_value(args) for s in samples],
                                                         [s.group_index for s in samples],
                                                         keep_one=choice == "drop")
     if report["dropped_groups"]:
@@ -70,7 +70,7 @@ def post_process_rewards(args, samples: list[Sample], tracker: SingletonGroupTra
         # every step sample of that trajectory. Also without --dynamic-history when samples share a trajectory
         # (terminal and GUI always return one sample per turn): normalising over step samples would weigh each
         # trajectory's reward in the group's mean and std by its number of steps
-        advantages, report = agentic_rewards.outcome_advantages(
+        advantages, report = trajectory_advantages.outcome_advantages(
             raw, [s.group_index for s in samples], [s.index for s in samples],
             std="unbiased" if args.grpo_std_normalization else "none",
             length_normalize=getattr(args, "trajectory_length_normalize", False))
@@ -112,8 +112,8 @@ def _step_wise(args, samples: list[Sample]) -> tuple[list[list[float]], dict]:
             raise ValueError(f"--advantage-estimator step_wise: sample {s.index} has no metadata['step_wise'] "
                              "(its generate function must record each step's score and token span)")
         mask = list(s.loss_mask) if s.loss_mask is not None else [1] * s.response_length
-        steps.append(agentic_rewards.stepwise_sample_from_metadata(s.group_index, mask, info, unjudged=unjudged))
-    result = agentic_rewards.step_wise_advantages(
+        steps.append(trajectory_advantages.stepwise_sample_from_metadata(s.group_index, mask, info, unjudged=unjudged))
+    result = trajectory_advantages.step_wise_advantages(
         steps, singleton=getattr(args, "step_wise_singleton", "zero"),
         constant="drop" if getattr(args, "constant_groups", "keep") == "drop" else "zero",
         normalize=not getattr(args, "disable_rewards_normalization", False))
