@@ -24,13 +24,15 @@ The episode ends when a turn has neither tool calls nor parse errors (the final 
 parse errors in all (FAILED), after `max_steps` turns (`MAX_STEPS`, TRUNCATED), when the context cannot hold the
 task and the last turn (TRUNCATED), with an empty final message (FAILED: upstream's ABORTED would take the task's
 whole group out of the batch here), or when the engine aborts the turn (ABORTED). The task's tests run unless the
-episode FAILED or was ABORTED (a truncated episode is still tested); reward = 2 * passed / total - 1.
+episode FAILED or was ABORTED (a truncated episode is still tested); reward = 2 * passed / total - 1 (upstream's), or
+with `--terminal-reward solved` Terminal-Bench's own (+1 when every test passed, else -1).
 FAILED and ABORTED episodes keep their reward for the group's statistics but their samples train nothing
 (`remove_sample`), as upstream.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -316,16 +318,27 @@ async def generate(args, sample: Sample, sampling_params: dict) -> list[Sample]:
     return samples
 
 
+REWARD_MODES = ("pass-rate", "solved")
+
+
 async def reward_func(args, item: Sample | list[Sample]):
-    """{"score": 2 * accuracy - 1, "acc": accuracy, ...} per sample (every turn of an episode gets its outcome; a
-    judged turn also its step_wise target)."""
-    return rewards.outcome_rewards(args, item, outcome)
+    """{"score": ..., "acc": accuracy, ...} per sample (every turn of an episode gets its outcome; a judged turn also
+    its step_wise target). The score is `--terminal-reward`'s."""
+    mode = getattr(args, "terminal_reward", None) or "pass-rate"
+    return rewards.outcome_rewards(args, item, functools.partial(outcome, mode=mode))
 
 
-def outcome(meta: dict) -> dict:
-    """An episode's reward fields from its metadata: the tests' pass rate as a score in [-1, 1]."""
+def outcome(meta: dict, mode: str = "pass-rate") -> dict:
+    """An episode's reward fields from its metadata. Both semantics are always reported: `pass_rate_score` is
+    upstream OpenClaw-RL's `2 * passed / total - 1`, `solved` Terminal-Bench's own (every test passed); `score`, what
+    trains, is the first with mode "pass-rate" and +1 / -1 on `solved` with mode "solved"."""
+    if mode not in REWARD_MODES:
+        raise ValueError(f"terminal reward mode {mode!r}: expected one of {REWARD_MODES}")
     accuracy = float(meta.get("accuracy", 0.0))
-    return {"score": 2.0 * accuracy - 1.0, "acc": accuracy, "solved": float(accuracy >= 1.0),
+    solved = accuracy >= 1.0
+    pass_rate_score = 2.0 * accuracy - 1.0
+    return {"score": pass_rate_score if mode == "pass-rate" else (1.0 if solved else -1.0),
+            "acc": accuracy, "solved": float(solved), "pass_rate_score": pass_rate_score,
             "parse_error": float(int(meta.get("parse_error_count", 0)) > 0),
             "truncated": float(meta.get("status") == "truncated"),
             # the sealed evaluation saw tampering (accuracy 0, score -1 already): rollout/reward/tampered
@@ -344,6 +357,10 @@ def add_custom_arguments(parser) -> None:
     g.add_argument("--terminal-image", default=None,
                    help="--terminal-backend docker: the image ({task} is the task's name, e.g. "
                         "tb__{task} for per-task terminal-bench images); default slime-terminal-base")
+    g.add_argument("--terminal-reward", choices=list(REWARD_MODES), default="pass-rate",
+                   help="what trains: pass-rate (upstream OpenClaw-RL's 2 * passed / total - 1, the default) or solved "
+                        "(Terminal-Bench's own: +1 when every test passed, else -1); both are logged "
+                        "(rollout/reward/pass_rate_score, rollout/reward/solved)")
     g.add_argument("--terminal-tools", choices=["upstream", "lean"], default=None,
                    help="the tools the started pool servers declare and the system prompt: upstream "
                         "(default: the four shell tools) or lean (shell_exec with a command only: 226 prompt tokens of "

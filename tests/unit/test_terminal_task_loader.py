@@ -98,9 +98,10 @@ expert_time_estimate_min: 20
     assert t.instruction == "Fix the server.\nIt crashes at start."
     assert t.author == "Ana <ana@example.com>"
     assert (t.difficulty, t.category, t.tags, t.max_test_timeout_sec) == ("hard", "system-administration", ("nginx", "debugging"), 45.0)
-    assert t.extra == {"max_agent_timeout_sec": 360.0, "run_tests_in_same_shell": False, "expert_time_estimate_min": 20}
+    assert t.extra == {"expert_time_estimate_min": 20}
+    assert t.max_agent_timeout_sec == 360.0 and t.run_tests_in_same_shell is False and t.format == "terminal-bench-1"
     assert t.setup_script == d / "setup.sh" and t.solution_script == d / "solution.sh"
-    assert t.dockerfile == d / "Dockerfile"
+    assert t.dockerfile == d / "Dockerfile" and t.environment_dir == d
 
 
 def test_older_descriptions_form(tmp_path):
@@ -119,7 +120,8 @@ def test_loader_root_nested_layout_and_filter(tmp_path):
     assert [t.name for t in load_tasks(tmp_path, "git-*")] == ["git-a", "git-b"]
     assert [t.name for t in load_tasks(tmp_path, "log-a, git-b")] == ["git-b", "log-a"]
     assert [t.name for t in load_tasks(tmp_path, ["log-a"])] == ["log-a"]
-    assert load_tasks(tmp_path, "nothing-*") == []
+    with pytest.raises(TaskFormatError, match=r"no task matches 'nothing-\*'.*available: git-a, git-b, log-a"):
+        load_tasks(tmp_path, "nothing-*")
     with pytest.raises(TaskFormatError, match=r"no task named 'gti-a'.*available: git-a, git-b, log-a"):
         load_tasks(tmp_path, "gti-a")
     # a task folder as the root, and an explicit list of folders
@@ -181,7 +183,6 @@ def test_malformed_task_yaml(tmp_path, yaml_text, words):
     "kwargs, words",
     [
         ({"yaml_text": None}, "no task.yaml"),
-        ({"tests": False}, "no tests/ folder"),
         ({"run_tests": False}, "no run-tests.sh"),
     ],
 )
@@ -192,11 +193,12 @@ def test_missing_parts(tmp_path, kwargs, words):
     assert "'incomplete'" in str(e.value) and words in str(e.value)
 
 
-def test_tests_folder_without_a_test_file(tmp_path):
-    d = make_task(tmp_path, "no-tests")
+def test_tests_that_live_in_run_tests_alone(tmp_path):
+    """Terminal-Bench 1.x tasks may keep their tests in run-tests.sh: no tests/ folder, or one without a test_*.py."""
+    assert load_task(make_task(tmp_path, "inline", tests=False)).tests_dir is None
+    d = make_task(tmp_path, "helpers-only")
     (d / "tests" / "test_outputs.py").rename(d / "tests" / "helpers.py")
-    with pytest.raises(TaskFormatError, match="tests/ has no pytest file"):
-        load_task(d)
+    assert load_task(d).tests_dir == d / "tests"
 
 
 def test_a_script_that_is_a_directory(tmp_path):

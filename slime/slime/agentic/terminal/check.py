@@ -1,12 +1,14 @@
 """Check tasks: for each, a fresh workspace + solution.sh must pass every test (reward 1), and a fresh workspace
-where nothing was done must not (reward < 1; -1 for a well-written task). Reports the measured setup, solution
-and test times.
+where nothing was done must not (reward < 1; a task where doing nothing passes any test is warned about by name:
+it would pay an agent for nothing under upstream's pass-rate reward). Reports the measured setup, solution and test
+times.
 
     python -m slime.agentic.terminal.check                      # every task in terminal-rl/tasks
     python -m slime.agentic.terminal.check --tasks-dir DIR 'git-*' count-error-lines --concurrency 2 --json out.json
     python -m slime.agentic.terminal.check --backend docker     # in containers (scripts/setup_docker.sh first)
 
-Exit status 0 when every task checks out, 1 otherwise.
+Exit status 0 when every task checks out, 1 otherwise, 2 when no task loads (an empty folder, a malformed task, a
+name that matches nothing: the reason is printed).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pathlib import Path
 
 from slime.agentic.docker_sandbox import DEFAULT_IMAGE, task_image
 
-from .tasks import DEFAULT_TASKS_DIR, TerminalTask, load_tasks
+from .tasks import DEFAULT_TASKS_DIR, TaskFormatError, TerminalTask, load_tasks
 from .workspace import EvalOutcome, evaluate_solution
 
 
@@ -41,6 +43,15 @@ class TaskCheck:
         return (not self.error and self.solved is not None and self.solved.success
                 and self.unsolved is not None and self.unsolved.reward < 1.0)
 
+    @property
+    def warning(self) -> str:
+        """Doing nothing must score the minimum under both reward semantics: no test may pass on a fresh workspace
+        (a test that passes untouched pays an agent for nothing under upstream's pass-rate reward)."""
+        u = self.unsolved
+        if u is not None and u.passed > 0:
+            return f"doing nothing passes {u.passed}/{u.total} tests (reward {u.reward:+.2f}, above the minimum -1)"
+        return ""
+
     def line(self) -> str:
         t = self.task
         if self.error:
@@ -48,11 +59,13 @@ class TaskCheck:
         s, u, st = self.solved, self.unsolved, self.solved_times
         return (f"{'ok  ' if self.ok else 'FAIL'} {t.name:30s} {t.category or '-':17s} solution {s.passed}/{s.total} "
                 f"(reward {s.reward:+.2f})  nothing {u.passed}/{u.total} (reward {u.reward:+.2f})  "
-                f"setup {st['setup_s']:.2f}s  solution {st['solution_s']:.2f}s  tests {st['tests_s']:.2f}s")
+                f"setup {st['setup_s']:.2f}s  solution {st['solution_s']:.2f}s  tests {st['tests_s']:.2f}s"
+                + (f"  WARNING {self.warning}" if self.warning else ""))
 
     def as_dict(self) -> dict:
         return {
             "task": self.task.name, "category": self.task.category, "ok": self.ok, "error": self.error,
+            "format": self.task.format, "warning": self.warning,
             "solved": self.solved.as_dict() if self.solved else None,
             "unsolved": self.unsolved.as_dict() if self.unsolved else None,
             "solved_times": self.solved_times, "unsolved_times": self.unsolved_times,
@@ -97,7 +110,9 @@ def summary(checks: list[TaskCheck], wall_s: float) -> str:
         return f"median {statistics.median(values):.2f}s, max {max(values):.2f}s" if values else "-"
 
     ok = sum(c.ok for c in checks)
-    return (f"{ok}/{len(checks)} tasks ok; {2 * len(checks)} fresh workspaces in {wall_s:.1f}s wall; "
+    warned = [c.task.name for c in checks if c.warning]
+    return (f"{ok}/{len(checks)} tasks ok" + (f" ({len(warned)} warned: {', '.join(warned)})" if warned else "")
+            + f"; {2 * len(checks)} fresh workspaces in {wall_s:.1f}s wall; "
             f"setup {stats('setup_s')}; solution {stats('solution_s')}; tests {stats('tests_s')}")
 
 
@@ -110,7 +125,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--backend", choices=["bwrap", "docker"], default="bwrap", help="where the tasks run")
     p.add_argument("--image", default=DEFAULT_IMAGE, help="--backend docker: the image ({task}: the task's name)")
     args = p.parse_args(argv)
-    tasks = load_tasks(args.tasks_dir, args.names or None)
+    try:
+        tasks = load_tasks(args.tasks_dir, args.names or None)
+    except TaskFormatError as exc:
+        print(f"check: {exc}", file=sys.stderr)
+        return 2
     start = time.monotonic()
     docker = {"docker": {"image": args.image}} if args.backend == "docker" else {}
     checks = asyncio.run(check_tasks(tasks, args.concurrency, **docker))

@@ -99,6 +99,7 @@ from slime.agentic.sandbox import (
 
 from slime.agentic import sealed_report  # a module, not its names: sealed_report imports .junit of this package
 
+from .dockerfile import NeedsDocker, build_script, sandbox_build
 from .junit import JUnitReport, pass_rate_reward
 from .tasks import TerminalTask, load_task
 from .tests_dir import ContainerTestsDir, HostTestsDir
@@ -154,6 +155,11 @@ class TaskSetupError(RuntimeError):
     def __init__(self, message: str, result: SandboxResult | None = None):
         super().__init__(message)
         self.result = result
+
+
+class NeedsDockerBackend(TaskSetupError):
+    """The task's Dockerfile does what the bubblewrap sandbox cannot (installs packages, another working directory,
+    services...): run it with the Docker backend. The message says why."""
 
 
 @dataclass(frozen=True)
@@ -347,20 +353,46 @@ class TaskWorkspace:
     # -- setup, agent commands, solution
 
     async def setup(self) -> SandboxResult | None:
-        """Run setup.sh in /app (once, before the episode). Raises TaskSetupError when it fails."""
+        """Prepare /app (once, before the episode): the task's setup.sh, or, in the bubblewrap sandbox, what its
+        Dockerfile does when the sandbox can do the same (`.dockerfile.sandbox_build`: its COPYs and RUNs as the
+        sandbox uid). Raises TaskSetupError when it fails, NeedsDockerBackend when only Docker can build it."""
         self._check_open()
-        if self.task.setup_script is None:
-            self.setup_s = 0.0
-            await self.expected_tests()
-            return None
         start = time.monotonic()
-        result = await self._run_staged(self.task.setup_script, "setup.sh", self.setup_timeout_s)
+        if self.task.setup_script is not None:
+            result, what = await self._run_staged(self.task.setup_script, "setup.sh", self.setup_timeout_s), "setup.sh"
+        elif self.task.dockerfile is not None and self.app_host is not None:
+            result, what = await self._build_from_dockerfile(), "the Dockerfile's steps"
+        else:
+            result = None
         self.setup_s = time.monotonic() - start
-        if not result.ok:
-            what = f"timed out after {self.setup_timeout_s:g} s" if result.timed_out else f"exited with {result.exit_code}"
-            raise TaskSetupError(f"task {self.task.name!r}: setup.sh {what}:\n{_tail(result, 2000)}", result)
+        if result is not None and not result.ok:
+            how = f"timed out after {self.setup_timeout_s:g} s" if result.timed_out else f"exited with {result.exit_code}"
+            raise TaskSetupError(f"task {self.task.name!r}: {what} {how}:\n{_tail(result, 2000)}", result)
         await self.expected_tests()
         return result
+
+    async def _build_from_dockerfile(self) -> SandboxResult:
+        """The task's Dockerfile done in the sandbox: its build context's files staged (root-owned, read-only) under
+        /tests/context, copied and run from a generated script as the agent's uid, then /tests emptied again."""
+        try:
+            build = sandbox_build(self.task.dockerfile, self.task.environment_dir or self.task.path,
+                                  self.task.compose_file)
+        except NeedsDocker as exc:
+            raise NeedsDockerBackend(f"task {self.task.name!r}: {exc}") from None
+        script = self.root / "dockerfile-build.sh"
+        script.write_text(build_script(build, f"{TESTS_MOUNT}/context"))
+        files = {"build.sh": script}
+        dirs = {}
+        for i, (source, _) in enumerate(build.copies):
+            (dirs if Path(source).is_dir() else files)[f"context/{i}"] = Path(source)
+        await self.sandbox._settle()
+        self.sandbox._check_free()
+        await asyncio.to_thread(self.tests.stage, files, dirs)
+        try:
+            return await self.sandbox.run(["bash", f"{TESTS_MOUNT}/build.sh"], timeout=self.setup_timeout_s,
+                                          env={"PYTHON": self.python})
+        finally:
+            await asyncio.to_thread(self._clear_tests)
 
     async def run(self, command: Command, **kwargs) -> SandboxResult:
         """A command in /app as the agent (a string runs as ``bash -lc``); Sandbox.run's keyword arguments."""
@@ -399,9 +431,13 @@ class TaskWorkspace:
         return {"run-tests.sh": self.task.run_tests_script,
                 f"{HARNESS_SUBDIR}/{sealed_report.PLUGIN_FILE}": sealed_report.plugin_source()}
 
+    def _tests_folders(self) -> dict[str, Path]:
+        """The task's tests/ folder staged as /tests itself (none when the tests live in run-tests.sh alone)."""
+        return {".": self.task.tests_dir} if self.task.tests_dir is not None else {}
+
     def _stage_tests(self) -> None:
         # scratch: in a container, /tmp (the tests' HOME) and /dev/shm are emptied, as a bwrap run's are fresh
-        self.tests.stage(self._staged_test_files(), {".": self.task.tests_dir}, scratch=True)
+        self.tests.stage(self._staged_test_files(), self._tests_folders(), scratch=True)
 
     @functools.cached_property
     def _content_key(self) -> str:
@@ -411,10 +447,12 @@ class TaskWorkspace:
         backend = getattr(self.sandbox, "image", None) or self.sandbox.isolation
         digest.update(f"{backend}\0{self.python}\0".encode())
         paths = [self.task.run_tests_script, self.task.setup_script]
-        paths += sorted(p for p in Path(self.task.tests_dir).rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+        base = self.task.tests_dir or self.task.path
+        if self.task.tests_dir is not None:
+            paths += sorted(p for p in Path(base).rglob("*") if p.is_file() and "__pycache__" not in p.parts)
         for path in paths:
             if path is not None:
-                digest.update(os.fsencode(os.path.relpath(path, self.task.tests_dir)) + b"\0" + Path(path).read_bytes() + b"\0")
+                digest.update(os.fsencode(os.path.relpath(path, base)) + b"\0" + Path(path).read_bytes() + b"\0")
         return digest.hexdigest()
 
     async def _sealed_tests(self, spec: sealed_report.ReportSpec, timeout: float) -> sealed_report.SealedRun:
@@ -526,7 +564,7 @@ class TaskWorkspace:
                                           rw_binds=[(str(tests_host), TESTS_MOUNT)], **self._box_options)
             try:
                 tests = HostTestsDir(tests_host, box.uid)
-                await asyncio.to_thread(tests.stage, self._staged_test_files(), {".": self.task.tests_dir})
+                await asyncio.to_thread(tests.stage, self._staged_test_files(), self._tests_folders())
                 spec = sealed_report.ReportSpec.new("run")
                 run = await sealed_report.run_sealed(box, ["bash", f"{TESTS_MOUNT}/run-tests.sh"], spec=spec,
                                                      env=self._test_env(), cwd=TESTS_MOUNT,
