@@ -311,3 +311,28 @@ def test_the_reward_flag_is_the_folders_and_defaults_to_upstreams():
             "--disable-rollout-global-dataset", "--custom-generate-function-path", "generate.generate"]
     assert parse_args(base).terminal_reward == "pass-rate"
     assert parse_args([*base, "--terminal-reward", "solved"]).terminal_reward == "solved"
+
+
+# ------------------------------------------------------------------------------------------ task images (pure parts)
+
+
+def test_the_base_images_a_dockerfile_names_and_which_have_a_stand_in(tmp_path):
+    from slime.agentic.terminal.task_images import base_images, stands_in_for
+
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text("FROM python:3.13-slim AS build\nRUN true\nFROM build\nFROM ubuntu:24.04\n")
+    assert base_images(dockerfile) == ["python:3.13-slim", "ubuntu:24.04"]
+    assert all(stands_in_for(b) for b in ("ghcr.io/laude-institute/t-bench/python-3-13:20250620", "ubuntu:24.04",
+                                          "debian:bookworm", "python:3.12", "ubuntu"))
+    assert not any(stands_in_for(b) for b in ("node:20", "rust:1.80", "ghcr.io/other/image:1", "alpine"))
+
+
+def test_an_image_tag_changes_with_the_dockerfile_the_context_and_the_stand_in(tmp_path):
+    from slime.agentic.terminal.task_images import image_tag
+
+    task = load_task(write(tmp_path / "Csv Summary!", TB1_TASK))
+    first = image_tag(task, "python=sha256:1")
+    assert first.startswith("slime-task/csv-summary:") and first == image_tag(task, "python=sha256:1")
+    assert image_tag(task, "python=sha256:2") != first  # another stand-in: another build
+    (task.path / "data.csv").write_text("a,b\n9,9\n")
+    assert image_tag(task, "python=sha256:1") != first

@@ -6,6 +6,7 @@ times.
     python -m slime.agentic.terminal.check                      # every task in terminal-rl/tasks
     python -m slime.agentic.terminal.check --tasks-dir DIR 'git-*' count-error-lines --concurrency 2 --json out.json
     python -m slime.agentic.terminal.check --backend docker     # in containers (scripts/setup_docker.sh first)
+    python -m slime.agentic.terminal.check --backend docker --build --tasks-dir DIR   # each task's own image
 
 Exit status 0 when every task checks out, 1 otherwise, 2 when no task loads (an empty folder, a malformed task, a
 name that matches nothing: the reason is printed).
@@ -25,6 +26,7 @@ from pathlib import Path
 
 from slime.agentic.docker_sandbox import DEFAULT_IMAGE, task_image
 
+from .task_images import build_task_image
 from .tasks import DEFAULT_TASKS_DIR, TaskFormatError, TerminalTask, load_tasks
 from .workspace import EvalOutcome, evaluate_solution
 
@@ -75,21 +77,31 @@ class TaskCheck:
 async def check_tasks(tasks: list[TerminalTask], concurrency: int = 2, **workspace_kwargs) -> list[TaskCheck]:
     """Both runs of every task, `concurrency` workspaces at a time; results in the order of `tasks`. With
     ``docker={"image": "tb__{task}", ...}`` each task's workspace runs in a container of its own image (``{task}``:
-    the task's name), all of them in the same pool of `concurrency` slots."""
+    the task's name), all of them in the same pool of `concurrency` slots; with ``docker={"build": True, ...}`` a task
+    that has a Dockerfile runs in the image built from it (`task_images.build_task_image`, once per content)."""
     sem = asyncio.Semaphore(max(1, concurrency))
     checks = [TaskCheck(t) for t in tasks]
     docker = workspace_kwargs.pop("docker", None)
 
-    def kwargs_for(task: TerminalTask) -> dict:
+    images: dict[str, asyncio.Task] = {}
+
+    async def kwargs_for(task: TerminalTask) -> dict:
         if docker is None:
             return workspace_kwargs
-        image = task_image(docker.get("image", DEFAULT_IMAGE), task.name)
-        return {**workspace_kwargs, "docker": {**docker, "image": image}}
+        options = {k: v for k, v in docker.items() if k != "build"}
+        if docker.get("build") and task.dockerfile is not None:  # the task's own image, built once for both runs
+            if task.name not in images:
+                images[task.name] = asyncio.ensure_future(asyncio.to_thread(
+                    build_task_image, task, docker_host=docker.get("docker_host")))
+            image = (await images[task.name]).tag
+        else:
+            image = task_image(docker.get("image", DEFAULT_IMAGE), task.name)
+        return {**workspace_kwargs, "docker": {**options, "image": image}}
 
     async def run(check: TaskCheck, solve: bool) -> None:
         async with sem:
             try:
-                outcome, times = await evaluate_solution(check.task, solve=solve, **kwargs_for(check.task))
+                outcome, times = await evaluate_solution(check.task, solve=solve, **(await kwargs_for(check.task)))
             except Exception as e:  # a broken setup.sh or solution.sh: reported, the others go on
                 check.error = check.error or f"{type(e).__name__}: {e}"
                 return
@@ -124,6 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", help="write the per-task results and timings here")
     p.add_argument("--backend", choices=["bwrap", "docker"], default="bwrap", help="where the tasks run")
     p.add_argument("--image", default=DEFAULT_IMAGE, help="--backend docker: the image ({task}: the task's name)")
+    p.add_argument("--build", action="store_true",
+                   help="--backend docker: build each task's image from its own Dockerfile (the local Debian image "
+                        "standing in for the common base images); --image for tasks without one")
     args = p.parse_args(argv)
     try:
         tasks = load_tasks(args.tasks_dir, args.names or None)
@@ -131,7 +146,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"check: {exc}", file=sys.stderr)
         return 2
     start = time.monotonic()
-    docker = {"docker": {"image": args.image}} if args.backend == "docker" else {}
+    if args.build and args.backend != "docker":
+        print("check: --build builds Docker images: it needs --backend docker", file=sys.stderr)
+        return 2
+    docker = {"docker": {"image": args.image, "build": args.build}} if args.backend == "docker" else {}
     checks = asyncio.run(check_tasks(tasks, args.concurrency, **docker))
     wall = time.monotonic() - start
     for c in checks:

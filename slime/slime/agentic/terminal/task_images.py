@@ -1,0 +1,152 @@
+"""A task's Docker image, built from its own Dockerfile and build context, as its author built it.
+
+    image = build_task_image(task, docker_host=host)      # "slime-task/<name>:<content hash>", built once
+
+No image registry is reachable from these machines, so the base images Terminal-Bench's Dockerfiles name cannot be
+pulled. The machine's own Debian image (`slime-terminal-base`, scripts/setup_docker.sh: bookworm with python3,
+pytest, git, tmux) stands in for the common ones, under the name the Dockerfile uses (`docker tag`), only where
+the daemon does not have that name already:
+
+    ghcr.io/laude-institute/t-bench/*   Terminal-Bench's base images (Ubuntu 24.04, Python 3.13 variants)
+    ubuntu:*  debian:*                  the distributions (apt-get works: package names mostly agree)
+    python:*                            Debian's python3 (3.11) stands in; pip is whatever the Dockerfile installs
+
+Any other base is refused with the list (`ImageBuildError`), rather than built on something it is not: load that
+image into the daemon yourself (`docker load`) and it is used as is. The build runs with the host's network
+(`--network host`: apt and pip reach the registries this machine reaches); the episode's containers have none.
+Images are tagged by a hash of the Dockerfile, every file of the build context and the stand-in's image id, so an
+unchanged task is built once per daemon and a changed one again.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import logging
+import os
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from slime.agentic.docker_sandbox import DEFAULT_IMAGE, SandboxUnavailable, docker_binary, docker_cli
+
+from .dockerfile import DockerfileError, parse_dockerfile
+from .tasks import TerminalTask
+
+logger = logging.getLogger(__name__)
+
+STAND_IN_BASES = ("ghcr.io/laude-institute/t-bench/*", "ubuntu:*", "ubuntu", "debian:*", "debian", "python:*")
+DEFAULT_BUILD_TIMEOUT_S = 1200.0
+IMAGE_PREFIX = "slime-task"
+
+
+class ImageBuildError(RuntimeError):
+    """The task's image cannot be built here; the message says why (and, for a build that failed, its log's tail)."""
+
+
+@dataclass(frozen=True)
+class TaskImage:
+    tag: str
+    built: bool  # False: an image of the same content was already on the daemon
+    seconds: float
+    stand_ins: tuple[str, ...] = ()  # base images the local one stood in for
+
+
+def base_images(dockerfile: Path) -> list[str]:
+    """The images the Dockerfile's FROM lines name (stage names of a multi-stage build excluded)."""
+    try:
+        instructions = parse_dockerfile(dockerfile.read_text(encoding="utf-8"))
+    except DockerfileError as exc:
+        raise ImageBuildError(f"{dockerfile}: {exc}") from None
+    stages, bases = set(), []
+    for ins in instructions:
+        if ins.keyword != "FROM":
+            continue
+        words = ins.value.split()
+        if not words:
+            raise ImageBuildError(f"{dockerfile} line {ins.line}: FROM names no image")
+        if words[0].lower() not in stages and words[0] not in bases:
+            bases.append(words[0])
+        if len(words) >= 3 and words[1].upper() == "AS":
+            stages.add(words[2].lower())
+    if not bases:
+        raise ImageBuildError(f"{dockerfile}: no FROM line")
+    return bases
+
+
+def stands_in_for(base: str) -> bool:
+    return any(fnmatch.fnmatchcase(base, pattern) for pattern in STAND_IN_BASES)
+
+
+def context_digest(dockerfile: Path, context: Path, salt: str = "") -> str:
+    """sha256 over the Dockerfile and every file of the build context (paths and bytes, in path order)."""
+    digest = hashlib.sha256(salt.encode() + b"\0" + dockerfile.read_bytes() + b"\0")
+    for dirpath, dirnames, filenames in os.walk(context):
+        dirnames.sort()
+        for name in sorted(filenames):
+            path = Path(dirpath) / name
+            digest.update(os.fsencode(os.path.relpath(path, context)) + b"\0")
+            if path.is_file():
+                digest.update(path.read_bytes())
+            digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def _docker(host: str | None, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run([*docker_cli(docker_binary(), host), *args], capture_output=True, text=True,
+                              timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        raise ImageBuildError(f"docker {args[0]} did not finish within {timeout:g} s") from None
+
+
+def _image_id(host: str | None, image: str) -> str | None:
+    proc = _docker(host, "image", "inspect", "--format", "{{.Id}}", image)
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def image_tag(task: TerminalTask, salt: str) -> str:
+    name = "".join(c if c.isalnum() or c in "._-" else "-" for c in task.name.lower())[:100].strip("._-") or "task"
+    return f"{IMAGE_PREFIX}/{name}:{context_digest(task.dockerfile, task.environment_dir, salt)[:16]}"
+
+
+def build_task_image(task: TerminalTask, *, docker_host: str | None = None, base_image: str = DEFAULT_IMAGE,
+                     timeout: float | None = None) -> TaskImage:
+    """The task's image on the daemon at `docker_host`, built from its Dockerfile unless an image of the same content
+    is there already. ImageBuildError says why when it cannot be built (an unknown base, a failed step: the log's
+    tail); SandboxUnavailable when there is no daemon."""
+    if task.dockerfile is None or task.environment_dir is None:
+        raise ImageBuildError(f"task {task.name!r} has no Dockerfile to build")
+    start = time.monotonic()
+    stand_in_id = _image_id(docker_host, base_image)
+    if stand_in_id is None:
+        raise SandboxUnavailable(f"the stand-in base image {base_image!r} is not on the daemon "
+                                 "(scripts/setup_docker.sh builds it)")
+    missing = [b for b in base_images(task.dockerfile) if _image_id(docker_host, b) is None]
+    unknown = [b for b in missing if not stands_in_for(b)]
+    if unknown:
+        raise ImageBuildError(f"task {task.name!r}: base image {', '.join(unknown)} cannot be pulled here and has no "
+                              f"local stand-in (stand-ins exist for {', '.join(STAND_IN_BASES)}); load it into the "
+                              "daemon (docker load) to build this task")
+    for base in missing:
+        tagged = _docker(docker_host, "tag", base_image, base)
+        if tagged.returncode != 0:
+            raise ImageBuildError(f"docker tag {base_image} {base}: {tagged.stderr.strip()[-500:]}")
+        logger.info("task %s: %s stands in for %s", task.name, base_image, base)
+    # what the stand-ins are is part of what gets built: a new base image means a new build
+    salt = "\0".join(f"{b}={_image_id(docker_host, b)}" for b in base_images(task.dockerfile))
+    tag = image_tag(task, salt)
+    if _image_id(docker_host, tag) is not None:
+        return TaskImage(tag, False, time.monotonic() - start, tuple(missing))
+    limit = timeout or float(task.resources.get("build_timeout_sec") or DEFAULT_BUILD_TIMEOUT_S)
+    proc = _docker(docker_host, "build", "--network", "host", "--label", f"slime.task={task.name}", "-t", tag,
+                   "-f", str(task.dockerfile), str(task.environment_dir), timeout=limit)
+    if proc.returncode != 0:
+        log = (proc.stdout + proc.stderr).strip()[-3000:]
+        raise ImageBuildError(f"task {task.name!r}: docker build failed (exit {proc.returncode}):\n{log}")
+    return TaskImage(tag, True, time.monotonic() - start, tuple(missing))
+
+
+__all__ = ["DEFAULT_BUILD_TIMEOUT_S", "ImageBuildError", "STAND_IN_BASES", "TaskImage", "base_images",
+           "build_task_image", "context_digest", "image_tag", "stands_in_for"]

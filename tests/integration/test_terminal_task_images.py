@@ -1,0 +1,79 @@
+"""A Terminal-Bench task's image built from its own Dockerfile on the private Docker daemon (the local Debian image
+standing in for the base it names), reused while nothing changed, and the task checked in containers of it: the
+reference solution passes and doing nothing does not. A base with no stand-in is refused with the reason.
+Skipped only where Docker cannot run on this machine (tests/integration/docker_daemon.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from slime.agentic.terminal import load_task
+from slime.agentic.terminal.check import check_tasks
+from slime.agentic.terminal.task_images import ImageBuildError, build_task_image
+
+from docker_daemon import docker, docker_host  # noqa: F401 (docker_host: the module's fixture)
+
+pytestmark = pytest.mark.timeout(1200)
+
+TASK = {
+    "task.yaml": "instruction: Write the number of lines of /app/data.txt to /app/count.txt.\n"
+                 "max_test_timeout_sec: 60\n",
+    "Dockerfile": """
+        FROM ghcr.io/laude-institute/t-bench/python-3-13:20250620
+        WORKDIR /app
+        COPY data.txt /app/
+        RUN mkdir -p /app/made && wc -l < data.txt > /app/made/expected.txt
+    """,
+    "data.txt": "a\nb\nc\n",
+    "solution.sh": "#!/bin/bash\nwc -l < /app/data.txt | tr -d ' ' > /app/count.txt\n",
+    "run-tests.sh": '#!/bin/bash\n"${PYTHON:-python3}" -m pytest "$TEST_DIR/test_outputs.py" -rA\n',
+    "tests/test_outputs.py": """
+        from pathlib import Path
+
+        def test_the_image_was_built_from_the_dockerfile():
+            assert Path("/app/made/expected.txt").read_text().strip() == "3"
+
+        def test_the_count():
+            assert Path("/app/count.txt").read_text().strip() == "3"
+    """,
+}
+
+
+def _write(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).lstrip())
+    return root
+
+
+def test_a_task_image_is_built_from_its_dockerfile_reused_and_checked(docker_host, tmp_path):
+    task = load_task(_write(tmp_path / "count-lines", TASK))
+    first = build_task_image(task, docker_host=docker_host)
+    assert first.built and first.tag.startswith("slime-task/count-lines:")
+    assert first.stand_ins in ((), ("ghcr.io/laude-institute/t-bench/python-3-13:20250620",))
+    again = build_task_image(task, docker_host=docker_host)
+    assert again.tag == first.tag and not again.built  # unchanged: not built twice
+    try:
+        [check] = asyncio.run(check_tasks([task], concurrency=1, base_dir=tmp_path,
+                                          docker={"image": first.tag, "docker_host": docker_host}))
+        assert check.ok, check.line()
+        assert (check.solved.passed, check.unsolved.passed, check.unsolved.total) == (2, 1, 2)
+        (task.path / "data.txt").write_text("a\nb\n")  # a changed build context is another image
+        changed = build_task_image(task, docker_host=docker_host)
+        assert changed.built and changed.tag != first.tag
+        docker(docker_host, "rmi", changed.tag)
+    finally:
+        docker(docker_host, "rmi", first.tag)
+
+
+def test_a_base_image_without_a_stand_in_is_refused(docker_host, tmp_path):
+    files = dict(TASK)
+    files["Dockerfile"] = "FROM node:20\nWORKDIR /app\n"
+    task = load_task(_write(tmp_path / "node-task", files))
+    with pytest.raises(ImageBuildError, match="base image node:20 cannot be pulled here and has no local stand-in"):
+        build_task_image(task, docker_host=docker_host)
