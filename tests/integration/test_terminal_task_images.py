@@ -54,15 +54,20 @@ def _write(root: Path, files: dict[str, str]) -> Path:
 def test_a_task_image_is_built_from_its_dockerfile_reused_and_checked(docker_host, tmp_path):
     task = load_task(_write(tmp_path / "count-lines", TASK))
     first = build_task_image(task, docker_host=docker_host)
-    assert first.built and first.tag.startswith("slime-task/count-lines:")
+    assert first.built and first.tag.startswith("slime-task/count-lines:") and first.workdir == "/app"
     assert first.stand_ins in ((), ("ghcr.io/laude-institute/t-bench/python-3-13:20250620",))
     again = build_task_image(task, docker_host=docker_host)
     assert again.tag == first.tag and not again.built  # unchanged: not built twice
     try:
+        # the check's --build path: the task's own image (reused), as its root, in its WORKDIR
         [check] = asyncio.run(check_tasks([task], concurrency=1, base_dir=tmp_path,
-                                          docker={"image": first.tag, "docker_host": docker_host}))
+                                          docker={"build": True, "docker_host": docker_host}))
         assert check.ok, check.line()
         assert (check.solved.passed, check.unsolved.passed, check.unsolved.total) == (2, 1, 2)
+        # and any image as a plain --image, as the image's non-root sandbox user
+        [plain] = asyncio.run(check_tasks([task], concurrency=1, base_dir=tmp_path,
+                                          docker={"image": first.tag, "docker_host": docker_host}))
+        assert plain.ok, plain.line()
         (task.path / "data.txt").write_text("a\nb\n")  # a changed build context is another image
         changed = build_task_image(task, docker_host=docker_host)
         assert changed.built and changed.tag != first.tag

@@ -93,9 +93,11 @@ async def check_tasks(tasks: list[TerminalTask], concurrency: int = 2, **workspa
             if task.name not in images:
                 images[task.name] = asyncio.ensure_future(asyncio.to_thread(
                     build_task_image, task, docker_host=docker.get("docker_host")))
-            image = (await images[task.name]).tag
-        else:
-            image = task_image(docker.get("image", DEFAULT_IMAGE), task.name)
+            built = await images[task.name]
+            # as Terminal-Bench runs a task: as the image's root, in the Dockerfile's WORKDIR
+            return {**workspace_kwargs, "docker": {**options, "image": built.tag, "workdir": built.workdir,
+                                                   "user": options.get("user", "root")}}
+        image = task_image(docker.get("image", DEFAULT_IMAGE), task.name)
         return {**workspace_kwargs, "docker": {**options, "image": image}}
 
     async def run(check: TaskCheck, solve: bool) -> None:

@@ -51,6 +51,7 @@ class TaskImage:
     built: bool  # False: an image of the same content was already on the daemon
     seconds: float
     stand_ins: tuple[str, ...] = ()  # base images the local one stood in for
+    workdir: str = "/app"  # the image's WORKDIR: where the agent's commands run (/app when it sets none)
 
 
 def base_images(dockerfile: Path) -> list[str]:
@@ -138,14 +139,20 @@ def build_task_image(task: TerminalTask, *, docker_host: str | None = None, base
     salt = "\0".join(f"{b}={_image_id(docker_host, b)}" for b in base_images(task.dockerfile))
     tag = image_tag(task, salt)
     if _image_id(docker_host, tag) is not None:
-        return TaskImage(tag, False, time.monotonic() - start, tuple(missing))
+        return TaskImage(tag, False, time.monotonic() - start, tuple(missing), _workdir(docker_host, tag))
     limit = timeout or float(task.resources.get("build_timeout_sec") or DEFAULT_BUILD_TIMEOUT_S)
     proc = _docker(docker_host, "build", "--network", "host", "--label", f"slime.task={task.name}", "-t", tag,
                    "-f", str(task.dockerfile), str(task.environment_dir), timeout=limit)
     if proc.returncode != 0:
         log = (proc.stdout + proc.stderr).strip()[-3000:]
         raise ImageBuildError(f"task {task.name!r}: docker build failed (exit {proc.returncode}):\n{log}")
-    return TaskImage(tag, True, time.monotonic() - start, tuple(missing))
+    return TaskImage(tag, True, time.monotonic() - start, tuple(missing), _workdir(docker_host, tag))
+
+
+def _workdir(host: str | None, tag: str) -> str:
+    proc = _docker(host, "image", "inspect", "--format", "{{.Config.WorkingDir}}", tag)
+    workdir = proc.stdout.strip() if proc.returncode == 0 else ""
+    return workdir if workdir.startswith("/") and workdir != "/" else "/app"
 
 
 __all__ = ["DEFAULT_BUILD_TIMEOUT_S", "ImageBuildError", "STAND_IN_BASES", "TaskImage", "base_images",
