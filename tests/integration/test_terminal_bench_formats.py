@@ -87,3 +87,32 @@ def test_a_dockerfile_that_installs_packages_needs_the_docker_backend(tmp_path, 
         asyncio.run(TaskWorkspace.create(task, base_dir=tmp_path))
     assert check_main(["--tasks-dir", str(tmp_path / "tasks")]) == 1
     assert "needs the Docker backend" in capsys.readouterr().out
+
+
+def test_the_importer_validates_runs_and_reports_a_mixed_dataset(tmp_path):
+    from slime.agentic.terminal.import_tasks import main as import_main
+
+    src = tmp_path / "downloaded"
+    _write(src / "tb1" / "sum-column", DOCKERFILE_TASK)
+    apt = dict(DOCKERFILE_TASK)
+    apt["Dockerfile"] = "FROM ubuntu:24.04\nRUN apt-get update && apt-get install -y jq\nWORKDIR /app\n"
+    _write(src / "tb1" / "apt-task", apt)
+    _write(src / "tb1" / "broken", {"task.yaml": "instruction: x\nparser_name: swebench\n", "run-tests.sh": "true\n"})
+    _write(src / "tb2" / "no-solution", {"instruction.md": "Do it.\n", "task.toml": "[verifier]\ntimeout_sec = 30\n",
+                                         "environment/Dockerfile": "FROM ubuntu:24.04\nWORKDIR /app\n",
+                                         "tests/test.sh": "#!/bin/bash\ntrue\n"})
+    dest = tmp_path / "imported"
+    assert import_main([str(src), str(dest), "--backend", "bwrap", "--concurrency", "1"]) == 0
+    assert sorted(p.name for p in dest.iterdir()) == ["IMPORT_REPORT.md", "import_report.json", "sum-column"]
+    report = {t["task"]: t for t in __import__("json").loads((dest / "import_report.json").read_text())["tasks"]}
+    assert report["sum-column"]["ok"] and report["sum-column"]["backend"] == "bwrap"
+    assert report["sum-column"]["reference"]["passed"] == 2 and report["sum-column"]["nothing"]["passed"] == 1
+    assert "needs the Docker backend: Dockerfile line 2: RUN apt-get" in report["apt-task"]["problem"]
+    assert "parser_name 'swebench' is not supported" in report["broken"]["problem"]
+    assert report["no-solution"]["format"] == "harbor" and "no reference solution" in report["no-solution"]["problem"]
+    markdown = (dest / "IMPORT_REPORT.md").read_text()
+    assert "4 task folders; 3 load; 1 ran their reference solution; 1 checked out" in markdown
+    # nothing importable: exit 1; nothing there at all: exit 2
+    assert import_main([str(src / "tb1" / "apt-task"), str(tmp_path / "none"), "--backend", "bwrap"]) == 1
+    (tmp_path / "empty").mkdir()
+    assert import_main([str(tmp_path / "empty"), str(tmp_path / "none2")]) == 2
