@@ -116,3 +116,26 @@ def test_the_importer_validates_runs_and_reports_a_mixed_dataset(tmp_path):
     assert import_main([str(src / "tb1" / "apt-task"), str(tmp_path / "none"), "--backend", "bwrap"]) == 1
     (tmp_path / "empty").mkdir()
     assert import_main([str(tmp_path / "empty"), str(tmp_path / "none2")]) == 2
+
+
+def test_a_solution_yaml_is_typed_into_a_shell(tmp_path):
+    """Terminal-Bench 1.x's solution.yaml: a blocking command, then one that waits for input, then that input."""
+    files = {k: v for k, v in DOCKERFILE_TASK.items() if k != "solution.sh"}
+    files["solution.yaml"] = """
+        - command: "awk '{s += $1} END {print s}' prepared/column-b.txt > sum.txt"
+          block: true
+        - command: "read answer && echo \\"$answer\\" > /app/answer.txt"
+          block: false
+        - command: "42"
+          min_timeout_sec: 0.5
+    """
+    files["tests/test_outputs.py"] = textwrap.dedent(files["tests/test_outputs.py"]) + (
+        "\n\ndef test_the_typed_answer():\n    assert Path('/app/answer.txt').read_text() == '42\\n'\n")
+    _write(tmp_path / "tasks" / "typed", files)
+    tasks = load_tasks(tmp_path / "tasks")
+    assert len(tasks[0].solution_commands) == 3 and tasks[0].solution_script is None
+    base = tmp_path / "ws"
+    base.mkdir()
+    [check] = asyncio.run(check_tasks(tasks, concurrency=1, base_dir=base))
+    assert check.ok, check.line()
+    assert (check.solved.passed, check.solved.total) == (3, 3)

@@ -400,11 +400,41 @@ class TaskWorkspace:
         return await self.sandbox.run(command, **kwargs)
 
     async def run_solution(self, timeout: float = DEFAULT_SOLUTION_TIMEOUT_S) -> SandboxResult:
-        """Run the task's solution.sh in /app (a scripted agent)."""
+        """Run the task's solution.sh in /app (a scripted agent), or type its solution.yaml into a shell."""
         self._check_open()
+        if self.task.solution_script is None and self.task.solution_commands:
+            return await self._type_solution(timeout)
         if self.task.solution_script is None:
             raise FileNotFoundError(f"task {self.task.name!r} has no solution.sh")
-        return await self._run_staged(self.task.solution_script, "solution.sh", timeout)
+        return await self._run_staged(self.task.solution_script, "solution.sh", timeout,
+                                      env=self.task.solution_env or None)
+
+    async def _type_solution(self, timeout: float) -> SandboxResult:
+        """Terminal-Bench 1.x's solution.yaml: each command typed into one tmux shell session as the agent's tools
+        would (`block`: wait for it to finish; otherwise it keeps running and the next entry may be its input),
+        then at least `min_timeout_sec`. The session is closed afterwards: what it started ends before the tests,
+        as the agent's does. Exit status 0 unless the whole took longer than `timeout` (124)."""
+        from slime.agentic.shell_sessions import ShellSessions
+
+        start, outputs, running = time.monotonic(), [], False
+        async with ShellSessions(self.sandbox, max_block_timeout=max(timeout, 1.0)) as shell:
+            for step in self.task.solution_commands:
+                left = timeout - (time.monotonic() - start)
+                if left <= 0:
+                    break
+                if running:  # input for the program an earlier entry started
+                    out = await shell.write_to_process("solution", step.command)
+                else:
+                    out = await shell.exec("solution", step.command, block=step.block, timeout=left)
+                running = out.running or (out.started and not out.finished)
+                outputs.append(out.output)
+                if step.min_timeout_sec:
+                    await asyncio.sleep(min(step.min_timeout_sec, max(left, 0.0)))
+        elapsed = time.monotonic() - start
+        timed_out = elapsed >= timeout
+        return SandboxResult(exit_code=124 if timed_out else 0, stdout="".join(outputs)[-20000:], stderr="",
+                             timed_out=timed_out, duration_s=elapsed,
+                             isolation=getattr(self.sandbox, "isolation", "bwrap"))
 
     # -- evaluation
 
