@@ -8,9 +8,10 @@ from __future__ import annotations
 import asyncio
 import os
 import textwrap
-from pathlib import Path
 
 import pytest
+
+from helpers.file_trees import write_tree
 
 from slime.agentic import sandbox as sb
 from slime.agentic.terminal import TaskWorkspace, load_task, load_tasks
@@ -57,16 +58,10 @@ DOCKERFILE_TASK = {
 }
 
 
-def _write(root: Path, files: dict[str, str]) -> Path:
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text).lstrip())
-    return root
 
 
 def test_a_dockerfile_task_builds_in_the_sandbox_and_checks_out(tmp_path):
-    _write(tmp_path / "tasks" / "sum-column", DOCKERFILE_TASK)
+    write_tree(tmp_path / "tasks" / "sum-column", DOCKERFILE_TASK)
     tasks = load_tasks(tmp_path / "tasks")
     base = tmp_path / "ws"
     base.mkdir()
@@ -82,7 +77,7 @@ def test_a_dockerfile_task_builds_in_the_sandbox_and_checks_out(tmp_path):
 def test_a_dockerfile_that_installs_packages_needs_the_docker_backend(tmp_path, capsys):
     files = dict(DOCKERFILE_TASK)
     files["Dockerfile"] = "FROM ubuntu:24.04\nRUN apt-get update && apt-get install -y jq\nWORKDIR /app\n"
-    task = load_task(_write(tmp_path / "tasks" / "apt-task", files))
+    task = load_task(write_tree(tmp_path / "tasks" / "apt-task", files))
     with pytest.raises(NeedsDockerBackend, match="needs the Docker backend: Dockerfile line 2: RUN apt-get"):
         asyncio.run(TaskWorkspace.create(task, base_dir=tmp_path))
     assert check_main(["--tasks-dir", str(tmp_path / "tasks")]) == 1
@@ -93,12 +88,12 @@ def test_the_importer_validates_runs_and_reports_a_mixed_dataset(tmp_path):
     from slime.agentic.terminal.import_tasks import main as import_main
 
     src = tmp_path / "downloaded"
-    _write(src / "tb1" / "sum-column", DOCKERFILE_TASK)
+    write_tree(src / "tb1" / "sum-column", DOCKERFILE_TASK)
     apt = dict(DOCKERFILE_TASK)
     apt["Dockerfile"] = "FROM ubuntu:24.04\nRUN apt-get update && apt-get install -y jq\nWORKDIR /app\n"
-    _write(src / "tb1" / "apt-task", apt)
-    _write(src / "tb1" / "broken", {"task.yaml": "instruction: x\nparser_name: swebench\n", "run-tests.sh": "true\n"})
-    _write(src / "tb2" / "no-solution", {"instruction.md": "Do it.\n", "task.toml": "[verifier]\ntimeout_sec = 30\n",
+    write_tree(src / "tb1" / "apt-task", apt)
+    write_tree(src / "tb1" / "broken", {"task.yaml": "instruction: x\nparser_name: swebench\n", "run-tests.sh": "true\n"})
+    write_tree(src / "tb2" / "no-solution", {"instruction.md": "Do it.\n", "task.toml": "[verifier]\ntimeout_sec = 30\n",
                                          "environment/Dockerfile": "FROM ubuntu:24.04\nWORKDIR /app\n",
                                          "tests/test.sh": "#!/bin/bash\ntrue\n"})
     dest = tmp_path / "imported"
@@ -131,7 +126,7 @@ def test_a_solution_yaml_is_typed_into_a_shell(tmp_path):
     """
     files["tests/test_outputs.py"] = textwrap.dedent(files["tests/test_outputs.py"]) + (
         "\n\ndef test_the_typed_answer():\n    assert Path('/app/answer.txt').read_text() == '42\\n'\n")
-    _write(tmp_path / "tasks" / "typed", files)
+    write_tree(tmp_path / "tasks" / "typed", files)
     tasks = load_tasks(tmp_path / "tasks")
     assert len(tasks[0].solution_commands) == 3 and tasks[0].solution_script is None
     base = tmp_path / "ws"

@@ -6,10 +6,10 @@ Skipped only where Docker cannot run on this machine (tests/integration/docker_d
 from __future__ import annotations
 
 import asyncio
-import textwrap
-from pathlib import Path
 
 import pytest
+
+from helpers.file_trees import write_tree
 
 from slime.agentic.terminal import load_task
 from slime.agentic.terminal.check import check_tasks
@@ -43,16 +43,10 @@ TASK = {
 }
 
 
-def _write(root: Path, files: dict[str, str]) -> Path:
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text).lstrip())
-    return root
 
 
 def test_a_task_image_is_built_from_its_dockerfile_reused_and_checked(docker_host, tmp_path):
-    task = load_task(_write(tmp_path / "count-lines", TASK))
+    task = load_task(write_tree(tmp_path / "count-lines", TASK))
     first = build_task_image(task, docker_host=docker_host)
     assert first.built and first.tag.startswith("slime-task/count-lines:") and first.workdir == "/app"
     assert first.stand_ins in ((), ("ghcr.io/laude-institute/t-bench/python-3-13:20250620",))
@@ -79,6 +73,6 @@ def test_a_task_image_is_built_from_its_dockerfile_reused_and_checked(docker_hos
 def test_a_base_image_without_a_stand_in_is_refused(docker_host, tmp_path):
     files = dict(TASK)
     files["Dockerfile"] = "FROM node:20\nWORKDIR /app\n"
-    task = load_task(_write(tmp_path / "node-task", files))
+    task = load_task(write_tree(tmp_path / "node-task", files))
     with pytest.raises(ImageBuildError, match="base image node:20 cannot be pulled here and has no local stand-in"):
         build_task_image(task, docker_host=docker_host)

@@ -5,21 +5,16 @@ in each format's layout; nothing is skipped silently: an empty tasks folder is a
 from __future__ import annotations
 
 import textwrap
-from pathlib import Path
 
 import pytest
+
+from helpers.file_trees import write_tree
 
 from slime.agentic.terminal.check import main as check_main
 from slime.agentic.terminal.dockerfile import NeedsDocker, command_names, parse_dockerfile, sandbox_build
 from slime.agentic.terminal.tasks import HARBOR, TB1, SolutionCommand, TaskFormatError, load_task, load_tasks
 
 
-def write(root: Path, files: dict[str, str]) -> Path:
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text).lstrip())
-    return root
 
 
 TB1_TASK = {
@@ -129,7 +124,7 @@ HARBOR_TASK = {
 
 
 def test_a_terminal_bench_1_task_loads_with_every_key(tmp_path):
-    task = load_task(write(tmp_path / "csv-summary", TB1_TASK))
+    task = load_task(write_tree(tmp_path / "csv-summary", TB1_TASK))
     assert task.format == TB1 and task.instruction == "Summarise /app/data.csv into /app/summary.txt."
     assert task.author == "A. Author <a@example.com>" and task.category == "data-processing"
     assert (task.max_agent_timeout_sec, task.max_test_timeout_sec, task.run_tests_in_same_shell) == (900.0, 180.0, False)
@@ -145,7 +140,7 @@ def test_a_terminal_bench_1_task_loads_with_every_key(tmp_path):
 def test_a_client_dockerfile_is_the_build_context(tmp_path):
     files = {k: v for k, v in TB1_TASK.items() if k != "Dockerfile"}
     files["client/Dockerfile"] = "FROM python:3.12\nWORKDIR /app\n"
-    task = load_task(write(tmp_path / "t", files))
+    task = load_task(write_tree(tmp_path / "t", files))
     assert task.dockerfile == task.path / "client" / "Dockerfile" and task.environment_dir == task.path / "client"
 
 
@@ -158,7 +153,7 @@ def test_a_client_dockerfile_is_the_build_context(tmp_path):
     (("solution.yaml", "- command: ls\n  wait: 3\n"), "unknown keys ['wait']"),
 ])
 def test_terminal_bench_1_settings_are_honoured_or_refused(tmp_path, change, words):
-    task_dir = write(tmp_path / "t", TB1_TASK)
+    task_dir = write_tree(tmp_path / "t", TB1_TASK)
     (task_dir / change[0]).write_text(change[1])
     with pytest.raises(TaskFormatError) as exc:
         load_task(task_dir)
@@ -166,7 +161,7 @@ def test_terminal_bench_1_settings_are_honoured_or_refused(tmp_path, change, wor
 
 
 def test_a_harbor_task_loads(tmp_path):
-    task = load_task(write(tmp_path / "a-star", HARBOR_TASK))
+    task = load_task(write_tree(tmp_path / "a-star", HARBOR_TASK))
     assert task.format == HARBOR and task.instruction == "Find the shortest path in /workspace/map.txt."
     assert (task.max_agent_timeout_sec, task.max_test_timeout_sec) == (900.0, 240.0)
     assert task.author == "Terminal Bench <bench@example.com>" and task.tags == ("coding",)
@@ -191,7 +186,7 @@ def test_a_harbor_task_loads(tmp_path):
     (("environment/Dockerfile", None), "environment/ has no Dockerfile"),
 ])
 def test_a_malformed_harbor_task_is_refused_with_the_reason(tmp_path, change, words):
-    task_dir = write(tmp_path / "h", HARBOR_TASK)
+    task_dir = write_tree(tmp_path / "h", HARBOR_TASK)
     name, text = change
     if text is None:
         (task_dir / name).unlink()
@@ -209,13 +204,13 @@ def test_a_malformed_harbor_task_is_refused_with_the_reason(tmp_path, change, wo
 
 
 def test_both_formats_load_from_one_root_and_nothing_is_an_error(tmp_path, capsys):
-    write(tmp_path / "tasks" / "tb1" / "csv-summary", TB1_TASK)
-    write(tmp_path / "tasks" / "tb2" / "a-star", HARBOR_TASK)
+    write_tree(tmp_path / "tasks" / "tb1" / "csv-summary", TB1_TASK)
+    write_tree(tmp_path / "tasks" / "tb2" / "a-star", HARBOR_TASK)
     assert [(t.name, t.format) for t in load_tasks(tmp_path / "tasks")] == [("csv-summary", TB1), ("a-star", HARBOR)]
     (tmp_path / "empty").mkdir()
     with pytest.raises(TaskFormatError, match="no task folder in .*task.yaml .*task.toml"):
         load_tasks(tmp_path / "empty")
-    write(tmp_path / "broken" / "b", {"task.yaml": "category: x\n", "run-tests.sh": "true\n"})
+    write_tree(tmp_path / "broken" / "b", {"task.yaml": "category: x\n", "run-tests.sh": "true\n"})
     with pytest.raises(TaskFormatError, match="no task loaded .*malformed"):
         load_tasks(tmp_path / "broken", skip_invalid=True)
     # the check command says so and fails, instead of "0/0 tasks ok"
@@ -247,7 +242,7 @@ def test_the_dockerfile_parses_like_docker_reads_it():
 
 
 def test_a_dockerfile_that_copies_and_runs_host_commands_builds_in_the_sandbox(tmp_path):
-    task = load_task(write(tmp_path / "csv-summary", TB1_TASK))
+    task = load_task(write_tree(tmp_path / "csv-summary", TB1_TASK))
     build = sandbox_build(task.dockerfile, task.environment_dir, compose_file=task.compose_file)
     assert build.copies == [(task.path / "data.csv", "/app/data.csv"), (task.path / "inputs", "/app/inputs")]
     assert build.commands == ["mkdir -p out && cp data.csv out/copy.csv"]
@@ -270,14 +265,14 @@ def test_a_dockerfile_that_copies_and_runs_host_commands_builds_in_the_sandbox(t
     ("FROM python:3.12\nRUN <<EOF\necho hi\nEOF\n", "here-documents"),
 ])
 def test_what_the_sandbox_cannot_build_is_refused_with_the_reason(tmp_path, dockerfile, reason):
-    write(tmp_path / "ctx", {"data.csv": "a\n", "Dockerfile": dockerfile})
+    write_tree(tmp_path / "ctx", {"data.csv": "a\n", "Dockerfile": dockerfile})
     with pytest.raises(NeedsDocker) as exc:
         sandbox_build(tmp_path / "ctx" / "Dockerfile", tmp_path / "ctx")
     assert str(exc.value).startswith("needs the Docker backend: ") and reason in str(exc.value)
 
 
 def test_a_compose_file_with_services_needs_docker(tmp_path):
-    write(tmp_path / "ctx", {"Dockerfile": "FROM python:3.12\nWORKDIR /app\n", "docker-compose.yaml": """
+    write_tree(tmp_path / "ctx", {"Dockerfile": "FROM python:3.12\nWORKDIR /app\n", "docker-compose.yaml": """
         services:
           client:
             build: .
@@ -330,7 +325,7 @@ def test_the_base_images_a_dockerfile_names_and_which_have_a_stand_in(tmp_path):
 def test_an_image_tag_changes_with_the_dockerfile_the_context_and_the_stand_in(tmp_path):
     from slime.agentic.terminal.task_images import image_tag
 
-    task = load_task(write(tmp_path / "Csv Summary!", TB1_TASK))
+    task = load_task(write_tree(tmp_path / "Csv Summary!", TB1_TASK))
     first = image_tag(task, "python=sha256:1")
     assert first.startswith("slime-task/csv-summary:") and first == image_tag(task, "python=sha256:1")
     assert image_tag(task, "python=sha256:2") != first  # another stand-in: another build
