@@ -76,3 +76,37 @@ def test_a_base_image_without_a_stand_in_is_refused(docker_host, tmp_path):
     task = load_task(write_tree(tmp_path / "node-task", files))
     with pytest.raises(ImageBuildError, match="base image node:20 cannot be pulled here and has no local stand-in"):
         build_task_image(task, docker_host=docker_host)
+
+
+# Terminal-Bench 1.x's standard run-tests.sh: it installs curl and uv and adds pytest from the network
+TB_RUN_TESTS = """
+    #!/bin/bash
+    apt-get update
+    apt-get install -y curl
+    curl -LsSf https://astral.sh/uv/0.7.13/install.sh | sh
+    source $HOME/.local/bin/env
+    if [ "$PWD" = "/" ]; then
+        echo "Error: No working directory set. Please set a WORKDIR in your Dockerfile before running this script."
+        exit 1
+    fi
+    uv init
+    uv add pytest==8.4.1
+    uv run pytest $TEST_DIR/test_outputs.py -rA
+"""
+
+
+def test_terminal_benchs_own_run_tests_script_runs_offline(docker_host, tmp_path):
+    """The container has no network; the image's offline kit answers uv's installer and pytest's pin."""
+    task = load_task(write_tree(tmp_path / "count-lines-tb", {**TASK, "run-tests.sh": TB_RUN_TESTS}))
+    image = build_task_image(task, docker_host=docker_host)
+    try:
+        [check] = asyncio.run(check_tasks([task], concurrency=1, base_dir=tmp_path,
+                                          docker={"build": True, "docker_host": docker_host}))
+        assert check.ok, check.line() + "\n" + (check.solved.output_tail if check.solved else check.error)
+        assert (check.solved.passed, check.solved.total, check.unsolved.passed) == (2, 2, 1)
+        # a script that wants something else from the network is told which URL it cannot have
+        out = docker(docker_host, "run", "--rm", "--network", "none", image.tag, "bash", "-c",
+                     "curl -sS https://example.com/data.csv 2>&1; true")
+        assert "https://example.com/data.csv is not available offline" in out
+    finally:
+        docker(docker_host, "rmi", image.tag)

@@ -331,3 +331,19 @@ def test_an_image_tag_changes_with_the_dockerfile_the_context_and_the_stand_in(t
     assert image_tag(task, "python=sha256:2") != first  # another stand-in: another build
     (task.path / "data.csv").write_text("a,b\n9,9\n")
     assert image_tag(task, "python=sha256:1") != first
+
+
+def test_the_offline_kits_curl_names_what_it_cannot_serve_and_its_layer_keeps_the_images_path(tmp_path):
+    import subprocess
+
+    from slime.agentic.terminal import offline_kit
+
+    shim = tmp_path / "curl"
+    shim.write_text(offline_kit.CURL_SHIM)
+    done = subprocess.run(["bash", str(shim), "-sS", "--max-time", "5", "https://127.0.0.1:9/data.csv"],
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode != 0  # the real curl still runs (and fails: nothing listens there)
+    assert "https://127.0.0.1:9/data.csv is not available offline" in done.stderr
+    dockerfile = offline_kit.dockerfile_with_kit("slime-task-authors/t:1")
+    assert dockerfile.startswith("FROM slime-task-authors/t:1\nCOPY . /opt/slime-offline\n")
+    assert "UV_OFFLINE=1" in dockerfile and "PATH=/opt/slime-offline/bin:$PATH" in dockerfile

@@ -12,7 +12,9 @@ the daemon does not have that name already:
     python:*                            Debian's python3 (3.11) stands in; pip is whatever the Dockerfile installs
 
 Any other base is refused with the list (`ImageBuildError`), rather than built on something it is not: load that
-image into the daemon yourself (`docker load`) and it is used as is. The build runs with the host's network
+image into the daemon yourself (`docker load`) and it is used as is. On top of the author's image goes the offline
+kit (`offline_kit`: uv, pytest's pinned wheels and a curl shim for uv's installer), so the task's own run-tests.sh
+bootstraps its test runner without network. The build runs with the host's network
 (`--network host`: apt and pip reach the registries this machine reaches); the episode's containers have none.
 Images are tagged by a hash of the Dockerfile, every file of the build context and the stand-in's image id, so an
 unchanged task is built once per daemon and a changed one again.
@@ -25,12 +27,14 @@ import hashlib
 import logging
 import os
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from slime.agentic.docker_sandbox import DEFAULT_IMAGE, SandboxUnavailable, docker_binary, docker_cli
 
+from . import offline_kit
 from .dockerfile import DockerfileError, parse_dockerfile
 from .tasks import TerminalTask
 
@@ -135,18 +139,32 @@ def build_task_image(task: TerminalTask, *, docker_host: str | None = None, base
         if tagged.returncode != 0:
             raise ImageBuildError(f"docker tag {base_image} {base}: {tagged.stderr.strip()[-500:]}")
         logger.info("task %s: %s stands in for %s", task.name, base_image, base)
-    # what the stand-ins are is part of what gets built: a new base image means a new build
+    # what the stand-ins and the offline kit are is part of what gets built: a new one means a new build
     salt = "\0".join(f"{b}={_image_id(docker_host, b)}" for b in base_images(task.dockerfile))
+    salt += f"\0kit={offline_kit.kit_key()}"
     tag = image_tag(task, salt)
     if _image_id(docker_host, tag) is not None:
         return TaskImage(tag, False, time.monotonic() - start, tuple(missing), _workdir(docker_host, tag))
     limit = timeout or float(task.resources.get("build_timeout_sec") or DEFAULT_BUILD_TIMEOUT_S)
-    proc = _docker(docker_host, "build", "--network", "host", "--label", f"slime.task={task.name}", "-t", tag,
-                   "-f", str(task.dockerfile), str(task.environment_dir), timeout=limit)
+    authors = tag.replace(f"{IMAGE_PREFIX}/", f"{IMAGE_PREFIX}-authors/", 1)  # the image as the task's author built it
+    _build(docker_host, task, "docker build", limit, "--network", "host", "--label", f"slime.task={task.name}",
+           "-t", authors, "-f", str(task.dockerfile), str(task.environment_dir))
+    # then the offline test runners on top (offline_kit): the task's own run-tests.sh bootstraps pytest without network
+    kit = offline_kit.build_kit()
+    with tempfile.TemporaryDirectory() as scratch:
+        dockerfile = Path(scratch) / "Dockerfile"
+        dockerfile.write_text(offline_kit.dockerfile_with_kit(authors))
+        _build(docker_host, task, "adding the offline test runners", 600.0, "--label", f"slime.task={task.name}",
+               "-t", tag, "-f", str(dockerfile), str(kit))
+    _docker(docker_host, "rmi", authors)  # only the tag: the layers stay under `tag`
+    return TaskImage(tag, True, time.monotonic() - start, tuple(missing), _workdir(docker_host, tag))
+
+
+def _build(host: str | None, task: TerminalTask, what: str, timeout: float, *args: str) -> None:
+    proc = _docker(host, "build", *args, timeout=timeout)
     if proc.returncode != 0:
         log = (proc.stdout + proc.stderr).strip()[-3000:]
-        raise ImageBuildError(f"task {task.name!r}: docker build failed (exit {proc.returncode}):\n{log}")
-    return TaskImage(tag, True, time.monotonic() - start, tuple(missing), _workdir(docker_host, tag))
+        raise ImageBuildError(f"task {task.name!r}: {what} failed (exit {proc.returncode}):\n{log}")
 
 
 def _workdir(host: str | None, tag: str) -> str:
