@@ -6,6 +6,7 @@
 #   bash scripts/setup_docker.sh stop      # stop the daemon this script started (by the PID in its pidfile)
 #   bash scripts/setup_docker.sh status    # say whether it runs; exit 1 when it does not
 #   bash scripts/setup_docker.sh env       # only print where it lives (the export lines below), start nothing
+#   bash scripts/setup_docker.sh ubuntu    # (daemon running) also the Ubuntu 24.04 stand-in for task images
 #   eval "$(bash scripts/setup_docker.sh)" # start, and export DOCKER_HOST (and the others) into this shell
 #
 # start: installs Debian's docker.io with apt-get only when it is missing; starts dockerd unless the one of
@@ -254,7 +255,63 @@ build_image() {
     say SLIME_DOCKER_IMAGE "$IMAGE"
 }
 
+# Ubuntu 24.04 (noble, Python 3.12) standing in for the Ubuntu and Python 3.12 base images Terminal-Bench's tasks name
+# (slime/slime/agentic/terminal/task_images.py): debootstrap from the Ubuntu archive, its signature checked with the
+# ubuntu-keyring package fetched by pinned hash (Debian has no Ubuntu keyring). Python images have pip and `python`:
+# python3-pip and python-is-python3 are in, and pip may install into the system (EXTERNALLY-MANAGED removed), as in
+# python:3.12. This machine's CA bundle goes in as /etc/ssl/certs/slime-host-ca.crt, named by PIP_CERT, SSL_CERT_FILE,
+# REQUESTS_CA_BUNDLE and CURL_CA_BUNDLE: HTTPS from a build then trusts what this machine trusts (here a proxy's CA).
+UBUNTU_IMAGE=${SLIME_UBUNTU_IMAGE:-slime-standin-ubuntu-24.04}
+UBUNTU_MIRROR=${SLIME_UBUNTU_MIRROR:-http://archive.ubuntu.com/ubuntu}
+UBUNTU_KEYRING_DEB=pool/main/u/ubuntu-keyring/ubuntu-keyring_2023.11.28.1_all.deb
+UBUNTU_KEYRING_SHA256=36de43b15853ccae0028e9a767613770c704833f82586f28eb262f0311adb8a8
+UBUNTU_PACKAGES=python3,python3-pip,python3-venv,python-is-python3,python3-pytest,git,tmux,ca-certificates,procps,curl
+UBUNTU_TAR=$DIR/$UBUNTU_IMAGE.rootfs.tar
+
+build_ubuntu_image() {
+    if docker image inspect "$UBUNTU_IMAGE" >/dev/null 2>&1; then
+        log "image $UBUNTU_IMAGE is there"
+        say SLIME_UBUNTU_IMAGE "$UBUNTU_IMAGE"
+        return
+    fi
+    if [ ! -s "$UBUNTU_TAR" ]; then
+        command -v debootstrap >/dev/null 2>&1 || apt_install debootstrap
+        local work=$DIR/ubuntu.tmp start=$SECONDS
+        rm -rf "$work" "$UBUNTU_TAR.tmp"
+        mkdir -p "$work"
+        curl -fsS -o "$work/keyring.deb" "$UBUNTU_MIRROR/$UBUNTU_KEYRING_DEB" ||
+            { log "cannot fetch $UBUNTU_MIRROR/$UBUNTU_KEYRING_DEB (the Ubuntu archive is needed once)"; exit 2; }
+        echo "$UBUNTU_KEYRING_SHA256  $work/keyring.deb" | sha256sum -c --quiet - ||
+            { log "$UBUNTU_KEYRING_DEB does not have the pinned sha256 $UBUNTU_KEYRING_SHA256"; exit 4; }
+        dpkg-deb -x "$work/keyring.deb" "$work/keyring"
+        log "building the Ubuntu 24.04 root filesystem: debootstrap noble (about a minute and a half, ~450 MB)"
+        debootstrap --variant=minbase --components=main,universe --include="$UBUNTU_PACKAGES" \
+            --keyring="$work/keyring/usr/share/keyrings/ubuntu-archive-keyring.gpg" \
+            noble "$work/rootfs" "$UBUNTU_MIRROR" /usr/share/debootstrap/scripts/gutsy >&2 ||
+            { log "debootstrap noble failed"; rm -rf "$work"; exit 4; }
+        rm -f "$work"/rootfs/usr/lib/python3*/EXTERNALLY-MANAGED
+        # builds reach the registries this machine reaches, through the TLS it trusts (a proxy's CA included)
+        cp /etc/ssl/certs/ca-certificates.crt "$work/rootfs/etc/ssl/certs/slime-host-ca.crt"
+        [ -e "$work/rootfs/usr/bin/pip" ] || ln -s pip3 "$work/rootfs/usr/bin/pip"
+        rm -rf "$work"/rootfs/var/cache/apt/archives/*.deb "$work"/rootfs/var/lib/apt/lists/*
+        tar --numeric-owner -C "$work/rootfs" -cf "$UBUNTU_TAR.tmp" .
+        mv "$UBUNTU_TAR.tmp" "$UBUNTU_TAR"
+        rm -rf "$work"
+        log "Ubuntu root filesystem cached at $UBUNTU_TAR in $((SECONDS - start)) s"
+    fi
+    local ca=/etc/ssl/certs/slime-host-ca.crt
+    docker import --change 'CMD ["/bin/bash"]' --change 'ENV LANG=C.UTF-8' \
+        --change "ENV PIP_CERT=$ca SSL_CERT_FILE=$ca REQUESTS_CA_BUNDLE=$ca CURL_CA_BUNDLE=$ca UV_NATIVE_TLS=1" \
+        "$UBUNTU_TAR" "$UBUNTU_IMAGE" >/dev/null ||
+        { log "docker import $UBUNTU_TAR failed"; exit 4; }
+    say SLIME_UBUNTU_IMAGE "$UBUNTU_IMAGE"
+}
+
 case "${1:-start}" in
+    ubuntu)
+        answers || { log "no daemon answers on $DOCKER_HOST: run '$0 start' first"; exit 3; }
+        build_ubuntu_image
+        ;;
     start)
         install_missing
         say SLIME_DOCKER_DIR "$DIR"; say DOCKER_HOST "$DOCKER_HOST"
@@ -277,7 +334,7 @@ case "${1:-start}" in
         say SLIME_DOCKER_DIR "$DIR"; say DOCKER_HOST "$DOCKER_HOST"
         ;;
     *)
-        echo "usage: $0 [start|stop|status|env]" >&2
+        echo "usage: $0 [start|stop|status|env|ubuntu]" >&2
         exit 64
         ;;
 esac

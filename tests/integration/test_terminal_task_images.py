@@ -6,6 +6,8 @@ Skipped only where Docker cannot run on this machine (tests/integration/docker_d
 from __future__ import annotations
 
 import asyncio
+import os
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +20,7 @@ from slime.agentic.terminal.task_images import ImageBuildError, build_task_image
 from docker_daemon import docker, docker_host  # noqa: F401 (docker_host: the module's fixture)
 
 pytestmark = pytest.mark.timeout(1200)
+REPO = Path(__file__).resolve().parents[2]
 
 TASK = {
     "task.yaml": "instruction: Write the number of lines of /app/data.txt to /app/count.txt.\n"
@@ -108,5 +111,69 @@ def test_terminal_benchs_own_run_tests_script_runs_offline(docker_host, tmp_path
         out = docker(docker_host, "run", "--rm", "--network", "none", image.tag, "bash", "-c",
                      "curl -sS https://example.com/data.csv 2>&1; true")
         assert "https://example.com/data.csv is not available offline" in out
+    finally:
+        docker(docker_host, "rmi", image.tag)
+
+
+HARBOR_TASK = {
+    "instruction.md": "Write the number of lines of /app/data.txt to /app/count.txt.\n",
+    "task.toml": "[verifier]\ntimeout_sec = 120.0\n\n[agent]\ntimeout_sec = 300.0\n",
+    "environment/Dockerfile": """
+        FROM python:3.12-slim
+        WORKDIR /app
+        COPY data.txt /app/
+        RUN pip install --no-cache-dir six==1.16.0 && python -c "import six, sys; assert sys.version_info[:2] == (3, 12)"
+    """,
+    "environment/data.txt": "a\nb\nc\n",
+    "solution/solve.sh": "#!/bin/bash\nwc -l < /app/data.txt | tr -d ' ' > /app/count.txt\n",
+    "tests/test.sh": """
+        #!/bin/bash
+        set +e
+        mkdir -p /logs/verifier
+        uvx --python 3.12 --with pytest==8.3.3 pytest /tests/test_outputs.py -rA
+        status=$?
+        if [ $status -eq 0 ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi
+        exit $status
+    """,
+    "tests/test_outputs.py": """
+        from pathlib import Path
+
+        def test_the_count():
+            assert Path("/app/count.txt").read_text().strip() == "3"
+    """,
+}
+
+
+def test_a_harbor_task_on_python_3_12_builds_on_the_ubuntu_stand_in_and_verifies_offline(docker_host, tmp_path):
+    """Harbor's verifier (`uvx --python 3.12 --with pytest==8.3.3 pytest`) in a container without network: the
+    Ubuntu 24.04 stand-in brings Python 3.12 (with pip, as python:3.12-slim), the offline kit brings uv and pytest."""
+    import subprocess
+
+    built = subprocess.run(["bash", str(REPO / "scripts" / "setup_docker.sh"), "ubuntu"], capture_output=True,
+                           text=True, timeout=900, env={**os.environ, "DOCKER_HOST": docker_host})
+    if built.returncode == 2:  # the script's status for "cannot be done here" (no Ubuntu archive reachable)
+        pytest.skip(f"no Ubuntu 24.04 stand-in here: {built.stderr.strip()[-500:]}")
+    assert built.returncode == 0, built.stderr[-3000:]
+    task = load_task(write_tree(tmp_path / "count-lines-harbor", HARBOR_TASK))
+    image = build_task_image(task, docker_host=docker_host)
+    try:
+        assert image.stand_ins in ((), ("python:3.12-slim",)) and image.workdir == "/app"
+        [check] = asyncio.run(check_tasks([task], concurrency=1, base_dir=tmp_path,
+                                          docker={"build": True, "docker_host": docker_host}))
+        assert check.ok, check.line() + "\n" + (check.solved.output_tail if check.solved else check.error)
+        assert (check.solved.passed, check.solved.total, check.unsolved.passed) == (1, 1, 0)
+    finally:
+        docker(docker_host, "rmi", image.tag)
+
+
+def test_a_run_tests_script_that_never_runs_pytest_is_a_task_error_not_a_harness_crash(docker_host, tmp_path):
+    """The report channel's other end closes unread when the script exits without pytest: the supervisor reads that
+    as the end of the report (nothing was reported), and the check names the task's problem."""
+    task = load_task(write_tree(tmp_path / "no-pytest", {**TASK, "run-tests.sh": "#!/bin/bash\necho no tests here\n"}))
+    image = build_task_image(task, docker_host=docker_host)
+    try:
+        [check] = asyncio.run(check_tasks([task], concurrency=1, base_dir=tmp_path,
+                                          docker={"build": True, "docker_host": docker_host}))
+        assert not check.ok and "pytest did not report through the sealed channel" in check.error, check.error
     finally:
         docker(docker_host, "rmi", image.tag)

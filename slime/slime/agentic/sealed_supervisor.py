@@ -83,7 +83,10 @@ def main():
             break
         ready, _, _ = select.select(list(readers), [], [], 0.05)
         for fd in ready:
-            data = os.read(fd, 1 << 16)
+            try:
+                data = os.read(fd, 1 << 16)
+            except ConnectionResetError:  # a writer that went away resetting the channel: its end, as EOF would be
+                data = b""
             if not data:
                 del readers[fd]
                 continue

@@ -11,6 +11,10 @@ the daemon does not have that name already:
     ubuntu:*  debian:*                  the distributions (apt-get works: package names mostly agree)
     python:*                            Debian's python3 (3.11) stands in; pip is whatever the Dockerfile installs
 
+When the daemon also has the Ubuntu 24.04 stand-in (`scripts/setup_docker.sh ubuntu`: Python 3.12 with pip and
+`python`, pip allowed into the system as in python:3.12), it stands in for Ubuntu 24.04 and Python 3.12 bases
+instead (`UBUNTU_BASES`): Harbor's verifiers' `uvx --python 3.12` then finds its interpreter offline.
+
 Any other base is refused with the list (`ImageBuildError`), rather than built on something it is not: load that
 image into the daemon yourself (`docker load`) and it is used as is. On top of the author's image goes the offline
 kit (`offline_kit`: uv, pytest's pinned wheels and a curl shim for uv's installer), so the task's own run-tests.sh
@@ -41,6 +45,10 @@ from .tasks import TerminalTask
 logger = logging.getLogger(__name__)
 
 STAND_IN_BASES = ("ghcr.io/laude-institute/t-bench/*", "ubuntu:*", "ubuntu", "debian:*", "debian", "python:*")
+# bases the Ubuntu 24.04 stand-in (Python 3.12; `scripts/setup_docker.sh ubuntu`) is closer to, when the daemon has it
+UBUNTU_STAND_IN = "slime-standin-ubuntu-24.04"
+UBUNTU_BASES = ("ghcr.io/laude-institute/t-bench/ubuntu-24-04*", "ubuntu:24.04", "ubuntu:noble", "ubuntu:latest",
+                "ubuntu", "python:3.12", "python:3.12-*", "python:3.12.*")
 DEFAULT_BUILD_TIMEOUT_S = 1200.0
 IMAGE_PREFIX = "slime-task"
 
@@ -82,6 +90,11 @@ def base_images(dockerfile: Path) -> list[str]:
 
 def stands_in_for(base: str) -> bool:
     return any(fnmatch.fnmatchcase(base, pattern) for pattern in STAND_IN_BASES)
+
+
+def stand_in_is_ubuntu(base: str) -> bool:
+    """The Ubuntu 24.04 stand-in (Python 3.12) fits `base` better than the Debian one (Python 3.11)."""
+    return any(fnmatch.fnmatchcase(base, pattern) for pattern in UBUNTU_BASES)
 
 
 def context_digest(dockerfile: Path, context: Path, salt: str = "") -> str:
@@ -134,11 +147,13 @@ def build_task_image(task: TerminalTask, *, docker_host: str | None = None, base
         raise ImageBuildError(f"task {task.name!r}: base image {', '.join(unknown)} cannot be pulled here and has no "
                               f"local stand-in (stand-ins exist for {', '.join(STAND_IN_BASES)}); load it into the "
                               "daemon (docker load) to build this task")
+    ubuntu = _image_id(docker_host, UBUNTU_STAND_IN) is not None
     for base in missing:
-        tagged = _docker(docker_host, "tag", base_image, base)
+        stand_in = UBUNTU_STAND_IN if ubuntu and stand_in_is_ubuntu(base) else base_image
+        tagged = _docker(docker_host, "tag", stand_in, base)
         if tagged.returncode != 0:
-            raise ImageBuildError(f"docker tag {base_image} {base}: {tagged.stderr.strip()[-500:]}")
-        logger.info("task %s: %s stands in for %s", task.name, base_image, base)
+            raise ImageBuildError(f"docker tag {stand_in} {base}: {tagged.stderr.strip()[-500:]}")
+        logger.info("task %s: %s stands in for %s", task.name, stand_in, base)
     # what the stand-ins and the offline kit are is part of what gets built: a new one means a new build
     salt = "\0".join(f"{b}={_image_id(docker_host, b)}" for b in base_images(task.dockerfile))
     salt += f"\0kit={offline_kit.kit_key()}"
@@ -173,5 +188,6 @@ def _workdir(host: str | None, tag: str) -> str:
     return workdir if workdir.startswith("/") and workdir != "/" else "/app"
 
 
-__all__ = ["DEFAULT_BUILD_TIMEOUT_S", "ImageBuildError", "STAND_IN_BASES", "TaskImage", "base_images",
-           "build_task_image", "context_digest", "image_tag", "stands_in_for"]
+__all__ = ["DEFAULT_BUILD_TIMEOUT_S", "ImageBuildError", "STAND_IN_BASES", "TaskImage", "UBUNTU_BASES",
+           "UBUNTU_STAND_IN", "base_images", "build_task_image", "context_digest", "image_tag", "stand_in_is_ubuntu",
+           "stands_in_for"]

@@ -99,6 +99,7 @@ from slime.agentic.sandbox import (
 
 from slime.agentic import sealed_report  # a module, not its names: sealed_report imports .junit of this package
 
+from . import offline_kit
 from .dockerfile import NeedsDocker, build_script, sandbox_build
 from .junit import JUnitReport, pass_rate_reward
 from .tasks import TerminalTask, load_task
@@ -455,6 +456,10 @@ class TaskWorkspace:
         }
         if not self.autoload_pytest_plugins:
             env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+        if getattr(self.sandbox, "image", None):
+            # a task image's offline test runners (offline_kit): the tests' environment is built here, not inherited
+            # from the image, so uv is told again to stay offline and where its wheels are
+            env.update(offline_kit.ENV)
         return env
 
     def _staged_test_files(self) -> dict[str, Path]:
