@@ -265,11 +265,14 @@ UBUNTU_IMAGE=${SLIME_UBUNTU_IMAGE:-slime-standin-ubuntu-24.04}
 UBUNTU_MIRROR=${SLIME_UBUNTU_MIRROR:-http://archive.ubuntu.com/ubuntu}
 UBUNTU_KEYRING_DEB=pool/main/u/ubuntu-keyring/ubuntu-keyring_2023.11.28.1_all.deb
 UBUNTU_KEYRING_SHA256=36de43b15853ccae0028e9a767613770c704833f82586f28eb262f0311adb8a8
-UBUNTU_PACKAGES=python3,python3-pip,python3-venv,python-is-python3,python3-pytest,git,tmux,ca-certificates,procps,curl
-UBUNTU_TAR=$DIR/$UBUNTU_IMAGE.rootfs.tar
+# no Debian-packaged Python libraries (python3-pytest would bring a pluggy that `pip install pytest` cannot uninstall,
+# as python:3.12 has none): the tests get pytest from the task's own runner or the offline kit
+UBUNTU_PACKAGES=python3,python3-pip,python3-venv,python-is-python3,git,tmux,ca-certificates,procps,curl
+UBUNTU_KEY=$(printf '%s %s' "$UBUNTU_PACKAGES" "$UBUNTU_KEYRING_SHA256" | sha256sum | cut -c1-12)
+UBUNTU_TAR=$DIR/$UBUNTU_IMAGE.$UBUNTU_KEY.rootfs.tar
 
 build_ubuntu_image() {
-    if docker image inspect "$UBUNTU_IMAGE" >/dev/null 2>&1; then
+    if [ "$(docker image inspect --format '{{index .Config.Labels "slime.standin"}}' "$UBUNTU_IMAGE" 2>/dev/null)" = "$UBUNTU_KEY" ]; then
         log "image $UBUNTU_IMAGE is there"
         say SLIME_UBUNTU_IMAGE "$UBUNTU_IMAGE"
         return
@@ -300,7 +303,7 @@ build_ubuntu_image() {
         log "Ubuntu root filesystem cached at $UBUNTU_TAR in $((SECONDS - start)) s"
     fi
     local ca=/etc/ssl/certs/slime-host-ca.crt
-    docker import --change 'CMD ["/bin/bash"]' --change 'ENV LANG=C.UTF-8' \
+    docker import --change 'CMD ["/bin/bash"]' --change 'ENV LANG=C.UTF-8' --change "LABEL slime.standin=$UBUNTU_KEY" \
         --change "ENV PIP_CERT=$ca SSL_CERT_FILE=$ca REQUESTS_CA_BUNDLE=$ca CURL_CA_BUNDLE=$ca UV_NATIVE_TLS=1" \
         "$UBUNTU_TAR" "$UBUNTU_IMAGE" >/dev/null ||
         { log "docker import $UBUNTU_TAR failed"; exit 4; }
