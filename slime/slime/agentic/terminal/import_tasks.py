@@ -142,7 +142,7 @@ def _reason_kind(problem: str) -> str:
     text = problem.split("\n")[0]
     for marker in ("needs the Docker backend: ", "does not load: "):
         if marker in text:
-            head, _, rest = text.partition(marker)
+            rest = text.partition(marker)[2]
             return marker + rest.split(": ", 1)[-1].split(" (")[0][:80]
     return text[:100]
 

@@ -141,7 +141,8 @@ def build_task_image(task: TerminalTask, *, docker_host: str | None = None, base
     if stand_in_id is None:
         raise SandboxUnavailable(f"the stand-in base image {base_image!r} is not on the daemon "
                                  "(scripts/setup_docker.sh builds it)")
-    missing = [b for b in base_images(task.dockerfile) if _image_id(docker_host, b) is None]
+    bases = base_images(task.dockerfile)
+    missing = [b for b in bases if _image_id(docker_host, b) is None]
     unknown = [b for b in missing if not stands_in_for(b)]
     if unknown:
         raise ImageBuildError(f"task {task.name!r}: base image {', '.join(unknown)} cannot be pulled here and has no "
@@ -155,7 +156,7 @@ def build_task_image(task: TerminalTask, *, docker_host: str | None = None, base
             raise ImageBuildError(f"docker tag {stand_in} {base}: {tagged.stderr.strip()[-500:]}")
         logger.info("task %s: %s stands in for %s", task.name, stand_in, base)
     # what the stand-ins and the offline kit are is part of what gets built: a new one means a new build
-    salt = "\0".join(f"{b}={_image_id(docker_host, b)}" for b in base_images(task.dockerfile))
+    salt = "\0".join(f"{b}={_image_id(docker_host, b)}" for b in bases)
     salt += f"\0kit={offline_kit.kit_key()}"
     tag = image_tag(task, salt)
     if _image_id(docker_host, tag) is not None:
