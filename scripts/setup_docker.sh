@@ -24,7 +24,7 @@
 # 4 the image could not be built; 5 a daemon this script does not manage answers on its socket; 64 usage.
 #
 # Its data root is a btrfs filesystem in a sparse image ($SLIME_DOCKER_DIR/data.btrfs, $SLIME_DOCKER_DATA_SIZE, default
-# 64G of which only what is written takes host disk; installs btrfs-progs when missing), mounted with quotas on and
+# 64G of which only what is written takes host disk; installs btrfs-progs when missing), mounted with simple quotas on and
 # used through dockerd's btrfs storage driver: each container's writable layer is a subvolume whose size the sandbox
 # caps (slime/slime/agentic/container_disk.py; overlay2 can cap it only on xfs with project quotas, which this
 # machine's kernel lacks). `stop` unmounts it. SLIME_DOCKER_STORAGE=overlay2 keeps a plain directory instead (no
@@ -38,6 +38,7 @@
 set -euo pipefail
 
 DIR=${SLIME_DOCKER_DIR:-$HOME/.cache/slime/docker}
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 IMAGE=${SLIME_DOCKER_IMAGE:-slime-terminal-base}
 SUITE=${SLIME_DOCKER_SUITE:-bookworm}
 # what the shipped tasks, their tests and the shell host need inside (procps: ps/kill for the agent)
@@ -119,7 +120,13 @@ mount_data_root() {  # the btrfs data root: made once, mounted (quotas on) unles
     mount -o loop,noatime "$DATA_IMAGE" "$DATA_ROOT" ||
         { log "cannot mount the btrfs image $DATA_IMAGE (a kernel without btrfs, or no loop devices):" \
               "SLIME_DOCKER_STORAGE=overlay2 starts without per-container disk caps"; exit 2; }
-    btrfs quota enable "$DATA_ROOT" || { log "btrfs quota enable $DATA_ROOT failed"; umount "$DATA_ROOT"; exit 2; }
+    # simple quotas: counts that never go stale (full quota groups stop enforcing every limit once Docker destroys a
+    # removed container's group; slime/slime/agentic/container_disk.py); full groups where the kernel lacks them
+    local mode
+    mode=$(PYTHONPATH="$REPO/slime" python3 -m slime.agentic.container_disk simple-quotas "$DATA_ROOT") ||
+        { log "enabling btrfs quotas on $DATA_ROOT failed"; umount "$DATA_ROOT"; exit 2; }
+    [ "$mode" = squota ] || log "this kernel has no btrfs simple quotas (6.7+): full quota groups, whose limits lapse" \
+        "for every container from one container's removal until the next sandbox's rescan"
 }
 
 unmount_data_root() {
