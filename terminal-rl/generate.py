@@ -246,9 +246,9 @@ def episode_samples(episode: Episode, sample: Sample, prm_scores: list[float | N
 
 def service_options(args) -> dict:
     """The terminal provider's options for the pool servers the trainer starts: --terminal-tasks-dir,
-    --terminal-backend, --terminal-image, --terminal-tools (those given)."""
+    --terminal-backend, --terminal-image, --terminal-tools, --terminal-build-images (those given)."""
     names = {"terminal_tasks_dir": "tasks_dir", "terminal_backend": "backend", "terminal_image": "image",
-             "terminal_tools": "tools"}
+             "terminal_tools": "tools", "terminal_build_images": "build_images"}
     return {option: getattr(args, flag) for flag, option in names.items() if getattr(args, flag, None)}
 
 
@@ -357,6 +357,10 @@ def add_custom_arguments(parser) -> None:
     g.add_argument("--terminal-image", default=None,
                    help="--terminal-backend docker: the image ({task} is the task's name, e.g. "
                         "tb__{task} for per-task terminal-bench images); default slime-terminal-base")
+    g.add_argument("--terminal-build-images", action="store_true", default=None,
+                   help="--terminal-backend docker: run each task that has a Dockerfile in the image built from it "
+                        "(cached by content; stand-ins for base images that cannot be pulled; offline test runners), "
+                        "as root in its WORKDIR, as Terminal-Bench does (a downloaded Terminal-Bench dataset)")
     g.add_argument("--terminal-reward", choices=list(REWARD_MODES), default="pass-rate",
                    help="what trains: pass-rate (upstream OpenClaw-RL's 2 * passed / total - 1, the default) or solved "
                         "(Terminal-Bench's own: +1 when every test passed, else -1); both are logged "

@@ -177,3 +177,97 @@ def test_a_run_tests_script_that_never_runs_pytest_is_a_task_error_not_a_harness
         assert not check.ok and "pytest did not report through the sealed channel" in check.error, check.error
     finally:
         docker(docker_host, "rmi", image.tag)
+
+
+CTRF_TASK = {
+    **TASK,
+    # Harbor's verifier template: uvx with pytest and the CTRF report plugin, the report under /logs/verifier
+    "run-tests.sh": "#!/bin/bash\nmkdir -p /logs/verifier\n"
+                    "uvx --with pytest==8.4.1 --with pytest-json-ctrf==0.3.5 pytest --ctrf /logs/verifier/ctrf.json "
+                    "$TEST_DIR/test_outputs.py -rA\n",
+}
+
+
+def test_the_provider_builds_a_tasks_image_and_its_verifier_loads_its_report_plugin(docker_host, tmp_path):
+    """`build_images=true`: the terminal provider runs a task with a Dockerfile in the image built from it, as root in
+    its WORKDIR; the verifier's `pytest --ctrf` finds pytest-json-ctrf (the offline kit's wheel, loaded as the image's
+    plugins are), whose reporter registers while pytest configures itself and is not taken for tampering."""
+    from slime.agentic.env_service.providers import LeaseContext
+    from slime.agentic.terminal.provider import TerminalProvider
+
+    tasks = tmp_path / "tasks"
+    write_tree(tasks / "count-lines-ctrf", CTRF_TASK)
+    provider = TerminalProvider(tasks_dir=tasks, backend="docker", docker_host=docker_host, build_images=True)
+
+    async def episode(solve: bool):
+        env, first = await provider.reset(LeaseContext(f"ctrf-{solve}", "count-lines-ctrf", str(tmp_path)),
+                                          {"task_meta": {"task_name": "count-lines-ctrf"}})
+        try:
+            where = await env.workspace.run("pwd; id -un")
+            if solve:
+                await env.workspace.run_solution()
+            return where.stdout.split(), await provider.evaluate(env, {})
+        finally:
+            await provider.close(env)
+
+    tag = None
+    try:
+        (where, solved), (_, nothing) = asyncio.run(episode(True)), asyncio.run(episode(False))
+        tag = provider._built[str(tasks / "count-lines-ctrf")].result().tag
+        assert where == ["/app", "root"]
+        assert (solved["passed"], solved["total"], solved["reward"]) == (2, 2, 1.0), (solved["reason"], solved.get("output_tail"))
+        assert nothing["passed"] == 1 and nothing["reward"] < 1.0, nothing  # the image's own file is there
+    finally:
+        if tag:
+            docker(docker_host, "rmi", tag)
+
+
+def test_build_images_needs_the_docker_backend():
+    from slime.agentic.terminal.provider import TerminalProvider
+
+    with pytest.raises(ValueError, match="needs backend=docker"):
+        TerminalProvider(build_images="true")
+
+
+def test_keeping_the_agents_processes_needs_a_container(tmp_path):
+    from slime.agentic.terminal.workspace import TaskWorkspace
+
+    task = load_task(write_tree(tmp_path / "count-lines", TASK))
+    with pytest.raises(ValueError, match="needs the Docker backend"):
+        TaskWorkspace(task, base_dir=tmp_path, keep_agent_processes=True)
+    assert not list(tmp_path.glob("slime-terminal-*"))  # refused before anything was made
+
+
+SERVER_TASK = {
+    "task.yaml": "instruction: Serve /app/www on port 8000 and leave the server running.\nmax_test_timeout_sec: 60\n",
+    "Dockerfile": """
+        FROM ghcr.io/laude-institute/t-bench/python-3-13:20250620
+        WORKDIR /app
+        RUN mkdir -p /app/www && echo hello > /app/www/index.html
+    """,
+    # started in the background, as an agent would: Terminal-Bench's tests find it still running
+    "solution.sh": "#!/bin/bash\ncd /app/www && nohup python3 -m http.server 8000 > /tmp/server.log 2>&1 &\n"
+                   "for i in $(seq 50); do python3 -c 'import urllib.request as u; u.urlopen(\"http://127.0.0.1:8000\")'"
+                   " 2>/dev/null && break; sleep 0.1; done\n",
+    "run-tests.sh": '#!/bin/bash\n"${PYTHON:-python3}" -m pytest "$TEST_DIR/test_outputs.py" -rA\n',
+    "tests/test_outputs.py": """
+        import urllib.request
+
+        def test_the_server_answers():
+            assert urllib.request.urlopen("http://127.0.0.1:8000/index.html", timeout=5).read() == b"hello\\n"
+    """,
+}
+
+
+def test_a_server_the_solution_started_is_still_running_during_the_tests(docker_host, tmp_path):
+    """Terminal-Bench keeps the agent's processes during the tests: in a task's own image the check runs the
+    solution in a shell session left open, and the tests run beside it (then everything of the container ends)."""
+    task = load_task(write_tree(tmp_path / "serve-www", SERVER_TASK))
+    image = build_task_image(task, docker_host=docker_host)
+    try:
+        [check] = asyncio.run(check_tasks([task], concurrency=1, base_dir=tmp_path,
+                                          docker={"build": True, "docker_host": docker_host}))
+        assert check.ok, check.line() + "\n" + (check.solved.output_tail if check.solved else check.error)
+        assert (check.solved.passed, check.unsolved.passed) == (1, 0)
+    finally:
+        docker(docker_host, "rmi", image.tag)

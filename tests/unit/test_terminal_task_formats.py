@@ -347,3 +347,14 @@ def test_the_offline_kits_curl_names_what_it_cannot_serve_and_its_layer_keeps_th
     dockerfile = offline_kit.dockerfile_with_kit("slime-task-authors/t:1")
     assert dockerfile.startswith("FROM slime-task-authors/t:1\nCOPY . /opt/slime-offline\n")
     assert "UV_OFFLINE=1" in dockerfile and "PATH=/opt/slime-offline/bin:$PATH" in dockerfile
+
+
+def test_the_import_report_counts_one_reason_once_whichever_task_it_names():
+    from slime.agentic.terminal.import_tasks import _reason_kind
+
+    kinds = {_reason_kind(f"ImageBuildError: task {name!r}: base image buildpack-deps:jammy cannot be pulled here "
+                          "and has no local stand-in (stand-ins exist for ...)") for name in ("a", "polyglot_cpp_b")}
+    [kind] = kinds
+    assert kind.startswith("ImageBuildError: base image buildpack-deps:jammy cannot be pulled here")
+    assert _reason_kind("TaskSetupError: task '15': cannot list its tests\nthe tail") == \
+        "TaskSetupError: cannot list its tests"

@@ -764,12 +764,17 @@ class DockerSandbox(SandboxBase):
 
     def run_sealed(self, argv: Sequence[str], *, spec: bytes, env: Mapping[str, str] | None = None,
                    cwd: str | None = None, limits: SandboxLimits | None = None,
-                   report_cap: int = 16 << 20) -> dict:
+                   report_cap: int = 16 << 20, alongside: bool = False) -> dict:
         """The sealed test phase in the container (:mod:`slime.agentic.sealed_supervisor`): `argv` as the sandbox
         user under a root supervisor that holds the report channel; returns the supervisor's result (exit,
         timed_out, overflow, output, report as base64). Every process of the container but its own is SIGKILLed
-        afterwards. The image needs ``python3`` (the sandbox's `python`)."""
-        self._check_free()
+        afterwards. The image needs ``python3`` (the sandbox's `python`). `alongside`: the tests run while the
+        agent's processes (a spawned shell host, the servers it started) still run, as Terminal-Bench runs them;
+        else the sandbox must be free."""
+        if alongside:
+            self._check_open()
+        else:
+            self._check_free()
         limits = limits or self.limits
         inner_env = sandbox_env(self.inner_path, {**self.env, **(env or {})}, path=self.image_path)
         uid, gid = self.owner
@@ -782,12 +787,12 @@ class DockerSandbox(SandboxBase):
         }
         argv_ = [*docker_cli(self.docker, self.docker_host), "exec", "-i", "-u", "0", self.name, self.python, "-c",
                  _supervisor_source()]
-        self._busy = True
+        busy, self._busy = self._busy, True
         try:
             out = self._cli(argv_, what="run the sealed tests", input=json.dumps(cfg).encode(),
                             timeout=limits.timeout_s + _CLI_TIMEOUT_S)
         finally:
-            self._busy = False
+            self._busy = busy
             if not self._closed:
                 self.kill_all("clean up after the tests")
         lines = out.decode("utf-8", "replace").strip().splitlines()

@@ -140,13 +140,17 @@ def pytest_configure(config) -> None:
         return
     if _SPEC.get("mode") == "collect":
         config.option.collectonly = True
-    _state["plugins"] = {id(p) for p in config.pluginmanager.get_plugins()}
     _send({"t": "start", "nonce": _SPEC.get("nonce"), "pid": os.getpid(), "sealed": _SEALED,
            "mode": _SPEC.get("mode", "run")})
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_sessionstart(session) -> None:
     _state["session"] = session
+    # the plugins there before any test code is imported: pytest's, the -p ones, the environment's entry points and
+    # what they registered while pytest configured itself (pytest-json-ctrf's and pytest-json-report's reporters),
+    # the initial conftests. What registers later came from code that collection or a test imported.
+    _state["plugins"] = {id(p) for p in session.config.pluginmanager.get_plugins()}
 
 
 @pytest.hookimpl(trylast=True)

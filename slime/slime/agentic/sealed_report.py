@@ -355,17 +355,21 @@ class SealedRun:
 
 
 async def run_sealed(box, argv: Sequence[str], *, spec: ReportSpec, env: Mapping[str, str] | None = None,
-                     cwd: str | None = None, limits=None) -> SealedRun:
+                     cwd: str | None = None, limits=None, alongside: bool = False) -> SealedRun:
     """Run the test command `argv` in the sandbox `box` with a report channel: in the bubblewrap sandbox the host
     holds the channel and hands its inside end to the command (``pass_fds``); in a container a root supervisor
     holds it (:mod:`slime.agentic.sealed_supervisor`). The caller parses :attr:`SealedRun.report` with
-    :func:`judge` or :func:`collected_ids`."""
+    :func:`judge` or :func:`collected_ids`. `alongside` (containers only): beside the processes still running in
+    it (DockerSandbox.run_sealed)."""
     start = time.monotonic()
     if box.isolation == "docker":
         got = await asyncio.to_thread(box.run_sealed, list(argv), spec=spec.encode(), env=env, cwd=cwd, limits=limits,
-                                      report_cap=MAX_REPORT_BYTES)
+                                      report_cap=MAX_REPORT_BYTES, alongside=alongside)
         return SealedRun(got["exit"], bool(got["timed_out"]), got["output"], base64.b64decode(got["report"]),
                          bool(got["overflow"]), time.monotonic() - start)
+    if alongside:
+        raise ValueError("tests beside the agent's processes need a container (a bubblewrap command ends with its "
+                         "pid namespace)")
     channel = ReportChannel(spec)
     try:
         result = await box.run(list(argv), env={**(env or {}), **channel.env()}, cwd=cwd, limits=limits,

@@ -94,9 +94,12 @@ async def check_tasks(tasks: list[TerminalTask], concurrency: int = 2, **workspa
                 images[task.name] = asyncio.ensure_future(asyncio.to_thread(
                     build_task_image, task, docker_host=docker.get("docker_host")))
             built = await images[task.name]
-            # as Terminal-Bench runs a task: as the image's root, in the Dockerfile's WORKDIR
-            return {**workspace_kwargs, "docker": {**options, "image": built.tag, "workdir": built.workdir,
-                                                   "user": options.get("user", "root")}}
+            # as Terminal-Bench runs a task: as the image's root, in the Dockerfile's WORKDIR, with the pytest plugins
+            # its author installed (a verifier's `pytest --ctrf` needs pytest-json-ctrf loaded), and what the
+            # solution started still running during the tests (a server task)
+            return {"autoload_pytest_plugins": True, "keep_agent_processes": True, **workspace_kwargs,
+                    "docker": {**options, "image": built.tag, "workdir": built.workdir,
+                               "user": options.get("user", "root")}}
         image = task_image(docker.get("image", DEFAULT_IMAGE), task.name)
         return {**workspace_kwargs, "docker": {**options, "image": image}}
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import shutil
 import sys
 import time
@@ -139,7 +140,7 @@ def report_markdown(items: list[ImportedTask], src: Path, wall_s: float) -> str:
 
 def _reason_kind(problem: str) -> str:
     """A problem message without its task-specific details, for counting."""
-    text = problem.split("\n")[0]
+    text = re.sub(r"task '[^']*'(: )?", "", problem.split("\n")[0])  # the same reason for every task counts once
     for marker in ("needs the Docker backend: ", "does not load: "):
         if marker in text:
             rest = text.partition(marker)[2]

@@ -11,8 +11,9 @@ Terminal-Bench 1.x's standard run-tests.sh does `curl -LsSf https://astral.sh/uv
                          uv into $HOME/.local/bin and writes $HOME/.local/bin/env, as the real one does); any other
                          URL is passed to the real curl after a line on stderr naming it ("the tests run without
                          network"), so a script that needs more than its runner fails saying what it wanted
-    wheels/              pytest's pinned versions and every dependency any platform's resolution names (uv resolves
-                         for all platforms: colorama, exceptiongroup, tomli ... too), from PyPI
+    wheels/              pytest's pinned versions, the report plugin Harbor's verifiers use (pytest-json-ctrf), and
+                         every dependency any platform's resolution names (uv resolves for all platforms: colorama,
+                         exceptiongroup, tomli ... too), from PyPI
 
 and the image's environment says `UV_OFFLINE=1 UV_FIND_LINKS=/opt/slime-offline/wheels UV_PYTHON_DOWNLOADS=never`.
 `uvx --python 3.12` needs a Python 3.12 on the image (uv finds system interpreters; it cannot download one here).
@@ -33,6 +34,8 @@ from pathlib import Path
 KIT_DIR = "/opt/slime-offline"
 UV_VERSION = "0.13.8"
 PYTEST_VERSIONS = ("8.4.1", "8.3.3")  # what Terminal-Bench's and Harbor's standard scripts pin
+# the report plugins verifiers name: Harbor's template runs `pytest --ctrf /logs/verifier/ctrf.json` with this pin
+REPORT_PLUGINS = ("pytest-json-ctrf==0.3.5",)
 # dependencies behind environment markers: uv resolves for every platform and Python, so the wheelhouse needs them
 MARKER_DEPENDENCIES = ("colorama", "exceptiongroup", "tomli", "typing-extensions")
 ENV = {"UV_OFFLINE": "1", "UV_FIND_LINKS": f"{KIT_DIR}/wheels", "UV_PYTHON_DOWNLOADS": "never",
@@ -77,7 +80,8 @@ echo "installing to $dest (uv {UV_VERSION}, offline)"
 
 
 def kit_key() -> str:
-    pins = f"uv=={UV_VERSION};pytest={','.join(PYTEST_VERSIONS)};extra={','.join(MARKER_DEPENDENCIES)}"
+    pins = (f"uv=={UV_VERSION};pytest={','.join(PYTEST_VERSIONS)};extra={','.join(MARKER_DEPENDENCIES)};"
+            f"plugins={','.join(REPORT_PLUGINS)}")
     return hashlib.sha256((pins + CURL_SHIM + UV_INSTALLER).encode()).hexdigest()[:16]
 
 
@@ -117,6 +121,7 @@ def build_kit(cache: Path | None = None) -> Path:
         for version in PYTEST_VERSIONS:
             _pip_download(["--python-version", "3.12", f"pytest=={version}"], wheels)
         _pip_download(["--no-deps", *MARKER_DEPENDENCIES], wheels)
+        _pip_download(["--python-version", "3.12", *REPORT_PLUGINS], wheels)
         (work / "bin" / "curl").write_text(CURL_SHIM)
         (work / "bin" / "curl").chmod(0o755)
         (work / "uv-install.sh").write_text(UV_INSTALLER)

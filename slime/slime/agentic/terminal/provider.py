@@ -11,6 +11,11 @@ Backends (`backend=`): `bwrap` (the default: the project's bubblewrap sandbox) o
     python -m slime.agentic.env_service.pool_server --provider terminal --provider-option backend=docker \
         --provider-option image=slime-terminal-base      # or a terminal-bench image per task: image=tb__{task}
 
+With `build_images=true` (Docker only) a task that has a Dockerfile runs in the image built from its own Dockerfile
+and context (`task_images.build_task_image`: stand-ins for the base images that cannot be pulled, the offline test
+runners, cached by content), as root in the Dockerfile's WORKDIR with the image's pytest plugins and the agent's
+processes still running during the tests, as Terminal-Bench runs it; a task without a Dockerfile gets `image`. A build that fails is a 422 `BUILD_FAILED` naming why.
+
 `image` may name the task as `{task}` (the result must be a Docker image reference: checked at start and per task);
 `docker_user` (default: an unprivileged uid of the sandbox pool; `root` as terminal-bench runs its agents; any other
 user of the image, resolved to its uid:gid in the container) and `docker_host` (default `$DOCKER_HOST`, else
@@ -27,13 +32,15 @@ is the task's own (`task.yaml`), as upstream's `user_msg`. After `evaluate` a le
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from slime.agentic.docker_sandbox import DEFAULT_IMAGE, ContainerGone, check_user, task_image
-from slime.agentic.sandbox import SandboxLimits
+from slime.agentic.sandbox import SandboxLimits, SandboxUnavailable
 from slime.agentic.env_service.providers import (
     HARNESS_TOKEN_KEY,
     LEASE_LABEL,
@@ -52,6 +59,7 @@ from slime.agentic.shell_sessions import (
     ShellSessions,
 )
 
+from .task_images import ImageBuildError, TaskImage, build_task_image
 from .tasks import DEFAULT_TASKS_DIR, TaskFormatError, TerminalTask, load_task
 from .workspace import APP_DIR, TaskSetupError, TaskWorkspace
 
@@ -85,10 +93,18 @@ class TerminalProvider:
                  docker_user: str | None = None, docker_host: str | None = None,
                  memory_budget_mb: float | None = None, cpu_budget: float | None = None,
                  max_processes: int | None = None, disk_budget_mb: float | None = None, file_budget: int | None = None,
-                 tools: str = "upstream"):
+                 tools: str = "upstream", build_images: bool | str = False):
         if backend not in BACKENDS:
             raise ValueError(f"terminal provider: backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
         self.backend = backend
+        # a task with a Dockerfile runs in the image built from it (task_images: once per content, then reused), as
+        # Terminal-Bench runs it; tasks without one use `image`
+        self.build_images = _flag(build_images)
+        if self.build_images and backend != "docker":
+            raise ValueError("terminal provider: build_images=true needs backend=docker")
+        # one build per task folder, shared by the resets of every event loop (a thread's future, not a loop's)
+        self._built: dict[str, concurrent.futures.Future] = {}
+        self._builder = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="task-image")
         task_image(image, "task")  # a malformed image (or template) or user is refused here, not at the first episode
         if docker_user:
             check_user(docker_user)
@@ -133,8 +149,16 @@ class TerminalProvider:
 
     async def reset(self, lease: LeaseContext, request: dict) -> tuple[TerminalEnv, dict]:
         task = self.task_for(request.get("task_meta") or {})
-        docker = None
-        if self.backend == "docker":
+        docker, autoload = None, False
+        if self.backend == "docker" and self.build_images and task.dockerfile is not None:
+            built = await self._task_image(task)
+            # as Terminal-Bench runs a task: the image's root (unless docker_user says otherwise), its WORKDIR, the
+            # pytest plugins its author installed, the agent's processes alive during the tests (a root agent in
+            # the author's image could change anything the tests use anyway: this adds no power)
+            docker = {"image": built.tag, "workdir": built.workdir, "user": self.docker_user or "root",
+                      "docker_host": self.docker_host, "labels": {LEASE_LABEL: lease.lease_id}}
+            autoload = True
+        elif self.backend == "docker":
             try:
                 image = task_image(self.image, task.name)
             except ValueError as e:
@@ -143,7 +167,8 @@ class TerminalProvider:
                       "labels": {LEASE_LABEL: lease.lease_id}}
         try:
             workspace = await TaskWorkspace.create(task, base_dir=lease.workdir, setup_timeout_s=self.setup_timeout_s,
-                                                   docker=docker, limits=self.limits)
+                                                   docker=docker, limits=self.limits,
+                                                   autoload_pytest_plugins=autoload, keep_agent_processes=autoload)
         except TaskSetupError as e:
             raise ProviderError(422, str(e), code="SETUP_FAILED") from None
         shell = ShellSessions(workspace.sandbox, workdir=APP_DIR, block_timeout=self.block_timeout,
@@ -152,6 +177,18 @@ class TerminalProvider:
         return env, {"user_msg": f"Task name:{task.name}\nTask instruction: {task.instruction}",
                      "tool_schemas": shell.tool_schemas(self.include_kill_tool), "task_name": task.name,
                      HARNESS_TOKEN_KEY: env.harness_token}
+
+    async def _task_image(self, task: TerminalTask) -> TaskImage:
+        """The task's own image, built once per task folder and server (concurrent resets wait for one build; a
+        failed build is tried again at the next reset)."""
+        key = str(task.path)
+        if key not in self._built or (self._built[key].done() and self._built[key].exception() is not None):
+            self._built[key] = self._builder.submit(build_task_image, task, docker_host=self.docker_host)
+        try:
+            return await asyncio.shield(asyncio.wrap_future(self._built[key]))
+        except (ImageBuildError, SandboxUnavailable) as e:
+            raise ProviderError(422, f"task {task.name!r}: its image cannot be built: {e}",
+                                code="BUILD_FAILED") from None
 
     async def exec_tool(self, env: TerminalEnv, tool_call: dict) -> dict:
         if env.evaluated:
@@ -176,7 +213,9 @@ class TerminalProvider:
 
     async def evaluate(self, env: TerminalEnv, request: dict) -> dict:
         try:
-            await env.shell.aclose()  # the tests need the sandbox (one process tree at a time): the shells end here
+            if not env.workspace.keep_agent_processes:
+                await env.shell.aclose()  # the tests need the sandbox (one process tree at a time): the shells end
+            # (keep mode: the shells and what they started run on beside the tests, which end them)
         except ContainerGone as e:  # the episode stopped its container: run_tests scores that (reward -1)
             if not env.workspace.sandbox.stopped_in_episode(e):
                 raise

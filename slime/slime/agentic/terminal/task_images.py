@@ -180,7 +180,9 @@ def _build(host: str | None, task: TerminalTask, what: str, timeout: float, *arg
     proc = _docker(host, "build", *args, timeout=timeout)
     if proc.returncode != 0:
         log = (proc.stdout + proc.stderr).strip()[-3000:]
-        raise ImageBuildError(f"task {task.name!r}: {what} failed (exit {proc.returncode}):\n{log}")
+        # the line that says why (docker's last, e.g. "COPY failed: file not found in build context ...") first
+        why = next((line.strip() for line in reversed(proc.stderr.strip().splitlines()) if line.strip()), "")
+        raise ImageBuildError(f"task {task.name!r}: {what} failed (exit {proc.returncode}): {why[:300]}\n{log}")
 
 
 def _workdir(host: str | None, tag: str) -> str:

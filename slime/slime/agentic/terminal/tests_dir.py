@@ -74,16 +74,17 @@ class HostTestsDir:
     def __init__(self, path: Path, uid: int | None):
         self.path, self.uid = Path(path), uid
 
-    def clear(self, scratch: bool = False) -> None:
-        """Empty it (whatever is there, whoever wrote it) and make it root-owned 0755 again. (`scratch`: nothing to
-        do here; every bubblewrap run has a fresh /tmp.)"""
+    def clear(self, scratch: bool = False, kill: bool = True) -> None:
+        """Empty it (whatever is there, whoever wrote it) and make it root-owned 0755 again. (`scratch`, `kill`:
+        nothing to do here; every bubblewrap run has a fresh /tmp, and nothing outlives its command.)"""
         fs_tree.empty_directory(self.path)
         os.chown(self.path, os.geteuid(), os.getegid())
         os.chmod(self.path, 0o755)
 
-    def stage(self, files: Mapping[str, Path], dirs: Mapping[str, Path] | None = None, scratch: bool = False) -> None:
+    def stage(self, files: Mapping[str, Path], dirs: Mapping[str, Path] | None = None, scratch: bool = False,
+              kill: bool = True) -> None:
         subdirs, staged = staged_files(files, dirs)
-        self.clear(scratch)
+        self.clear(scratch, kill)
         for rel in subdirs:
             (self.path / rel).mkdir()
             os.chmod(self.path / rel, 0o755)
@@ -98,17 +99,18 @@ class ContainerTestsDir:
     def __init__(self, box: DockerSandbox, mount: str = "/tests"):
         self.box, self.mount = box, mount
 
-    def clear(self, scratch: bool = False) -> None:
-        """SIGKILL every process of the container but its own, then empty it (and, with `scratch`, /tmp and
-        /dev/shm), as root."""
-        self.box.root_exec(_CLEAR_SCRATCH if scratch else _CLEAR, self.mount, kill_all=True)
+    def clear(self, scratch: bool = False, kill: bool = True) -> None:
+        """SIGKILL every process of the container but its own (unless not `kill`: the agent's processes stay, as
+        Terminal-Bench keeps them), then empty it (and, with `scratch`, /tmp and /dev/shm), as root."""
+        self.box.root_exec(_CLEAR_SCRATCH if scratch else _CLEAR, self.mount, kill_all=kill)
 
-    def stage(self, files: Mapping[str, Path], dirs: Mapping[str, Path] | None = None, scratch: bool = False) -> None:
+    def stage(self, files: Mapping[str, Path], dirs: Mapping[str, Path] | None = None, scratch: bool = False,
+              kill: bool = True) -> None:
         subdirs, staged = staged_files(files, dirs)
         contents = {rel: src.read_bytes() for rel, (src, _) in staged.items()}
         modes = {rel: mode for rel, (_, mode) in staged.items()}
         data = tar_bytes(contents, dirs=subdirs, modes=modes, mtime=time.time())
-        self.clear(scratch)
+        self.clear(scratch, kill)
         self.box.put_archive(self.mount, data)
 
 

@@ -75,6 +75,7 @@ import hashlib
 import json
 import logging
 import os
+import shlex
 import stat as stat_mod
 import subprocess
 import tempfile
@@ -85,7 +86,7 @@ from pathlib import Path
 from typing import Any
 
 from slime.agentic import fs_tree
-from slime.agentic.docker_sandbox import ContainerGone, DockerSandbox
+from slime.agentic.docker_sandbox import ContainerGone, DockerSandbox, tar_bytes
 from slime.agentic.sandbox import (
     Command,
     Sandbox,
@@ -102,13 +103,15 @@ from slime.agentic import sealed_report  # a module, not its names: sealed_repor
 from . import offline_kit
 from .dockerfile import NeedsDocker, build_script, sandbox_build
 from .junit import JUnitReport, pass_rate_reward
-from .tasks import TerminalTask, load_task
-from .tests_dir import ContainerTestsDir, HostTestsDir
+from .tasks import HARBOR, TerminalTask, load_task
+from .tests_dir import ContainerTestsDir, HostTestsDir, staged_files
 
 logger = logging.getLogger(__name__)
 
 APP_DIR = "/app"
 TESTS_MOUNT = "/tests"
+HARBOR_SOLUTION_DIR = "/solution"  # where Harbor puts a task's solution/ folder for its oracle
+HARBOR_VERIFIER_LOGS = "/logs/verifier"  # Harbor's verifier writes reward.txt (and a CTRF report) here
 DEFAULT_SETUP_TIMEOUT_S = 120.0
 DEFAULT_SOLUTION_TIMEOUT_S = 120.0
 OUTPUT_TAIL_CHARS = 4000
@@ -235,11 +238,18 @@ class TaskWorkspace:
         setup_timeout_s: float = DEFAULT_SETUP_TIMEOUT_S,
         autoload_pytest_plugins: bool = False,
         docker: Mapping[str, Any] | None = None,
+        keep_agent_processes: bool = False,
     ):
         self.task = task if isinstance(task, TerminalTask) else load_task(task)
         self.setup_timeout_s = float(setup_timeout_s)
         self._box_options = {"limits": limits, "uid_pool": uid_pool, "env": env}  # for snapshot evaluations
         self.autoload_pytest_plugins = autoload_pytest_plugins
+        if keep_agent_processes and docker is None:
+            raise ValueError("keep_agent_processes needs the Docker backend (a bubblewrap command's processes end "
+                             "with its pid namespace)")
+        # Terminal-Bench's semantics: what the agent (or the solution) started still runs while the tests do
+        self.keep_agent_processes = bool(keep_agent_processes)
+        self._kept_shell = None  # keep mode: the shell session the solution ran in, open until the tests end
         self.setup_s: float | None = None  # measured: setup.sh's wall time
         self.last_eval_s: float | None = None  # measured: the last run_tests' wall time (staging, pytest, parsing)
         self._closed = True
@@ -307,8 +317,9 @@ class TaskWorkspace:
             return
         self._closed = True
         try:
-            self.sandbox.close()
+            self.sandbox.close()  # the kept shell's host dies with the container
         finally:
+            self._kept_shell = None
             fs_tree.remove_tree(self.root)
 
     async def aclose(self) -> None:
@@ -340,7 +351,7 @@ class TaskWorkspace:
             raise SandboxError(f"the workspace of task {self.task.name!r} is closed")
 
     def _clear_tests(self) -> None:
-        self.tests.clear()
+        self.tests.clear(kill=not self.keep_agent_processes)
 
     async def _run_staged(self, script: Path, name: str, timeout: float, env: Mapping[str, str] | None = None) -> SandboxResult:
         await self.sandbox._settle()  # a cleanup a cancelled command left running ends first
@@ -350,6 +361,34 @@ class TaskWorkspace:
             return await self.sandbox.run(["bash", f"{TESTS_MOUNT}/{name}"], timeout=timeout, env={"PYTHON": self.python, **(env or {})})
         finally:
             await asyncio.to_thread(self._clear_tests)
+
+    async def _run_in_kept_shell(self, script: Path, timeout: float, env: Mapping[str, str] | None) -> SandboxResult:
+        """Keep mode: the solution typed into a shell session as an agent would (`bash FILE`), the session left open
+        so that what it started (a server in the background) still runs during the tests. The script goes to a
+        root-owned folder outside /tests (it may outlive the staging): a Harbor task's whole `solution/` folder at
+        `/solution`, where Harbor puts it (its solve.sh reads its other files from there); else
+        `/opt/slime-solution/`."""
+        from slime.agentic.shell_sessions import ShellSessions
+
+        folder = HARBOR_SOLUTION_DIR if self.task.format == HARBOR else "/opt/slime-solution"
+        staged = f"{folder}/{script.name}"
+        if self.task.format == HARBOR:
+            subdirs, files = staged_files({}, {".": script.parent})
+            data = tar_bytes({rel: src.read_bytes() for rel, (src, _) in files.items()}, dirs=subdirs,
+                             modes={rel: mode for rel, (_, mode) in files.items()}, mtime=time.time())
+        else:
+            data = tar_bytes({script.name: script.read_bytes()}, modes={script.name: 0o755}, mtime=time.time())
+        await asyncio.to_thread(self.sandbox.root_exec, 'rm -rf "$1" && mkdir -m 0755 -p "$1"', folder)
+        await asyncio.to_thread(self.sandbox.put_archive, folder, data)
+        self._kept_shell = self._kept_shell or ShellSessions(self.sandbox, max_block_timeout=max(timeout, 1.0))
+        exports = "".join(f"export {k}={shlex.quote(v)}; " for k, v in {"PYTHON": self.python, **(env or {})}.items())
+        start = time.monotonic()
+        out = await self._kept_shell.exec("solution", f"({exports}bash {staged})", block=True, timeout=timeout)
+        elapsed = time.monotonic() - start
+        timed_out = not out.finished
+        code = 124 if timed_out else (out.exit_status if out.exit_status is not None else 1)
+        return SandboxResult(exit_code=code, stdout=out.output[-20000:], stderr="", timed_out=timed_out,
+                             duration_s=elapsed, isolation=self.sandbox.isolation)
 
     # -- setup, agent commands, solution
 
@@ -407,6 +446,8 @@ class TaskWorkspace:
             return await self._type_solution(timeout)
         if self.task.solution_script is None:
             raise FileNotFoundError(f"task {self.task.name!r} has no solution.sh")
+        if self.keep_agent_processes:
+            return await self._run_in_kept_shell(self.task.solution_script, timeout, self.task.solution_env or None)
         return await self._run_staged(self.task.solution_script, "solution.sh", timeout,
                                       env=self.task.solution_env or None)
 
@@ -418,7 +459,10 @@ class TaskWorkspace:
         from slime.agentic.shell_sessions import ShellSessions
 
         start, outputs, running = time.monotonic(), [], False
-        async with ShellSessions(self.sandbox, max_block_timeout=max(timeout, 1.0)) as shell:
+        shell = ShellSessions(self.sandbox, max_block_timeout=max(timeout, 1.0))
+        if self.keep_agent_processes:  # the session stays open until the tests end (what it started runs on)
+            self._kept_shell = shell
+        try:
             for step in self.task.solution_commands:
                 left = timeout - (time.monotonic() - start)
                 if left <= 0:
@@ -431,6 +475,9 @@ class TaskWorkspace:
                 outputs.append(out.output)
                 if step.min_timeout_sec:
                     await asyncio.sleep(min(step.min_timeout_sec, max(left, 0.0)))
+        finally:
+            if not self.keep_agent_processes:
+                await shell.aclose()
         elapsed = time.monotonic() - start
         timed_out = elapsed >= timeout
         return SandboxResult(exit_code=124 if timed_out else 0, stdout="".join(outputs)[-20000:], stderr="",
@@ -470,10 +517,6 @@ class TaskWorkspace:
         """The task's tests/ folder staged as /tests itself (none when the tests live in run-tests.sh alone)."""
         return {".": self.task.tests_dir} if self.task.tests_dir is not None else {}
 
-    def _stage_tests(self) -> None:
-        # scratch: in a container, /tmp (the tests' HOME) and /dev/shm are emptied, as a bwrap run's are fresh
-        self.tests.stage(self._staged_test_files(), self._tests_folders(), scratch=True)
-
     @functools.cached_property
     def _content_key(self) -> str:
         """What the expected test ids depend on: the task's tests, run-tests.sh and setup.sh, and the backend (read
@@ -491,16 +534,31 @@ class TaskWorkspace:
         return digest.hexdigest()
 
     async def _sealed_tests(self, spec: sealed_report.ReportSpec, timeout: float) -> sealed_report.SealedRun:
-        """run-tests.sh with the report channel (sealed_report.run_sealed); /tests staged before, emptied after."""
-        await self.sandbox._settle()  # a cleanup a cancelled command left running ends first
-        self.sandbox._check_free()  # the agent's shells must have ended (see the module docstring)
-        await asyncio.to_thread(self._stage_tests)
+        """run-tests.sh with the report channel (sealed_report.run_sealed); /tests staged before, emptied after. In
+        keep mode the tests run beside whatever the agent or the solution left running (their shells included), and
+        every process of the container ends with them."""
+        keep = self.keep_agent_processes
+        if not keep:
+            await self.sandbox._settle()  # a cleanup a cancelled command left running ends first
+            self.sandbox._check_free()  # the agent's shells must have ended (see the module docstring)
+        # scratch places are emptied only where nothing of the agent's runs on (a server's socket may be in /tmp)
+        await asyncio.to_thread(self.tests.stage, self._staged_test_files(), self._tests_folders(),
+                                scratch=not keep, kill=not keep)
+        if self.task.format == HARBOR and self.tests_host is None:
+            # Harbor starts every verifier with an empty /logs/verifier: nothing planted there (a reward.txt, a
+            # file that moves pytest's rootdir, as a report an earlier run left at `--ctrf`'s path does) counts
+            await asyncio.to_thread(self.sandbox.root_exec, 'rm -rf "$1" && mkdir -m 0777 -p "$1"',
+                                    HARBOR_VERIFIER_LOGS)
         try:
             # the wall-clock limit is the task's; the per-process CPU limit must not cut a long test run shorter
             return await sealed_report.run_sealed(self.sandbox, ["bash", f"{TESTS_MOUNT}/run-tests.sh"], spec=spec,
                                                   env=self._test_env(), cwd=TESTS_MOUNT,
-                                                  limits=self.sandbox.limits.with_timeout(timeout))
+                                                  limits=self.sandbox.limits.with_timeout(timeout), alongside=keep)
         finally:
+            if keep:  # the run ended every process of the container: the kept shell's host too
+                shell, self._kept_shell = self._kept_shell, None
+                if shell is not None:
+                    await shell.aclose()
             await asyncio.to_thread(self._clear_tests)
 
     async def expected_tests(self) -> tuple[str, ...]:
@@ -548,7 +606,10 @@ class TaskWorkspace:
     def _judged(self, run: sealed_report.SealedRun, spec: sealed_report.ReportSpec, expected: tuple[str, ...],
                 timeout: float, duration_s: float) -> EvalOutcome:
         """The verdict on a sealed run (sealed_report.judge) as an EvalOutcome."""
-        verdict = sealed_report.judge(run.report, spec, expected=expected, exit_code=run.exit_code,
+        # a Terminal-Bench 1.x run-tests.sh ends with pytest, so its status must agree with the report; a Harbor
+        # verifier turns pytest's status into reward.txt and exits 0 whatever happened: its status says nothing
+        status = None if self.task.format == HARBOR else run.exit_code
+        verdict = sealed_report.judge(run.report, spec, expected=expected, exit_code=status,
                                       timed_out=run.timed_out, overflow=run.overflow)
         reason = f"the tests timed out after {timeout:g} s" if run.timed_out else verdict.reason
         report = verdict.junit()
