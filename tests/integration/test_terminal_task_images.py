@@ -125,15 +125,17 @@ HARBOR_TASK = {
         RUN pip install --no-cache-dir six==1.16.0 && python -c "import six, sys; assert sys.version_info[:2] == (3, 12)"
     """,
     "environment/data.txt": "a\nb\nc\n",
-    "solution/solve.sh": "#!/bin/bash\nwc -l < /app/data.txt | tr -d ' ' > /app/count.txt\n",
+    # as Harbor's tasks do: solve.sh uses the other files of solution/, which Harbor puts at /solution
+    "solution/solve.sh": "#!/bin/bash\npython3 /solution/count.py > /app/count.txt\n",
+    "solution/count.py": "print(len(open('/app/data.txt').read().splitlines()))\n",
+    # Harbor's verifier template: the CTRF report under /logs/verifier, reward.txt from pytest's status, exit 0
     "tests/test.sh": """
         #!/bin/bash
         set +e
         mkdir -p /logs/verifier
-        uvx --python 3.12 --with pytest==8.3.3 pytest /tests/test_outputs.py -rA
-        status=$?
-        if [ $status -eq 0 ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi
-        exit $status
+        uvx --python 3.12 --with pytest==8.3.3 --with pytest-json-ctrf==0.3.5 pytest --ctrf /logs/verifier/ctrf.json \\
+            /tests/test_outputs.py -rA
+        if [ $? -eq 0 ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi
     """,
     "tests/test_outputs.py": """
         from pathlib import Path
@@ -161,7 +163,9 @@ def test_a_harbor_task_on_python_3_12_builds_on_the_ubuntu_stand_in_and_verifies
         [check] = asyncio.run(check_tasks([task], concurrency=1, base_dir=tmp_path,
                                           docker={"build": True, "docker_host": docker_host}))
         assert check.ok, check.line() + "\n" + (check.solved.output_tail if check.solved else check.error)
-        assert (check.solved.passed, check.solved.total, check.unsolved.passed) == (1, 1, 0)
+        # doing nothing: its one test failed (a verifier that exits 0 anyway is judged by its report alone)
+        assert (check.solved.passed, check.solved.total, check.unsolved.passed, check.unsolved.total) == (1, 1, 0, 1), \
+            check.unsolved.reason
     finally:
         docker(docker_host, "rmi", image.tag)
 
