@@ -141,6 +141,12 @@ start_daemon() {
     pid=$(daemon_pid)
     if [ -n "$pid" ] && answers; then
         log "dockerd $pid already answers on $SOCK"
+        # a data root left in full quota groups (mounted by an older version, or switched by hand) goes over to simple
+        # quotas while no container runs (the switch drops the running containers' limits)
+        if [ "$STORAGE" = btrfs ] && mountpoint -q "$DATA_ROOT" && [ -z "$(docker ps -q 2>/dev/null)" ]; then
+            PYTHONPATH="$REPO/slime" python3 -m slime.agentic.container_disk simple-quotas "$DATA_ROOT" >/dev/null ||
+                log "could not switch $DATA_ROOT to btrfs simple quotas"
+        fi
         say DOCKERD_PID "$pid"; say DOCKERD_STARTED 0
         return
     fi
