@@ -25,9 +25,9 @@
 #
 # Its data root is a btrfs filesystem in a sparse image ($SLIME_DOCKER_DIR/data.btrfs, $SLIME_DOCKER_DATA_SIZE, default
 # 64G of which only what is written takes host disk; installs btrfs-progs when missing), mounted with btrfs simple
-# quotas on and used through dockerd's btrfs storage driver: each container's writable layer is a subvolume whose size the sandbox
-# caps (slime/slime/agentic/container_disk.py; overlay2 can cap it only on xfs with project quotas, which this
-# machine's kernel lacks). `stop` unmounts it. SLIME_DOCKER_STORAGE=overlay2 keeps a plain directory instead (no
+# quotas on and used through dockerd's btrfs storage driver: each container's writable layer is a subvolume whose
+# size the sandbox caps (slime/slime/agentic/container_disk.py; overlay2 can cap it only on xfs with project quotas,
+# which this machine's kernel lacks). `stop` unmounts it. SLIME_DOCKER_STORAGE=overlay2 keeps a plain directory instead (no
 # per-container disk cap: the sandbox then refuses to start unless SLIME_DOCKER_STORAGE_CAP=off, a logged, weaker
 # guarantee).
 #
