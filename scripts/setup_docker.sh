@@ -27,9 +27,9 @@
 # 64G of which only what is written takes host disk; installs btrfs-progs when missing), mounted with btrfs simple
 # quotas on and used through dockerd's btrfs storage driver: each container's writable layer is a subvolume whose
 # size the sandbox caps (slime/slime/agentic/container_disk.py; overlay2 can cap it only on xfs with project quotas,
-# which this machine's kernel lacks). `stop` unmounts it. SLIME_DOCKER_STORAGE=overlay2 keeps a plain directory instead (no
-# per-container disk cap: the sandbox then refuses to start unless SLIME_DOCKER_STORAGE_CAP=off, a logged, weaker
-# guarantee).
+# which this machine's kernel lacks). `stop` unmounts it. SLIME_DOCKER_STORAGE=overlay2 keeps a plain directory
+# instead (no per-container disk cap: the sandbox then refuses to start unless SLIME_DOCKER_STORAGE_CAP=off, a
+# logged, weaker guarantee).
 #
 # The daemon is private: its own data root, exec root, pidfile and socket under $SLIME_DOCKER_DIR (default
 # ~/.cache/slime/docker, also slime.agentic.docker_sandbox.default_docker_dir()'s), and no network setup at all
