@@ -120,11 +120,15 @@ mount_data_root() {  # the btrfs data root: made once, mounted (quotas on) unles
     mount -o loop,noatime "$DATA_IMAGE" "$DATA_ROOT" ||
         { log "cannot mount the btrfs image $DATA_IMAGE (a kernel without btrfs, or no loop devices):" \
               "SLIME_DOCKER_STORAGE=overlay2 starts without per-container disk caps"; exit 2; }
-    # simple quotas: counts that never go stale (full quota groups stop enforcing every limit once Docker destroys a
-    # removed container's group; slime/slime/agentic/container_disk.py); full groups where the kernel lacks them
+    use_simple_quotas || { log "enabling btrfs quotas on $DATA_ROOT failed"; umount "$DATA_ROOT"; exit 2; }
+}
+
+# simple quotas on the data root: counts that never go stale (full quota groups enforce no limit while a rescan runs
+# or after Docker destroys a removed container's group; slime/slime/agentic/container_disk.py); full groups where the
+# kernel lacks them. The switch drops the limits of containers running: only at mount, or while none runs.
+use_simple_quotas() {
     local mode
-    mode=$(PYTHONPATH="$REPO/slime" python3 -m slime.agentic.container_disk simple-quotas "$DATA_ROOT") ||
-        { log "enabling btrfs quotas on $DATA_ROOT failed"; umount "$DATA_ROOT"; exit 2; }
+    mode=$(PYTHONPATH="$REPO/slime" python3 -m slime.agentic.container_disk simple-quotas "$DATA_ROOT") || return 1
     [ "$mode" = squota ] || log "this kernel has no btrfs simple quotas (6.7+): full quota groups, whose limits lapse" \
         "for every container from one container's removal until the next sandbox's rescan"
 }
@@ -141,11 +145,9 @@ start_daemon() {
     pid=$(daemon_pid)
     if [ -n "$pid" ] && answers; then
         log "dockerd $pid already answers on $SOCK"
-        # a data root left in full quota groups (mounted by an older version, or switched by hand) goes over to simple
-        # quotas while no container runs (the switch drops the running containers' limits)
+        # a data root left in full quota groups (mounted by an older version, or switched by hand)
         if [ "$STORAGE" = btrfs ] && mountpoint -q "$DATA_ROOT" && [ -z "$(docker ps -q 2>/dev/null)" ]; then
-            PYTHONPATH="$REPO/slime" python3 -m slime.agentic.container_disk simple-quotas "$DATA_ROOT" >/dev/null ||
-                log "could not switch $DATA_ROOT to btrfs simple quotas"
+            use_simple_quotas || log "could not switch $DATA_ROOT to btrfs simple quotas"
         fi
         say DOCKERD_PID "$pid"; say DOCKERD_STARTED 0
         return

@@ -233,12 +233,14 @@ def test_build_images_needs_the_docker_backend():
         TerminalProvider(build_images="true")
 
 
-def test_keeping_the_agents_processes_needs_a_container(tmp_path):
+def test_keeping_the_agents_processes_needs_a_container_and_a_root_agent(tmp_path):
     from slime.agentic.terminal.workspace import TaskWorkspace
 
     task = load_task(write_tree(tmp_path / "count-lines", TASK))
     with pytest.raises(ValueError, match="needs the Docker backend"):
         TaskWorkspace(task, base_dir=tmp_path, keep_agent_processes=True)
+    with pytest.raises(ValueError, match="root agent only"):  # its process could ptrace the tests' pytest
+        TaskWorkspace(task, base_dir=tmp_path, keep_agent_processes=True, docker={"user": "1000:1000"})
     assert not list(tmp_path.glob("slime-terminal-*"))  # refused before anything was made
 
 

@@ -162,8 +162,9 @@ def test_fresh_specs_have_fresh_nonces_and_canary_names():
         ReportSpec.new("other")
 
 
-def _run_pytest(tmp_path, test_source, spec, *, extra_args=(), conftest=None):
-    """A real pytest process with the plugin, reporting through a real channel (no sandbox: the plugin's logic)."""
+def _run_pytest(tmp_path, test_source, spec, *, extra_args=(), conftest=None, site=None):
+    """A real pytest process with the plugin, reporting through a real channel (no sandbox: the plugin's logic).
+    `site`: a folder of installed distributions put on the path with plugin autoload on (an image's plugins)."""
     (tmp_path / "test_t.py").write_text(textwrap.dedent(test_source))
     if conftest:
         (tmp_path / "conftest.py").write_text(textwrap.dedent(conftest))
@@ -171,8 +172,8 @@ def _run_pytest(tmp_path, test_source, spec, *, extra_args=(), conftest=None):
     plugin_dir.mkdir()
     (plugin_dir / sr.PLUGIN_FILE).write_bytes(sr.plugin_source().read_bytes())
     channel = ReportChannel(spec)
-    env = {**os.environ, **channel.env(), "PYTHONPATH": str(plugin_dir), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
-           "PYTEST_ADDOPTS": ""}
+    env = {**os.environ, **channel.env(), "PYTHONPATH": os.pathsep.join(map(str, filter(None, (plugin_dir, site)))),
+           "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "" if site else "1", "PYTEST_ADDOPTS": ""}
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", sr.PLUGIN_MODULE, "-p", "no:cacheprovider", "-q",
                            "test_t.py", *extra_args], cwd=tmp_path, env=env, capture_output=True, text=True,
                           pass_fds=(channel.inside_fd,), timeout=120)
@@ -270,3 +271,45 @@ def test_a_tampered_evaluation_is_counted_in_the_training_metrics():
         for s, r in zip(samples, rewards):
             s.reward = r
         assert _reward_component_means("rollout/reward", samples)["rollout/reward/tampered"] == 0.5
+
+
+REPORTER = """
+    class Reporter:  # writes its own report, decides nothing (as pytest-json-ctrf's reporter)
+        def __init__(self):
+            self.seen = []
+
+        def pytest_runtest_logreport(self, report):
+            self.seen.append(report.nodeid)
+"""
+
+
+def test_a_reporter_an_installed_plugin_registers_at_configure_is_the_environments(tmp_path):
+    """pytest-json-ctrf registers its reporter from its entry point's pytest_configure: with autoload on (a task
+    image's own plugins) that is not tampering."""
+    site = tmp_path / "site"
+    (site / "fakereport").mkdir(parents=True)
+    (site / "fakereport" / "__init__.py").write_text(textwrap.dedent(REPORTER) + textwrap.dedent("""
+        def pytest_configure(config):
+            config.pluginmanager.register(Reporter(), name="fakereport_reporter")
+    """))
+    info = site / "fakereport-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fakereport\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[pytest11]\nfakereport = fakereport\n")
+    spec = ReportSpec.new()
+    proc, data = _run_pytest(tmp_path, "def test_a():\n    assert True\n", spec, site=site)
+    v = judge(data, spec, expected=["test_t.py::test_a"], exit_code=proc.returncode)
+    assert not v.reason and not v.tampered and v.junit().all_passed, (v.reason, proc.stdout[-2000:])
+
+
+def test_a_reporter_a_conftest_registers_at_configure_is_foreign(tmp_path):
+    """The same registration from a conftest.py (code the tests' folder holds: in SWE, the agent's repository) is
+    named: only an installed plugin's own classes are the environment's."""
+    spec = ReportSpec.new()
+    conftest = textwrap.dedent(REPORTER) + textwrap.dedent("""
+        def pytest_configure(config):
+            config.pluginmanager.register(Reporter(), name="fakereport_reporter")
+    """)
+    proc, data = _run_pytest(tmp_path, "def test_a():\n    assert True\n", spec, conftest=conftest)
+    v = judge(data, spec, expected=["test_t.py::test_a"], exit_code=proc.returncode)
+    assert v.tampered and "fakereport_reporter" in v.reason, v.reason

@@ -126,11 +126,12 @@ def enable_simple_quotas(path: str) -> str:
     """Switch the btrfs mounted at `path` to simple quotas (full quota groups are disabled first, their limits with
     them: call it before any container runs). Returns the mode it is left in: ``squota``, or ``qgroup`` where the
     kernel has no simple quotas (EINVAL/EOPNOTSUPP; full groups are then enabled again)."""
-    mode = quota_mode(path)
-    if mode == "squota":
-        return mode
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
+        fsid = _fsid(fd)
+        mode = _qgroups_flag(fsid, "mode")
+        if mode == "squota":
+            return mode
         if mode:
             fcntl.ioctl(fd, _QUOTA_CTL, bytearray(struct.pack("=QQ", _QUOTA_CTL_DISABLE, 0)), True)
         try:
@@ -140,7 +141,7 @@ def enable_simple_quotas(path: str) -> str:
                 raise
             fcntl.ioctl(fd, _QUOTA_CTL, bytearray(struct.pack("=QQ", _QUOTA_CTL_ENABLE, 0)), True)
             fcntl.ioctl(fd, _QUOTA_RESCAN_WAIT)
-        return _qgroups_flag(_fsid(fd), "mode")
+        return _qgroups_flag(fsid, "mode")
     finally:
         os.close(fd)
 
@@ -152,20 +153,16 @@ def _ensure_consistent(fd: int, fsid: str) -> None:
     root starts one; or the kernel gave up counting, e.g. dropping a deep subvolume), the kernel reserves nothing
     against a limit: a container with a 16 MiB cap wrote 200 MB. Wait for a rescan under way, start one where none
     is, and refuse (OSError) when the groups still do not count: a cap that is not enforced is no cap."""
-    for attempt in range(2):
-        if not _inconsistent(fsid):
-            return
-        try:
-            fcntl.ioctl(fd, _QUOTA_RESCAN_WAIT)  # returns at once when no rescan runs
-        except OSError:
-            pass
-        if not _inconsistent(fsid) or attempt:
-            break
+    if not _inconsistent(fsid):
+        return  # always so under simple quotas: one read of sysfs
+    fcntl.ioctl(fd, _QUOTA_RESCAN_WAIT)  # the rescan under way, if any (returns at once when none runs)
+    if _inconsistent(fsid):
         try:
             fcntl.ioctl(fd, _QUOTA_RESCAN, bytes(64))
         except OSError as e:
-            if e.errno != errno.EINPROGRESS:  # another sandbox started it: wait for that one
+            if e.errno != errno.EINPROGRESS:  # EINPROGRESS: another sandbox started one: wait for that
                 raise
+        fcntl.ioctl(fd, _QUOTA_RESCAN_WAIT)
     if _inconsistent(fsid):
         raise OSError(errno.EAGAIN, "btrfs quota groups of the Docker data root stay inconsistent after a rescan: "
                       "writable-layer caps are not enforced")

@@ -787,12 +787,14 @@ class DockerSandbox(SandboxBase):
         }
         argv_ = [*docker_cli(self.docker, self.docker_host), "exec", "-i", "-u", "0", self.name, self.python, "-c",
                  _supervisor_source()]
-        busy, self._busy = self._busy, True
+        if not alongside:  # alongside: the agent's spawned process holds the flag, and its end clears it
+            self._busy = True
         try:
             out = self._cli(argv_, what="run the sealed tests", input=json.dumps(cfg).encode(),
                             timeout=limits.timeout_s + _CLI_TIMEOUT_S)
         finally:
-            self._busy = busy
+            if not alongside:
+                self._busy = False
             if not self._closed:
                 self.kill_all("clean up after the tests")
         lines = out.decode("utf-8", "replace").strip().splitlines()

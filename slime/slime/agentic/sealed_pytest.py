@@ -32,6 +32,7 @@ import fcntl
 import json
 import os
 import socket
+import sys
 
 import _pytest.main
 import _pytest.python
@@ -140,6 +141,7 @@ def pytest_configure(config) -> None:
         return
     if _SPEC.get("mode") == "collect":
         config.option.collectonly = True
+    _state["plugins"] = {id(p) for p in config.pluginmanager.get_plugins()}
     _send({"t": "start", "nonce": _SPEC.get("nonce"), "pid": os.getpid(), "sealed": _SEALED,
            "mode": _SPEC.get("mode", "run")})
 
@@ -147,10 +149,24 @@ def pytest_configure(config) -> None:
 @pytest.hookimpl(trylast=True)
 def pytest_sessionstart(session) -> None:
     _state["session"] = session
-    # the plugins there before any test code is imported: pytest's, the -p ones, the environment's entry points and
-    # what they registered while pytest configured itself (pytest-json-ctrf's and pytest-json-report's reporters),
-    # the initial conftests. What registers later came from code that collection or a test imported.
-    _state["plugins"] = {id(p) for p in session.config.pluginmanager.get_plugins()}
+    known = _state["plugins"]
+    if known is None:
+        return
+    # what an installed plugin (an entry point: the image's, with autoload on) registered while pytest configured
+    # itself is the environment's, not the agent's: pytest-json-ctrf's reporter for `--ctrf`. Only an object of a
+    # class its own package defines counts (a conftest's or the agent's class does not, even one naming that module).
+    manager = session.config.pluginmanager
+    packages = {getattr(module, "__name__", "").partition(".")[0] for module, _ in manager.list_plugin_distinfo()}
+    for plugin in manager.get_plugins():
+        if id(plugin) not in known and _defined_in(type(plugin), packages - {""}):
+            known.add(id(plugin))
+
+
+def _defined_in(cls: type, packages: set[str]) -> bool:
+    module = sys.modules.get(getattr(cls, "__module__", "") or "")
+    return (module is not None and cls.__module__.partition(".")[0] in packages
+            and "." not in cls.__qualname__ and vars(module).get(cls.__qualname__) is cls
+            and os.path.basename(getattr(module, "__file__", "") or "") != "conftest.py")
 
 
 @pytest.hookimpl(trylast=True)

@@ -28,7 +28,7 @@ from slime.agentic.docker_sandbox import DEFAULT_IMAGE, task_image
 
 from .task_images import build_task_image
 from .tasks import DEFAULT_TASKS_DIR, TaskFormatError, TerminalTask, load_tasks
-from .workspace import EvalOutcome, evaluate_solution
+from .workspace import EvalOutcome, evaluate_solution, keeps_agent_processes
 
 
 @dataclass
@@ -95,11 +95,11 @@ async def check_tasks(tasks: list[TerminalTask], concurrency: int = 2, **workspa
                     build_task_image, task, docker_host=docker.get("docker_host")))
             built = await images[task.name]
             # as Terminal-Bench runs a task: as the image's root, in the Dockerfile's WORKDIR, with the pytest plugins
-            # its author installed (a verifier's `pytest --ctrf` needs pytest-json-ctrf loaded), and what the
+            # its author installed (a verifier's `pytest --ctrf` needs pytest-json-ctrf loaded), and what a root
             # solution started still running during the tests (a server task)
-            return {"autoload_pytest_plugins": True, "keep_agent_processes": True, **workspace_kwargs,
-                    "docker": {**options, "image": built.tag, "workdir": built.workdir,
-                               "user": options.get("user", "root")}}
+            user = options.get("user", "root")
+            return {"autoload_pytest_plugins": True, "keep_agent_processes": keeps_agent_processes(user),
+                    **workspace_kwargs, "docker": {**options, "image": built.tag, "workdir": built.workdir, "user": user}}
         image = task_image(docker.get("image", DEFAULT_IMAGE), task.name)
         return {**workspace_kwargs, "docker": {**options, "image": image}}
 

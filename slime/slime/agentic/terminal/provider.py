@@ -13,7 +13,7 @@ Backends (`backend=`): `bwrap` (the default: the project's bubblewrap sandbox) o
 
 With `build_images=true` (Docker only) a task that has a Dockerfile runs in the image built from its own Dockerfile
 and context (`task_images.build_task_image`: stand-ins for the base images that cannot be pulled, the offline test
-runners, cached by content), as root in the Dockerfile's WORKDIR with the image's pytest plugins and the agent's
+runners, cached by content), as root in the Dockerfile's WORKDIR with the image's pytest plugins and (a root agent's) the agent's
 processes still running during the tests, as Terminal-Bench runs it; a task without a Dockerfile gets `image`. A build that fails is a 422 `BUILD_FAILED` naming why.
 
 `image` may name the task as `{task}` (the result must be a Docker image reference: checked at start and per task);
@@ -61,7 +61,7 @@ from slime.agentic.shell_sessions import (
 
 from .task_images import ImageBuildError, TaskImage, build_task_image
 from .tasks import DEFAULT_TASKS_DIR, TaskFormatError, TerminalTask, load_task
-from .workspace import APP_DIR, TaskSetupError, TaskWorkspace
+from .workspace import APP_DIR, TaskSetupError, TaskWorkspace, keeps_agent_processes
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +104,8 @@ class TerminalProvider:
             raise ValueError("terminal provider: build_images=true needs backend=docker")
         # one build per task folder, shared by the resets of every event loop (a thread's future, not a loop's)
         self._built: dict[str, concurrent.futures.Future] = {}
-        self._builder = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="task-image")
+        self._builder = (concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="task-image")
+                         if self.build_images else None)
         task_image(image, "task")  # a malformed image (or template) or user is refused here, not at the first episode
         if docker_user:
             check_user(docker_user)
@@ -149,15 +150,14 @@ class TerminalProvider:
 
     async def reset(self, lease: LeaseContext, request: dict) -> tuple[TerminalEnv, dict]:
         task = self.task_for(request.get("task_meta") or {})
-        docker, autoload = None, False
+        docker, own_image = None, False
         if self.backend == "docker" and self.build_images and task.dockerfile is not None:
             built = await self._task_image(task)
             # as Terminal-Bench runs a task: the image's root (unless docker_user says otherwise), its WORKDIR, the
-            # pytest plugins its author installed, the agent's processes alive during the tests (a root agent in
-            # the author's image could change anything the tests use anyway: this adds no power)
+            # pytest plugins its author installed
             docker = {"image": built.tag, "workdir": built.workdir, "user": self.docker_user or "root",
                       "docker_host": self.docker_host, "labels": {LEASE_LABEL: lease.lease_id}}
-            autoload = True
+            own_image = True
         elif self.backend == "docker":
             try:
                 image = task_image(self.image, task.name)
@@ -168,7 +168,8 @@ class TerminalProvider:
         try:
             workspace = await TaskWorkspace.create(task, base_dir=lease.workdir, setup_timeout_s=self.setup_timeout_s,
                                                    docker=docker, limits=self.limits,
-                                                   autoload_pytest_plugins=autoload, keep_agent_processes=autoload)
+                                                   autoload_pytest_plugins=own_image,
+                                                   keep_agent_processes=own_image and keeps_agent_processes(docker["user"]))
         except TaskSetupError as e:
             raise ProviderError(422, str(e), code="SETUP_FAILED") from None
         shell = ShellSessions(workspace.sandbox, workdir=APP_DIR, block_timeout=self.block_timeout,

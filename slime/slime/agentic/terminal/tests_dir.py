@@ -94,7 +94,8 @@ class HostTestsDir:
 
 
 class ContainerTestsDir:
-    """``/tests`` (`mount`) as a directory of the Docker sandbox `box`."""
+    """``/tests`` (`mount`) as a directory of the Docker sandbox `box` (or another root-owned folder the harness
+    stages: a Harbor task's ``/solution``)."""
 
     def __init__(self, box: DockerSandbox, mount: str = "/tests"):
         self.box, self.mount = box, mount

@@ -86,7 +86,7 @@ from pathlib import Path
 from typing import Any
 
 from slime.agentic import fs_tree
-from slime.agentic.docker_sandbox import ContainerGone, DockerSandbox, tar_bytes
+from slime.agentic.docker_sandbox import ContainerGone, DockerSandbox
 from slime.agentic.sandbox import (
     Command,
     Sandbox,
@@ -104,7 +104,7 @@ from . import offline_kit
 from .dockerfile import NeedsDocker, build_script, sandbox_build
 from .junit import JUnitReport, pass_rate_reward
 from .tasks import HARBOR, TerminalTask, load_task
-from .tests_dir import ContainerTestsDir, HostTestsDir, staged_files
+from .tests_dir import ContainerTestsDir, HostTestsDir
 
 logger = logging.getLogger(__name__)
 
@@ -159,6 +159,14 @@ class TaskSetupError(RuntimeError):
     def __init__(self, message: str, result: SandboxResult | None = None):
         super().__init__(message)
         self.result = result
+
+
+def keeps_agent_processes(docker_user: str | None) -> bool:
+    """Whether an agent that runs as `docker_user` may keep its processes alive during the tests, as Terminal-Bench
+    keeps them: root only. A root agent can change anything the tests use in its container anyway; an unprivileged
+    agent's process could ptrace the tests' pytest (same uid, no Yama here), which killing it before the tests
+    prevents."""
+    return docker_user in ("root", "0", "0:0")
 
 
 class NeedsDockerBackend(TaskSetupError):
@@ -247,6 +255,9 @@ class TaskWorkspace:
         if keep_agent_processes and docker is None:
             raise ValueError("keep_agent_processes needs the Docker backend (a bubblewrap command's processes end "
                              "with its pid namespace)")
+        if keep_agent_processes and not keeps_agent_processes(docker.get("user")):
+            raise ValueError("keep_agent_processes is for a root agent only (an unprivileged agent's process could "
+                             "ptrace the tests' pytest, which runs as the same uid)")
         # Terminal-Bench's semantics: what the agent (or the solution) started still runs while the tests do
         self.keep_agent_processes = bool(keep_agent_processes)
         self._kept_shell = None  # keep mode: the shell session the solution ran in, open until the tests end
@@ -370,16 +381,11 @@ class TaskWorkspace:
         `/opt/slime-solution/`."""
         from slime.agentic.shell_sessions import ShellSessions
 
-        folder = HARBOR_SOLUTION_DIR if self.task.format == HARBOR else "/opt/slime-solution"
-        staged = f"{folder}/{script.name}"
-        if self.task.format == HARBOR:
-            subdirs, files = staged_files({}, {".": script.parent})
-            data = tar_bytes({rel: src.read_bytes() for rel, (src, _) in files.items()}, dirs=subdirs,
-                             modes={rel: mode for rel, (_, mode) in files.items()}, mtime=time.time())
-        else:
-            data = tar_bytes({script.name: script.read_bytes()}, modes={script.name: 0o755}, mtime=time.time())
-        await asyncio.to_thread(self.sandbox.root_exec, 'rm -rf "$1" && mkdir -m 0755 -p "$1"', folder)
-        await asyncio.to_thread(self.sandbox.put_archive, folder, data)
+        harbor = self.task.format == HARBOR
+        folder = ContainerTestsDir(self.sandbox, HARBOR_SOLUTION_DIR if harbor else "/opt/slime-solution")
+        await asyncio.to_thread(folder.stage, {} if harbor else {script.name: script},
+                                {".": script.parent} if harbor else None, kill=False)
+        staged = f"{folder.mount}/{script.name}"
         self._kept_shell = self._kept_shell or ShellSessions(self.sandbox, max_block_timeout=max(timeout, 1.0))
         exports = "".join(f"export {k}={shlex.quote(v)}; " for k, v in {"PYTHON": self.python, **(env or {})}.items())
         start = time.monotonic()
@@ -544,7 +550,7 @@ class TaskWorkspace:
         # scratch places are emptied only where nothing of the agent's runs on (a server's socket may be in /tmp)
         await asyncio.to_thread(self.tests.stage, self._staged_test_files(), self._tests_folders(),
                                 scratch=not keep, kill=not keep)
-        if self.task.format == HARBOR and self.tests_host is None:
+        if self.task.format == HARBOR and self.sandbox.isolation == "docker":
             # Harbor starts every verifier with an empty /logs/verifier: nothing planted there (a reward.txt, a
             # file that moves pytest's rootdir, as a report an earlier run left at `--ctrf`'s path does) counts
             await asyncio.to_thread(self.sandbox.root_exec, 'rm -rf "$1" && mkdir -m 0777 -p "$1"',
