@@ -287,7 +287,9 @@ UBUNTU_KEY=$(printf '%s %s' "$UBUNTU_PACKAGES" "$UBUNTU_KEYRING_SHA256" | sha256
 UBUNTU_TAR=$DIR/$UBUNTU_IMAGE.$UBUNTU_KEY.rootfs.tar
 
 build_ubuntu_image() {
-    if [ "$(docker image inspect --format '{{index .Config.Labels "slime.standin"}}' "$UBUNTU_IMAGE" 2>/dev/null)" = "$UBUNTU_KEY" ]; then
+    local have
+    have=$(docker image inspect --format '{{index .Config.Labels "slime.standin"}}' "$UBUNTU_IMAGE" 2>/dev/null || true)
+    if [ "$have" = "$UBUNTU_KEY" ]; then
         log "image $UBUNTU_IMAGE is there"
         say SLIME_UBUNTU_IMAGE "$UBUNTU_IMAGE"
         return
