@@ -3,9 +3,8 @@
     torchrun --nproc_per_node=2 slime/train.py --hf-checkpoint tiny --prompt-data data.jsonl ...
 """
 
-import sys
-
+from slime.backends.fsdp.parallel import exit_worker
 from slime.training.loop import main
 
 if __name__ == "__main__":
-    sys.exit(main("sync"))
+    exit_worker(main("sync"))

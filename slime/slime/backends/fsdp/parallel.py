@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import datetime
 import os
+import sys
 from dataclasses import dataclass
 
 import torch
@@ -94,3 +96,20 @@ def leave_together() -> None:
     if dist.is_initialized():
         barrier()
         dist.destroy_process_group()
+
+
+def exit_worker(code: int) -> None:
+    """Leave a finished training process without the interpreter's teardown.
+
+    The process group is destroyed by then (leave_together), yet the model's DDP reducer still holds the gloo group,
+    and destroying it during interpreter finalization sometimes aborts the process ("terminate called without an
+    active exception", SIGABRT) after every step, checkpoint and log was written: torchrun then reports the whole run
+    failed. So the Python-level exit work runs here (atexit handlers: sandboxes, environment services, logging),
+    the standard streams are flushed, and the process ends with `code` without C++ teardown."""
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed or broken stream: nothing more can be written to it anyway
+            pass
+    os._exit(code)
