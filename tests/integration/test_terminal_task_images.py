@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,7 @@ from helpers.file_trees import write_tree
 from slime.agentic.terminal import load_task
 from slime.agentic.terminal.check import check_tasks
 from slime.agentic.terminal.task_images import ImageBuildError, build_task_image
+from slime.agentic.terminal.workspace import TaskWorkspace
 
 from docker_daemon import docker, docker_host  # noqa: F401 (docker_host: the module's fixture)
 
@@ -277,3 +280,98 @@ def test_a_server_the_solution_started_is_still_running_during_the_tests(docker_
         assert (check.solved.passed, check.unsolved.passed) == (1, 0)
     finally:
         docker(docker_host, "rmi", image.tag)
+
+
+COMPOSE_TASK = {
+    "task.yaml": "instruction: Fetch the secret and the greeting the server holds into /app/answer.txt.\n"
+                 "max_test_timeout_sec: 60\n",
+    "Dockerfile": "FROM ghcr.io/laude-institute/t-bench/python-3-13:20250620\nWORKDIR /app\n",
+    "docker-compose.yaml": """
+        services:
+          client:
+            build:
+              dockerfile: Dockerfile
+            image: ${T_BENCH_TASK_DOCKER_CLIENT_IMAGE_NAME}
+            command: ["sh", "-c", "sleep infinity"]
+            environment:
+              - TEST_DIR=${T_BENCH_TEST_DIR}
+              - SERVER_URL=http://server:8000
+          server:
+            build: ./server
+            environment:
+              GREETING: ${GREETING:-hello}
+            command: ["sh", "-c", "echo $$GREETING > /srv/greeting.txt && exec python3 -m http.server 8000"]
+            healthcheck:
+              test: ["CMD", "python3", "-c", "import urllib.request as u; u.urlopen('http://localhost:8000/')"]
+              interval: 1s
+              retries: 60
+    """,
+    "server/Dockerfile": "FROM debian:bookworm\nWORKDIR /srv\nCOPY secret.txt /srv/secret.txt\n",
+    "server/secret.txt": "s3cret\n",
+    "solution.sh": """
+        #!/bin/bash
+        python3 - <<'PY'
+        import os, urllib.request
+        url = os.environ["SERVER_URL"]
+        text = "".join(urllib.request.urlopen(f"{url}/{name}").read().decode() for name in ("secret.txt",
+                                                                                           "greeting.txt"))
+        open("/app/answer.txt", "w").write(text)
+        PY
+    """,
+    "run-tests.sh": '#!/bin/bash\n"${PYTHON:-python3}" -m pytest "$TEST_DIR/test_outputs.py" -rA\n',
+    "tests/test_outputs.py": """
+        import urllib.request
+        from pathlib import Path
+
+        def test_the_answer():
+            assert Path("/app/answer.txt").read_text() == "s3cret\\nhello\\n"
+
+        def test_the_server_still_serves_during_the_tests():
+            assert urllib.request.urlopen("http://server:8000/secret.txt").read() == b"s3cret\\n"
+    """,
+}
+
+
+def _host_addresses() -> list[str]:
+    out = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True, check=False).stdout
+    return [line.split()[3].split("/")[0] for line in out.splitlines() if len(line.split()) > 3]
+
+
+def test_a_compose_task_runs_its_services_on_a_private_network(docker_host, tmp_path):
+    """The check with --build: the task's server built from its own folder runs beside the agent's container, which
+    reaches it by name (and the tests do too); doing nothing fails. In a workspace of that task nothing of the host
+    answers, a listener of the host on every address included; closing it removes the services and the network."""
+    task = load_task(write_tree(tmp_path / "fetch-secret", COMPOSE_TASK))
+    built = build_task_image(task, docker_host=docker_host)
+    assert [name for name, _ in built.services] == ["server"]
+    images = [built.tag, *(image for _, image in built.services)]
+    try:
+        [check] = asyncio.run(check_tasks([task], concurrency=1, base_dir=tmp_path,
+                                          docker={"build": True, "docker_host": docker_host}))
+        assert check.ok, check.line() + "\n" + (check.solved.output_tail if check.solved else check.error)
+        assert (check.solved.passed, check.solved.total, check.unsolved.passed) == (2, 2, 1)
+
+        listener = socket.socket()
+        listener.bind(("0.0.0.0", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        probe = ("import socket, sys\nfor host in sys.argv[2:]:\n    s = socket.socket(); s.settimeout(2)\n"
+                 "    try:\n        s.connect((host, int(sys.argv[1]))); print('reached', host)\n"
+                 "    except OSError as e:\n        print('no', host, e)\n")
+        with listener, TaskWorkspace.create_sync(task, base_dir=tmp_path, services=built.services,
+                                                 docker={"image": built.tag, "user": "root",
+                                                         "docker_host": docker_host}) as ws:
+            network = ws.services.network
+            assert docker(docker_host, "network", "inspect", network, "--format", "{{.Internal}}").strip() == "true"
+            result = ws.run_sync(["python3", "-c", probe, str(port), *_host_addresses()])
+            lines = result.stdout.splitlines()
+            assert len(lines) == len(_host_addresses()) and all(line.startswith("no ") for line in lines), result
+            served = ws.run_sync(["python3", "-c", "import urllib.request as u; "
+                                  "print(u.urlopen('http://server:8000/greeting.txt').read().decode())"])
+            assert served.stdout.strip() == "hello", served
+            assert ws.run_sync(["sh", "-c", "echo $SERVER_URL"]).stdout.strip() == "http://server:8000"
+        assert not docker(docker_host, "network", "ls", "-q", "--filter", f"name={network}").strip()
+        assert not docker(docker_host, "ps", "-aq", "--filter", f"name={network}").strip()
+    finally:
+        for image in images:
+            docker(docker_host, "rmi", image, check=False)

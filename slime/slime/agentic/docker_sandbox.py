@@ -275,19 +275,21 @@ def run_argv(
     docker: str = "docker",
     host: str | None = None,
     init: bool = True,
+    network: str | None = None,
 ) -> list[str]:
     """``docker run -d``: the container that holds one sandbox, idle (``sleep infinity``) until commands are
-    exec'd into it. No network, the sandbox's memory budget (no swap on top), a process cap, a CPU quota, a private
-    /tmp capped in bytes and files (exec allowed:
-    tests write and run scripts there), no privilege gain through setuid files, a tiny init as PID 1 (it reaps the
-    orphans commands leave, which would otherwise count against the process cap as zombies). `image` and `name`
-    are checked (ValueError), and ``--`` ends the options before the image."""
+    exec'd into it. No network (or `network`: the private one of a task's services, terminal.compose), the
+    sandbox's memory budget (no swap on top), a process cap, a CPU quota, a private /tmp capped in bytes and files
+    (exec allowed: tests write and run scripts there), no privilege gain through setuid files, a tiny init as PID 1
+    (it reaps the orphans commands leave, which would otherwise count against the process cap as zombies). `image`
+    and `name` are checked (ValueError), and ``--`` ends the options before the image."""
     _check(name, _NAME_RE, "container name")
     argv = [*docker_cli(docker, host), "run", "-d", "--pull", "never", "--name", name, "--hostname", "sandbox"]
     # the whole-sandbox budgets, as the bwrap sandbox's control group keeps them: memory of all processes together
     # (no swap on top), processes and threads, CPUs; the private /tmp's bytes and files
     memory = limits.memory_budget
-    argv += ["--network", "none", "--memory", str(memory), "--memory-swap", str(memory)]
+    argv += ["--network", _check(network, _NAME_RE, "network name") if network else "none"]
+    argv += ["--memory", str(memory), "--memory-swap", str(memory)]
     argv += ["--pids-limit", str(limits.max_processes), "--cpus", f"{limits.cpu_budget:g}"]
     argv += ["--tmpfs", f"/tmp:rw,exec,nosuid,nodev,size={limits.tmp_size_bytes},nr_inodes={limits.tmp_files},mode=1777"]
     # the init and the idle process run as root (uid 0; not "0:0", which `docker cp -a` cannot look up) whatever the
@@ -499,12 +501,18 @@ def remove_container(name: str, *, docker_host: str | None = None, docker: str |
 
 def remove_labelled(label: str, *, docker_host: str | None = None, docker: str | None = None,
                     timeout: float = _CLI_TIMEOUT_S) -> int:
-    """``docker rm -f`` every container labelled `label` (``KEY=VALUE``); how many there were."""
+    """``docker rm -f`` every container labelled `label` (``KEY=VALUE``), then remove the networks so labelled (a
+    task's compose services' network, terminal.compose); how many containers there were."""
     docker = docker or docker_binary()
     ids = docker_call(ps_argv(label, docker=docker, host=docker_host), what=f"list the containers labelled {label}",
                       host=docker_host, timeout=timeout).decode().split()
     for container in ids:
         remove_container(container, docker_host=docker_host, docker=docker, timeout=timeout)
+    networks = docker_call([*docker_cli(docker, docker_host), "network", "ls", "-q", "--filter", f"label={label}"],
+                           what=f"list the networks labelled {label}", host=docker_host, timeout=timeout).split()
+    if networks:
+        docker_call([*docker_cli(docker, docker_host), "network", "rm", *(n.decode() for n in networks)],
+                    what=f"remove the networks labelled {label}", host=docker_host, timeout=timeout)
     return len(ids)
 
 
@@ -530,7 +538,9 @@ class DockerSandbox(SandboxBase):
     sandbox user; default ``/app``), `root_dirs` more directories made root-owned and read-only to the sandbox user
     (the terminal workspace's ``/tests``). `user`: None leases an unprivileged uid from `uid_pool`; otherwise a
     ``docker exec -u`` value (``root``, ``1000:1000``, a name the image knows), resolved to ``owner`` (numeric
-    uid, gid). `python`: an interpreter inside (``run_python``, the shell host, the tests' ``$PYTHON``)."""
+    uid, gid). `python`: an interpreter inside (``run_python``, the shell host, the tests' ``$PYTHON``). `network`:
+    a Docker network to join instead of none (a task's compose services, :class:`slime.agentic.terminal.compose.
+    ServiceGroup`, which keeps the host off it)."""
 
     isolation = "docker"
     _kill_blocks = True  # a docker CLI call: never on the event loop
@@ -551,6 +561,7 @@ class DockerSandbox(SandboxBase):
         docker_host: str | None = None,
         uid_pool: UidPool | None = None,
         init: bool = True,
+        network: str | None = None,
     ):
         if not os.path.isabs(workdir):
             raise ValueError(f"workdir must be an absolute path inside the container, got {workdir!r}")
@@ -579,7 +590,8 @@ class DockerSandbox(SandboxBase):
         self._root_lock = threading.Lock()  # one root step at a time: two sweeps must not kill each other
         with self._starting(lambda: remove_container(self.name, docker_host=self.docker_host, docker=self.docker)):
             container_id = self._cli(run_argv(image, self.name, limits=self.limits, labels=labels, docker=self.docker,
-                                              host=self.docker_host, init=init), what="start the container")
+                                              host=self.docker_host, init=init, network=network),
+                                     what="start the container")
             # Docker's group for it, read on this host (when the daemon's groups are here): budget_exceeded()
             container_id = container_id.decode().strip()
             self.cgroup = cgroups.ContainerCgroup.find(container_id, self.limits.memory_budget, self.limits.max_processes)

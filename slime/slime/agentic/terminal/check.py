@@ -99,7 +99,8 @@ async def check_tasks(tasks: list[TerminalTask], concurrency: int = 2, **workspa
             # solution started still running during the tests (a server task)
             user = options.get("user", "root")
             return {"autoload_pytest_plugins": True, "keep_agent_processes": keeps_agent_processes(user),
-                    **workspace_kwargs, "docker": {**options, "image": built.tag, "workdir": built.workdir, "user": user}}
+                    **workspace_kwargs, "services": built.services,
+                    "docker": {**options, "image": built.tag, "workdir": built.workdir, "user": user}}
         image = task_image(docker.get("image", DEFAULT_IMAGE), task.name)
         return {**workspace_kwargs, "docker": {**options, "image": image}}
 

@@ -150,9 +150,10 @@ class TerminalProvider:
 
     async def reset(self, lease: LeaseContext, request: dict) -> tuple[TerminalEnv, dict]:
         task = self.task_for(request.get("task_meta") or {})
-        docker, own_image = None, False
+        docker, own_image, services = None, False, None
         if self.backend == "docker" and self.build_images and task.dockerfile is not None:
             built = await self._task_image(task)
+            services = built.services  # its compose services, started beside the agent's container
             # as Terminal-Bench runs a task: the image's root (unless docker_user says otherwise), its WORKDIR, the
             # pytest plugins its author installed
             docker = {"image": built.tag, "workdir": built.workdir, "user": self.docker_user or "root",
@@ -169,7 +170,8 @@ class TerminalProvider:
             workspace = await TaskWorkspace.create(task, base_dir=lease.workdir, setup_timeout_s=self.setup_timeout_s,
                                                    docker=docker, limits=self.limits,
                                                    autoload_pytest_plugins=own_image,
-                                                   keep_agent_processes=own_image and keeps_agent_processes(docker["user"]))
+                                                   services=services, keep_agent_processes=(
+                                                       own_image and keeps_agent_processes(docker["user"])))
         except TaskSetupError as e:
             raise ProviderError(422, str(e), code="SETUP_FAILED") from None
         shell = ShellSessions(workspace.sandbox, workdir=APP_DIR, block_timeout=self.block_timeout,

@@ -39,6 +39,7 @@ from pathlib import Path
 from slime.agentic.docker_sandbox import DEFAULT_IMAGE, SandboxUnavailable, docker_binary, docker_cli
 
 from . import offline_kit
+from .compose import ComposeError, ComposeProject, load_compose
 from .dockerfile import DockerfileError, parse_dockerfile
 from .tasks import TerminalTask
 
@@ -64,6 +65,7 @@ class TaskImage:
     seconds: float
     stand_ins: tuple[str, ...] = ()  # base images the local one stood in for
     workdir: str = "/app"  # the image's WORKDIR: where the agent's commands run (/app when it sets none)
+    services: tuple[tuple[str, str], ...] = ()  # compose services beside the agent's: (name, image)
 
 
 def base_images(dockerfile: Path) -> list[str]:
@@ -124,9 +126,13 @@ def _image_id(host: str | None, image: str) -> str | None:
     return proc.stdout.strip() if proc.returncode == 0 else None
 
 
-def image_tag(task: TerminalTask, salt: str) -> str:
+def _repository(task: TerminalTask) -> str:
     name = "".join(c if c.isalnum() or c in "._-" else "-" for c in task.name.lower())[:100].strip("._-") or "task"
-    return f"{IMAGE_PREFIX}/{name}:{context_digest(task.dockerfile, task.environment_dir, salt)[:16]}"
+    return f"{IMAGE_PREFIX}/{name}"
+
+
+def image_tag(task: TerminalTask, salt: str) -> str:
+    return f"{_repository(task)}:{context_digest(task.dockerfile, task.environment_dir, salt)[:16]}"
 
 
 def build_task_image(task: TerminalTask, *, docker_host: str | None = None, base_image: str = DEFAULT_IMAGE,
@@ -137,30 +143,18 @@ def build_task_image(task: TerminalTask, *, docker_host: str | None = None, base
     if task.dockerfile is None or task.environment_dir is None:
         raise ImageBuildError(f"task {task.name!r} has no Dockerfile to build")
     start = time.monotonic()
-    stand_in_id = _image_id(docker_host, base_image)
-    if stand_in_id is None:
-        raise SandboxUnavailable(f"the stand-in base image {base_image!r} is not on the daemon "
-                                 "(scripts/setup_docker.sh builds it)")
-    bases = base_images(task.dockerfile)
-    missing = [b for b in bases if _image_id(docker_host, b) is None]
-    unknown = [b for b in missing if not stands_in_for(b)]
-    if unknown:
-        raise ImageBuildError(f"task {task.name!r}: base image {', '.join(unknown)} cannot be pulled here and has no "
-                              f"local stand-in (stand-ins exist for {', '.join(STAND_IN_BASES)}); load it into the "
-                              "daemon (docker load) to build this task")
-    ubuntu = _image_id(docker_host, UBUNTU_STAND_IN) is not None
-    for base in missing:
-        stand_in = UBUNTU_STAND_IN if ubuntu and stand_in_is_ubuntu(base) else base_image
-        tagged = _docker(docker_host, "tag", stand_in, base)
-        if tagged.returncode != 0:
-            raise ImageBuildError(f"docker tag {stand_in} {base}: {tagged.stderr.strip()[-500:]}")
-        logger.info("task %s: %s stands in for %s", task.name, stand_in, base)
+    try:
+        project = load_compose(task)
+    except ComposeError as exc:
+        raise ImageBuildError(str(exc)) from None
+    bases, missing = _stand_ins(docker_host, task.dockerfile, f"task {task.name!r}", base_image)
     # what the stand-ins and the offline kit are is part of what gets built: a new one means a new build
     salt = "\0".join(f"{b}={_image_id(docker_host, b)}" for b in bases)
     salt += f"\0kit={offline_kit.kit_key()}"
     tag = image_tag(task, salt)
+    services = build_service_images(task, project, docker_host=docker_host, base_image=base_image)
     if _image_id(docker_host, tag) is not None:
-        return TaskImage(tag, False, time.monotonic() - start, tuple(missing), _workdir(docker_host, tag))
+        return TaskImage(tag, False, time.monotonic() - start, tuple(missing), _workdir(docker_host, tag), services)
     limit = timeout or float(task.resources.get("build_timeout_sec") or DEFAULT_BUILD_TIMEOUT_S)
     authors = tag.replace(f"{IMAGE_PREFIX}/", f"{IMAGE_PREFIX}-authors/", 1)  # the image as the task's author built it
     _build(docker_host, task, "docker build", limit, "--network", "host", "--label", f"slime.task={task.name}",
@@ -173,7 +167,61 @@ def build_task_image(task: TerminalTask, *, docker_host: str | None = None, base
         _build(docker_host, task, "adding the offline test runners", 600.0, "--label", f"slime.task={task.name}",
                "-t", tag, "-f", str(dockerfile), str(kit))
     _docker(docker_host, "rmi", authors)  # only the tag: the layers stay under `tag`
-    return TaskImage(tag, True, time.monotonic() - start, tuple(missing), _workdir(docker_host, tag))
+    return TaskImage(tag, True, time.monotonic() - start, tuple(missing), _workdir(docker_host, tag), services)
+
+
+def _stand_ins(docker_host: str | None, dockerfile: Path, owner: str, base_image: str) -> tuple[list[str], list[str]]:
+    """The Dockerfile's base images, and those of them the daemon lacked and that a stand-in was tagged as (an
+    unknown one: ImageBuildError; no stand-in image: SandboxUnavailable)."""
+    if _image_id(docker_host, base_image) is None:
+        raise SandboxUnavailable(f"the stand-in base image {base_image!r} is not on the daemon "
+                                 "(scripts/setup_docker.sh builds it)")
+    bases = base_images(dockerfile)
+    missing = [b for b in bases if _image_id(docker_host, b) is None]
+    for base in missing:
+        _tag_stand_in(docker_host, base, owner, base_image)
+    return bases, missing
+
+
+def _tag_stand_in(docker_host: str | None, image: str, owner: str, base_image: str) -> None:
+    if not stands_in_for(image):
+        raise ImageBuildError(f"{owner}: base image {image} cannot be pulled here and has no local stand-in "
+                              f"(stand-ins exist for {', '.join(STAND_IN_BASES)}); load it into the daemon "
+                              "(docker load) to build this task")
+    ubuntu = _image_id(docker_host, UBUNTU_STAND_IN) is not None
+    stand_in = UBUNTU_STAND_IN if ubuntu and stand_in_is_ubuntu(image) else base_image
+    tagged = _docker(docker_host, "tag", stand_in, image)
+    if tagged.returncode != 0:
+        raise ImageBuildError(f"docker tag {stand_in} {image}: {tagged.stderr.strip()[-500:]}")
+    logger.info("%s: %s stands in for %s", owner, stand_in, image)
+
+
+def build_service_images(task: TerminalTask, project: ComposeProject | None, *, docker_host: str | None = None,
+                         base_image: str = DEFAULT_IMAGE) -> tuple[tuple[str, str], ...]:
+    """(service name, image) for each compose service beside the agent's (compose.load_compose): built from its own
+    build context (the same stand-ins, no offline kit: the tests run in the agent's container), or the image it
+    names when the daemon has it (or a stand-in exists for it)."""
+    images = []
+    for service in project.services if project is not None else ():
+        owner = f"task {task.name!r}: service {service.name}"
+        if service.build_context is None:
+            if _image_id(docker_host, service.image) is None:
+                _tag_stand_in(docker_host, service.image, owner, base_image)
+            images.append((service.name, service.image))
+            continue
+        bases, _ = _stand_ins(docker_host, service.dockerfile, owner, base_image)
+        salt = "\0".join(f"{b}={_image_id(docker_host, b)}" for b in bases)
+        salt += "\0" + "\0".join(f"{k}={v}" for k, v in sorted(service.build_args.items()))
+        digest = context_digest(service.dockerfile, service.build_context, salt)[:16]
+        tag = f"{_repository(task)}-{service.name.lower()}:{digest}"
+        if _image_id(docker_host, tag) is None:
+            build_args = [arg for k, v in service.build_args.items() for arg in ("--build-arg", f"{k}={v}")]
+            limit = float(task.resources.get("build_timeout_sec") or DEFAULT_BUILD_TIMEOUT_S)
+            _build(docker_host, task, f"docker build of service {service.name}", limit, "--network", "host",
+                   "--label", f"slime.task={task.name}", *build_args, "-t", tag, "-f", str(service.dockerfile),
+                   str(service.build_context))
+        images.append((service.name, tag))
+    return tuple(images)
 
 
 def _build(host: str | None, task: TerminalTask, what: str, timeout: float, *args: str) -> None:
@@ -192,5 +240,6 @@ def _workdir(host: str | None, tag: str) -> str:
 
 
 __all__ = ["DEFAULT_BUILD_TIMEOUT_S", "ImageBuildError", "STAND_IN_BASES", "TaskImage", "UBUNTU_BASES",
-           "UBUNTU_STAND_IN", "base_images", "build_task_image", "context_digest", "image_tag", "stand_in_is_ubuntu",
+           "UBUNTU_STAND_IN", "base_images", "build_service_images", "build_task_image", "context_digest", "image_tag",
+           "stand_in_is_ubuntu",
            "stands_in_for"]

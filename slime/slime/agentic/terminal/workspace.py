@@ -80,13 +80,13 @@ import stat as stat_mod
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from slime.agentic import fs_tree
-from slime.agentic.docker_sandbox import ContainerGone, DockerSandbox
+from slime.agentic.docker_sandbox import ContainerGone, DockerSandbox, SandboxUnavailable, default_docker_host
 from slime.agentic.sandbox import (
     Command,
     Sandbox,
@@ -101,6 +101,7 @@ from slime.agentic.sandbox import (
 from slime.agentic import sealed_report  # a module, not its names: sealed_report imports .junit of this package
 
 from . import offline_kit
+from .compose import ComposeError, ComposeProject, ServiceGroup, load_compose
 from .dockerfile import NeedsDocker, build_script, sandbox_build
 from .junit import JUnitReport, pass_rate_reward
 from .tasks import HARBOR, TerminalTask, load_task
@@ -247,6 +248,7 @@ class TaskWorkspace:
         autoload_pytest_plugins: bool = False,
         docker: Mapping[str, Any] | None = None,
         keep_agent_processes: bool = False,
+        services: Sequence[tuple[str, str]] | None = None,
     ):
         self.task = task if isinstance(task, TerminalTask) else load_task(task)
         self.setup_timeout_s = float(setup_timeout_s)
@@ -264,6 +266,7 @@ class TaskWorkspace:
         self.setup_s: float | None = None  # measured: setup.sh's wall time
         self.last_eval_s: float | None = None  # measured: the last run_tests' wall time (staging, pytest, parsing)
         self._closed = True
+        self.services: ServiceGroup | None = None  # the task's compose services beside the agent's container
         base = os.fspath(base_dir) if base_dir is not None else tempfile.gettempdir()
         self.root = Path(tempfile.mkdtemp(prefix=f"slime-terminal-{self.task.name[:40]}-", dir=base))
         try:
@@ -286,15 +289,46 @@ class TaskWorkspace:
             else:
                 options = {"workdir": APP_DIR, "limits": limits, "env": env, "uid_pool": uid_pool, **docker}
                 options["root_dirs"] = (*options.get("root_dirs", ()), TESTS_MOUNT)
+                project = self._compose_project()
+                if project is not None:  # what the compose file sets for the agent's container, under the caller's
+                    options["env"] = {**project.agent_environment, **(options.get("env") or {})}
+                if project is not None and project.services:
+                    self.services = self._start_services(project, services, options, limits)
+                    options["network"] = self.services.network
                 self.sandbox = DockerSandbox(**options)
                 self.tests = ContainerTestsDir(self.sandbox, TESTS_MOUNT)
         except BaseException:
+            if self.services is not None:
+                self.services.close()
             fs_tree.remove_tree(self.root)
             raise
         # the interpreter of $PYTHON for the staged scripts and the tests: the project's (bound read-only into the
         # bwrap sandbox), or the image's python3
         self.python = python or self.sandbox.python
         self._closed = False
+
+    def _compose_project(self) -> ComposeProject | None:
+        try:
+            return load_compose(self.task)
+        except ComposeError as exc:
+            raise TaskSetupError(str(exc)) from None
+
+    def _start_services(self, project: ComposeProject, services: Sequence[tuple[str, str]] | None,
+                        options: Mapping[str, Any], limits: SandboxLimits | None) -> ServiceGroup:
+        """The task's compose services on a private network the agent's container then joins; their images come
+        from the caller (task_images.build_service_images, done with the task's own image)."""
+        if services is None:
+            names = ", ".join(s.name for s in project.services)
+            raise TaskSetupError(f"task {self.task.name!r}: its compose file runs {names} beside the agent's "
+                                 "container: build the task's images (check --build, the provider's "
+                                 "build_images) so they run")
+        try:
+            host = options.get("docker_host") or default_docker_host()
+            return ServiceGroup(project, dict(services), docker_host=host, labels=options.get("labels"), limits=limits)
+        except SandboxUnavailable:
+            raise
+        except SandboxError as exc:  # a service that exits or never gets healthy: the task's setup failed
+            raise TaskSetupError(f"task {self.task.name!r}: its services did not start: {exc}") from None
 
     # -- lifecycle
 
@@ -331,6 +365,8 @@ class TaskWorkspace:
             self.sandbox.close()  # the kept shell's host dies with the container
         finally:
             self._kept_shell = None
+            if self.services is not None:  # after the agent's container: the network is free by then
+                self.services.close()
             fs_tree.remove_tree(self.root)
 
     async def aclose(self) -> None:
