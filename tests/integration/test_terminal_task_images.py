@@ -15,6 +15,7 @@ import pytest
 
 from helpers.file_trees import write_tree
 
+from slime.agentic.sandbox import SandboxLimits
 from slime.agentic.terminal import load_task
 from slime.agentic.terminal.check import check_tasks
 from slime.agentic.terminal.task_images import ImageBuildError, build_task_image
@@ -340,7 +341,8 @@ def _host_addresses() -> list[str]:
 def test_a_compose_task_runs_its_services_on_a_private_network(docker_host, tmp_path):
     """The check with --build: the task's server built from its own folder runs beside the agent's container, which
     reaches it by name (and the tests do too); doing nothing fails. In a workspace of that task nothing of the host
-    answers, a listener of the host on every address included; closing it removes the services and the network."""
+    answers, a listener of the host on every address included, the service's disk is capped at the workspace's budget,
+    and closing it removes the services and the network."""
     task = load_task(write_tree(tmp_path / "fetch-secret", COMPOSE_TASK))
     built = build_task_image(task, docker_host=docker_host)
     assert [name for name, _ in built.services] == ["server"]
@@ -358,10 +360,16 @@ def test_a_compose_task_runs_its_services_on_a_private_network(docker_host, tmp_
         probe = ("import socket, sys\nfor host in sys.argv[2:]:\n    s = socket.socket(); s.settimeout(2)\n"
                  "    try:\n        s.connect((host, int(sys.argv[1]))); print('reached', host)\n"
                  "    except OSError as e:\n        print('no', host, e)\n")
-        with listener, TaskWorkspace.create_sync(task, base_dir=tmp_path, services=built.services,
+        limits = SandboxLimits(disk_budget_bytes=16 << 20)
+        with listener, TaskWorkspace.create_sync(task, base_dir=tmp_path, services=built.services, limits=limits,
                                                  docker={"image": built.tag, "user": "root",
                                                          "docker_host": docker_host}) as ws:
             network = ws.services.network
+            # the service's writable layer has the workspace's disk budget (the agent could make it write)
+            server = ws.services.container_name(ws.services.project.services[0])
+            full = docker(docker_host, "exec", server, "sh", "-c", "head -c 64M /dev/zero > /srv/big; echo rc=$?; "
+                          "stat -c %s /srv/big")
+            assert full.split()[0] == "rc=1" and int(full.split()[1]) <= 16 << 20, full
             assert docker(docker_host, "network", "inspect", network, "--format", "{{.Internal}}").strip() == "true"
             result = ws.run_sync(["python3", "-c", probe, str(port), *_host_addresses()])
             lines = result.stdout.splitlines()

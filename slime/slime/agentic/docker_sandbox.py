@@ -487,6 +487,21 @@ def _uncapped_layer(host: str | None, driver: str) -> None:
         logger.warning("docker sandbox: %s=off (opted in): %s; %s", container_disk.STORAGE_CAP_ENV, why, weaker)
 
 
+def cap_container_disk(container_id: str, name: str, budget_bytes: int, *, docker: str,
+                       host: str | None) -> container_disk.ContainerDisk | None:
+    """Cap the writable layer of container `container_id` (called `name` in messages) at `budget_bytes`
+    (container_disk); SandboxUnavailable where that cannot be, unless the user opted out (then None)."""
+    root, driver = daemon_storage(docker, host)
+    try:
+        disk = container_disk.attach(root, driver, container_id, budget_bytes)
+    except OSError as e:
+        raise SandboxUnavailable(f"docker sandbox: cannot cap the disk of container {name} ({e}); are btrfs "
+                                 f"quotas on in {root}? (`btrfs quota enable {root}`)") from None
+    if disk is None:
+        _uncapped_layer(host, driver)
+    return disk
+
+
 def remove_container(name: str, *, docker_host: str | None = None, docker: str | None = None,
                      timeout: float = _CLI_TIMEOUT_S) -> bool:
     """``docker rm -f NAME`` (a crashed owner's container, found in its lease record); True when it was removed (or
@@ -611,15 +626,8 @@ class DockerSandbox(SandboxBase):
     def _cap_disk(self, container_id: str) -> container_disk.ContainerDisk | None:
         """The container's writable layer capped at the disk budget (container_disk), before anything of the
         agent's runs; where that cannot be, SandboxUnavailable unless the user opted out."""
-        root, driver = daemon_storage(self.docker, self.docker_host)
-        try:
-            disk = container_disk.attach(root, driver, container_id, self.limits.disk_budget_bytes)
-        except OSError as e:
-            raise SandboxUnavailable(f"docker sandbox: cannot cap the disk of container {self.name} ({e}); are btrfs "
-                                     f"quotas on in {root}? (`btrfs quota enable {root}`)") from None
-        if disk is None:
-            _uncapped_layer(self.docker_host, driver)
-        return disk
+        return cap_container_disk(container_id, self.name, self.limits.disk_budget_bytes, docker=self.docker,
+                                  host=self.docker_host)
 
     def budget_mark(self) -> dict | None:
         mark = super().budget_mark()
@@ -918,6 +926,7 @@ __all__ = [
     "ps_argv",
     "remove_container",
     "remove_labelled",
+    "cap_container_disk",
     "rm_argv",
     "root_exec_argv",
     "run_argv",

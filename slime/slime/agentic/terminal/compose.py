@@ -20,7 +20,8 @@ container by the service's name on a private network:
   labels (a lease reaper removes them with the agent's container) and are removed by :meth:`ServiceGroup.close`;
 * ``depends_on`` orders the starts; a service with a ``healthcheck`` is waited for until Docker reports it healthy
   (or it exits: an error with its log's tail);
-* the memory, process and CPU budgets of the agent's sandbox apply to each service container too.
+* the memory, process, CPU and disk budgets of the agent's sandbox apply to each service container too (the disk
+  cap on its writable layer as on the agent's, `container_disk`: the agent could make a service write for it).
 
 Interpolation follows compose's rules (``$VAR``, ``${VAR}``, ``${VAR:-default}``, ``${VAR-default}``,
 ``${VAR:?message}``, ``$$``) over the variables Terminal-Bench's harness sets (``T_BENCH_*``); an unknown variable
@@ -43,7 +44,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from slime.agentic.docker_sandbox import SANDBOX_LABEL, docker_binary, docker_call, docker_cli
+from slime.agentic.docker_sandbox import SANDBOX_LABEL, cap_container_disk, docker_binary, docker_call, docker_cli
 from slime.agentic.sandbox import SandboxError, SandboxLimits
 
 from .tasks import TerminalTask
@@ -433,7 +434,11 @@ class ServiceGroup:
                      "--health-retries", str(max(health.retries, 1)),
                      "--health-start-period", f"{health.start_period_s:g}s"]
         self.containers.append(name)
-        self._call(*argv, "--", image, *command, what=f"start service {service.name} of task {self.project.task}")
+        container_id = self._call(*argv, "--", image, *command,
+                                  what=f"start service {service.name} of task {self.project.task}")
+        # its writable layer has the agent's disk budget too: the agent could make a service write for it
+        cap_container_disk(container_id, name, self.limits.disk_budget_bytes, docker=self.docker,
+                           host=self.docker_host)
         logger.info("task %s: service %s started (%s) on %s", self.project.task, service.name, image, self.network)
 
     def _wait_healthy(self, service: ComposeService, deadline: float) -> None:
