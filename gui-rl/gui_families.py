@@ -116,7 +116,7 @@ def _files_config(files: list[str], archived: list[str] = ()) -> list[dict]:
 
 
 def _files_check(entries: list[str]) -> dict:
-    return {"func": "check_lines",
+    return {"func": "check_output_lines",
             "result": {"type": "vm_command_line", "command": "cd ~/docs && find . -mindepth 1 | sort", "shell": True},
             "expected": {"type": "rule", "rules": {"expected": sorted(f"./{e}" for e in entries)}}}
 

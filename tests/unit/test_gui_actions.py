@@ -19,7 +19,6 @@ from slime.agentic.gui.tasks import (
     evaluate,
     find_task,
     load_tasks,
-    metric,
     task_from_dict,
 )
 
@@ -137,28 +136,31 @@ def task(**evaluator):
 
 def test_task_format_errors_name_the_field():
     for data, why in [({"instruction": "x", "evaluator": {"func": "infeasible"}}, "'id'"),
-                      ({"id": "t", "instruction": "x", "evaluator": {"func": "pixel_match"}}, "pixel_match"),
-                      ({"id": "t", "instruction": "x", "evaluator": {"func": "exact_match", "result": {"type": "x"}}},
-                       "result type"),
-                      ({"id": "t", "instruction": "x", "config": [{"type": "download"}], "evaluator": {"func": "infeasible"}},
-                       "config\\[0\\]"),
+                      ({"id": "t", "instruction": "x", "evaluator": {"func": []}}, "must name a metric"),
+                      ({"id": "t", "instruction": "x", "evaluator": {"func": "exact_match", "result": "x"}},
+                       "must be getters"),
+                      ({"id": "t", "instruction": "x", "config": [{"type": "teleport"}],
+                        "evaluator": {"func": "infeasible"}},
+                       "config\\[0\\]: type 'teleport' is not an OSWorld setup step"),
                       ({"id": "t", "instruction": "x", "evaluator": {"func": "infeasible", "postconfig": [{"type": "x"}]}},
                        "postconfig\\[0\\]")]:
         with pytest.raises(TaskFormatError, match=why):
             task_from_dict(data)
 
 
-def test_metrics():
-    assert metric("exact_match", " yes\n", {"expected": "yes"}) == 1.0
-    assert metric("exact_match", "yes", {"expected": "no"}) == 0.0
-    assert metric("exact_match", None, {"expected": "x"}) == 0.0  # a missing file
-    assert metric("check_include_exclude", "a b c", {"include": ["a", "c"], "exclude": ["d"]}) == 1.0
-    assert metric("check_include_exclude", "a b d", {"include": ["a"], "exclude": ["d"]}) == 0.0
-    assert metric("check_lines", "x\n\n y \n", {"expected": ["x", "y"]}) == 1.0
-    settings = json.dumps({"theme": "dark", "editor": {"size": 12}})
-    assert metric("check_json_settings", settings, {"expected": {"theme": "dark", "editor.size": 12}}) == 1.0
-    assert metric("check_json_settings", settings, {"expected": {"editor.size": 14}}) == 0.0
-    assert metric("check_json_settings", "{not json", {"expected": {}}) == 0.0
+def test_osworld_parts_not_implemented_here_load_and_say_why_the_task_cannot_run():
+    t = task_from_dict({"id": "t", "instruction": "x",
+                        "config": [{"type": "download", "parameters": {"files": []}},
+                                   {"type": "chrome_open_tabs", "parameters": {"urls_to_open": ["https://x"]}}],
+                        "evaluator": {"func": ["compare_table", "exact_match"],
+                                      "result": [{"type": "vm_file", "path": "~/a.xlsx", "dest": "a.xlsx"},
+                                                 {"type": "active_tab_info"}],
+                                      "expected": [{"type": "cloud_file", "path": "https://x/a.xlsx", "dest": "g"},
+                                                   {"type": "rule", "rules": {"expected": "x"}}]}})
+    assert t.unsupported == ["config step chrome_open_tabs: opens Chrome tabs through its remote-debugging port, "
+                             "which this desktop does not provide", "metric 'compare_table' is not implemented here",
+                             "result getter 'active_tab_info' is not implemented here"]
+    assert task(func="infeasible").unsupported == []
 
 
 def test_fail_semantics_without_upstreams_leak():

@@ -5,10 +5,13 @@ desktop) on the pool server's lease contract.
         [--provider-option tasks_dir=gui-rl/tasks] [--provider-option apps_dir=gui-rl/apps]
         [--provider-option width=1280 --provider-option height=720]
         [--provider-option desktop=osworld --provider-option vm_url=http://VM:5000]   # written, not run here
+        [--provider-option file_cache=DIR] [--provider-option client_password=password]   # OSWorld's tasks
 
 * `reset` (``task_meta = {"task": "domain/id"}``; else the lease's task key): a fresh local desktop
   (:class:`.desktop.LocalDesktop`: its own sandbox, Xvfb and scratch home, so a reset restores everything), the
-  task's config steps run through the VM server, then the first observation.
+  task's config steps run through the VM server as OSWorld runs them (:mod:`.setup_controller`; downloads from the
+  `file_cache` directory, laid out as OSWorld's cache), then the first observation. A task with a step, getter or
+  metric not implemented here is refused (422 ``UNSUPPORTED_TASK``, the reasons listed).
 * tool `computer_use` (the policy's action, :mod:`.actions`): run as pyautogui code on the desktop with a step
   timeout (a hung command is killed with what it started), then ``sleep_after_s`` for the screen to settle, then
   the observation. ``wait`` sleeps, ``terminate`` records DONE or FAIL and ends the episode (later actions: 409).
@@ -37,6 +40,9 @@ from slime.agentic.env_service.providers import LeaseContext, LeaseReaper, Provi
 from .actions import ACTION_FAILED, COMPUTER_USE, REFUSED, ActionError, program, to_step
 from .desktop import APPS_DIR, LocalDesktop, OSWorldVM
 from .observation import b64, text_view
+from .evaluators import EvaluationError
+from .file_cache import FileCache
+from .setup_controller import DEFAULT_CLIENT_PASSWORD, DesktopFacts, new_cache_dir
 from .tasks import TASKS_DIR, GuiTask, SetupError, TaskFormatError, evaluate, find_task, run_setup
 from .vm_client import VMError
 
@@ -55,6 +61,7 @@ class GuiEnv:
     evaluated: bool = False
     timings: dict = field(default_factory=lambda: {"actions": 0.0, "observations": 0.0})
     over_budget: str = ""  # the whole-sandbox budget the desktop went over (the episode is then over: -1)
+    cache_dir: Path | None = None  # the episode's own directory: setup outputs, files the getters fetch
 
 
 class GuiProvider:
@@ -63,7 +70,8 @@ class GuiProvider:
     def __init__(self, tasks_dir: str | os.PathLike | None = None, width: int = 1280, height: int = 720,
                  step_timeout_s: float = 30.0, sleep_after_s: float = 0.5, observation: str = "both",
                  settle_s: float = 0.5, window_manager: str | None = None, desktop: str = "local",
-                 vm_url: str | None = None, apps_dir: str | os.PathLike | None = None):
+                 vm_url: str | None = None, apps_dir: str | os.PathLike | None = None,
+                 file_cache: str | os.PathLike | None = None, client_password: str = DEFAULT_CLIENT_PASSWORD):
         self.tasks_dir = Path(tasks_dir or os.environ.get("GUI_TASKS_DIR") or TASKS_DIR).resolve()
         if not self.tasks_dir.is_dir():
             raise ValueError(f"gui provider: tasks_dir {self.tasks_dir} is not a directory")
@@ -83,6 +91,9 @@ class GuiProvider:
         if desktop == "osworld" and not vm_url:
             raise ValueError("gui provider: desktop=osworld needs vm_url (http://<vm ip>:5000)")
         self.desktop, self.vm_url = desktop, vm_url
+        cache = file_cache or os.environ.get("GUI_FILE_CACHE")
+        self.file_cache = FileCache(cache) if cache else None  # OSWorld's downloads, filled by the user
+        self.client_password = str(client_password)
         self._reaper = LeaseReaper("gui", docker=False)
 
     def task_for(self, lease: LeaseContext, task_meta) -> GuiTask:
@@ -100,12 +111,19 @@ class GuiProvider:
 
     async def reset(self, lease: LeaseContext, request: dict) -> tuple[GuiEnv, dict]:
         task = self.task_for(lease, request.get("task_meta") or {})
+        if task.unsupported:
+            raise ProviderError(422, f"task {task.key} cannot run here: {'; '.join(task.unsupported)}",
+                                code="UNSUPPORTED_TASK")
         desktop = self.new_desktop(lease)
+        cache_dir = new_cache_dir(lease.workdir)
         try:
             await desktop.start()
-            await run_setup(desktop.client, task.config, task_dir=task.path.parent if task.path else None)
+            screen = await desktop.client.screen_size()
+            await run_setup(desktop.client, task.config, task_dir=task.path.parent if task.path else None,
+                            task_id=task.id, file_cache=self.file_cache, cache_dir=cache_dir,
+                            facts=DesktopFacts(*screen, self.client_password))
             await asyncio.sleep(self.settle_s)
-            env = GuiEnv(task, desktop, await desktop.client.screen_size())
+            env = GuiEnv(task, desktop, screen, cache_dir=cache_dir)
             observation = await self.observe(env)
         except (SetupError, VMError) as e:
             await desktop.aclose()
@@ -179,8 +197,9 @@ class GuiProvider:
             return {"score": -1.0, "acc": 0.0, "reason": f"the desktop {env.over_budget}", "steps": env.steps,
                     "budget_exceeded": env.over_budget}
         try:
-            result = await evaluate(env.desktop.client, env.task, env.last_special)
-        except (SetupError, VMError) as e:
+            result = await evaluate(env.desktop.client, env.task, env.last_special, file_cache=self.file_cache,
+                                    cache_dir=env.cache_dir)
+        except (SetupError, VMError, EvaluationError) as e:
             return {"score": -1.0, "acc": 0.0, "reason": f"the evaluation failed: {e}", "steps": env.steps}
         return {"score": 1.0 if result.score == 1.0 else -1.0, "acc": result.score, "reason": result.reason,
                 "parts": list(result.parts), "last_action": env.last_special, "steps": env.steps,

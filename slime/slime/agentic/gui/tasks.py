@@ -8,20 +8,16 @@ A task (``gui-rl/tasks/<domain>/<id>.json``)::
      "evaluator": {"func": "exact_match", "result": {...}, "expected": {...}, "options": {}, "postconfig": [...],
                    "conj": "and"}}
 
-Setup and postconfig step types (:func:`run_setup`): ``launch`` {command, shell}, ``execute`` / ``command``
-{command, shell}, ``sleep`` {seconds}, ``open`` {path}, ``activate_window`` / ``close_window`` {window_name,
-strict, by_class}, ``upload_file`` {files: [{content | local_path, path}]} (``content``: text written as is; a
-``local_path`` is relative to the task's folder), ``wait_window`` {window_name, timeout} (ours: until a window of
-that name shows).
+Setup and postconfig steps run as OSWorld's controller runs them (:mod:`.setup_controller`: which failures stop the
+setup and which are logged, placeholders, downloads from the local file cache); a step type OSWorld does not have
+is refused when the task loads.
 
-Evaluation (:func:`evaluate`): ``func`` is one metric or a list (then ``result``, ``expected`` and ``options`` are
-lists too and ``conj`` combines them: ``and`` = the mean, 0 when any is 0; ``or`` = the max). Getters of ``result``:
-``vm_file`` {path} (the file's text, None when missing), ``vm_command_line`` {command, shell} (its stdout),
-``vm_command_error`` (its stderr). ``expected``: ``rule`` {rules} (the rules are the metric's argument). Metrics:
-``exact_match`` (result == rules.expected, after stripping when options.strip), ``check_include_exclude`` (every
-rules.include in the result, no rules.exclude), ``check_json_settings`` (the result parsed as JSON holds every
-key/value of rules.expected; dotted keys reach into objects), ``check_lines`` (the result's non-empty lines,
-stripped, equal rules.expected), and ``infeasible``.
+Evaluation (:func:`evaluate`), as OSWorld's ``DesktopEnv.evaluate``: the postconfig steps, then ``func`` is one
+metric or a list (then ``result``, ``expected`` and ``options`` are lists too and ``conj`` combines them: ``and`` =
+the mean, 0 when any is 0; ``or`` = the max). Each metric gets its result getter's value, the expected getter's
+value when there is one, and its options (:mod:`.evaluators`: the getters and metrics by name, with OSWorld's
+semantics: ``vm_file`` gives a local path). A task whose getter or metric is not implemented here loads, and
+:attr:`GuiTask.unsupported` says why it cannot run (the provider refuses it at reset, the check reports it).
 
 The FAIL semantics, without upstream's leak (spec section 7): an ``infeasible`` task scores 1 exactly when the agent
 itself terminated with failure; a truncated episode (out of steps) or one that ended otherwise scores 0. On any other
@@ -30,31 +26,26 @@ task an explicit failure scores 0 and the metric is not run.
 
 from __future__ import annotations
 
-import asyncio
 import json
+import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from .vm_client import VMClient, VMError
+from .evaluators import GETTERS, METRICS, EvalEnv, EvaluationError
+from .file_cache import FileCache
+from .setup_controller import NOT_HERE, SETUP_TYPES, DesktopFacts, SetupController, SetupError, new_cache_dir
+from .vm_client import VMClient
+
+logger = logging.getLogger(__name__)
 
 TASKS_DIR = Path(__file__).resolve().parents[4] / "gui-rl" / "tasks"
-SETUP_TYPES = ("launch", "execute", "command", "sleep", "open", "activate_window", "close_window", "upload_file",
-               "wait_window")
-METRICS = ("exact_match", "check_include_exclude", "check_json_settings", "check_lines", "infeasible")
-GETTERS = ("vm_file", "vm_command_line", "vm_command_error")
 FAILED_BY_AGENT = "FAIL"  # the last action when the agent terminated with status failure
-MAX_SLEEP_S = 60.0
 
 
 class TaskFormatError(ValueError):
     """A task file is not a valid task; the message names the file and the field."""
-
-
-class SetupError(RuntimeError):
-    """A setup step failed (the task cannot start as written)."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +70,23 @@ class GuiTask:
     def infeasible(self) -> bool:
         return _funcs(self.evaluator) == ["infeasible"]
 
+    @property
+    def unsupported(self) -> list[str]:
+        """Why this task cannot run here (empty: it can): OSWorld's setup steps, getters and metrics this project
+        does not implement."""
+        why = []
+        for where, steps in (("config", self.config), ("postconfig", self.evaluator.get("postconfig", []))):
+            why += [f"{where} step {s['type']}: {NOT_HERE[s['type']]}" for s in steps if s["type"] in NOT_HERE]
+        funcs = _funcs(self.evaluator)
+        why += [f"metric {f!r} is not implemented here" for f in funcs if f not in METRICS]
+        if funcs != ["infeasible"]:
+            for key in ("result", "expected"):
+                getters = self.evaluator.get(key)
+                for g in getters if isinstance(getters, list) else [getters]:
+                    if isinstance(g, dict) and g.get("type") not in GETTERS:
+                        why.append(f"{key} getter {g.get('type')!r} is not implemented here")
+        return list(dict.fromkeys(why))
+
 
 def _funcs(evaluator: dict) -> list[str]:
     func = evaluator.get("func")
@@ -90,7 +98,8 @@ def _check_steps(steps, where: str) -> tuple[dict, ...]:
         raise TaskFormatError(f"{where} must be a list of steps")
     for i, step in enumerate(steps):
         if not isinstance(step, dict) or step.get("type") not in SETUP_TYPES:
-            raise TaskFormatError(f"{where}[{i}]: type must be one of {', '.join(SETUP_TYPES)}")
+            raise TaskFormatError(f"{where}[{i}]: type {step.get('type') if isinstance(step, dict) else step!r} is "
+                                  f"not an OSWorld setup step ({', '.join(SETUP_TYPES)})")
         if not isinstance(step.get("parameters", {}), dict):
             raise TaskFormatError(f"{where}[{i}]: parameters must be an object")
     return tuple(steps)
@@ -108,17 +117,16 @@ def task_from_dict(data: dict, *, domain: str = "", path: Path | None = None) ->
         raise TaskFormatError(f"{where}: 'evaluator' must be an object")
     _check_steps(evaluator.get("postconfig", []), f"{where}: evaluator.postconfig")
     funcs = _funcs(evaluator)
-    unknown = [f for f in funcs if f not in METRICS]
-    if unknown:
-        raise TaskFormatError(f"{where}: evaluator.func {unknown[0]!r} is not one of {', '.join(METRICS)}")
+    if not funcs or not all(isinstance(f, str) and f for f in funcs):
+        raise TaskFormatError(f"{where}: evaluator.func must name a metric or a list of them")
     if funcs != ["infeasible"]:
         results = evaluator.get("result")
         results = results if isinstance(results, list) else [results]
         if len(results) != len(funcs):
             raise TaskFormatError(f"{where}: evaluator.result must give one getter per func")
         for r in results:
-            if not isinstance(r, dict) or r.get("type") not in GETTERS:
-                raise TaskFormatError(f"{where}: evaluator.result type must be one of {', '.join(GETTERS)}")
+            if not isinstance(r, dict) or not isinstance(r.get("type"), str):
+                raise TaskFormatError(f"{where}: evaluator.result must be getters ({{\"type\": ...}})")
         if evaluator.get("conj", "and") not in ("and", "or"):
             raise TaskFormatError(f"{where}: evaluator.conj must be 'and' or 'or'")
     return GuiTask(
@@ -160,107 +168,18 @@ def find_task(key: str, root: str | os.PathLike = TASKS_DIR) -> GuiTask:
 # ------------------------------------------------------------------------------------------------------ setup
 
 
-async def run_setup(client: VMClient, steps: Sequence[dict], *, task_dir: Path | None = None) -> None:
-    """Run setup (or postconfig) steps in order; SetupError names the step that failed."""
-    for i, step in enumerate(steps):
-        kind, p = step["type"], step.get("parameters", {})
-        try:
-            await _setup_step(client, kind, p, task_dir)
-        except (VMError, OSError, ValueError, KeyError, TypeError) as e:
-            raise SetupError(f"setup step {i} ({kind}) failed: {e}") from None
-
-
-async def _setup_step(client: VMClient, kind: str, p: dict, task_dir: Path | None) -> None:
-    if kind == "launch":
-        await client.launch(p["command"], shell=bool(p.get("shell", False)))
-    elif kind in ("execute", "command"):
-        result = await client.execute(p["command"], shell=bool(p.get("shell", False)), timeout=p.get("timeout"))
-        if p.get("check", True) and result.get("returncode") not in (0, None):
-            raise SetupError(f"exit {result.get('returncode')}: {(result.get('error') or '')[-500:]}")
-    elif kind == "sleep":
-        await asyncio.sleep(min(float(p.get("seconds", 1)), MAX_SLEEP_S))
-    elif kind == "open":
-        await client.open_file(p["path"], window_name=p.get("window_name"),
-                               timeout_seconds=float(p.get("timeout_seconds", 30)))
-    elif kind == "activate_window":
-        await client.activate_window(p["window_name"], strict=bool(p.get("strict")), by_class=bool(p.get("by_class")))
-    elif kind == "close_window":
-        await client.close_window(p["window_name"], strict=bool(p.get("strict")), by_class=bool(p.get("by_class")))
-    elif kind == "upload_file":
-        for f in p["files"]:
-            if "content" in f:
-                data = f["content"].encode("utf-8")
-            else:
-                local = Path(f["local_path"])
-                if task_dir is None or local.is_absolute() or ".." in local.parts:
-                    raise ValueError(f"local_path {f['local_path']!r} must be relative to the task's folder")
-                data = (task_dir / local).read_bytes()
-            await client.upload(f["path"], data)
-    elif kind == "wait_window":
-        await wait_window(client, p["window_name"], float(p.get("timeout", 30)))
-
-
-async def wait_window(client: VMClient, name: str, timeout: float = 30.0) -> None:
-    """Until a visible window whose name holds `name` exists (xdotool on the desktop); SetupError after `timeout`."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        result = await client.execute(["xdotool", "search", "--onlyvisible", "--name", name], timeout=10)
-        if result.get("output", "").strip():
-            return
-        if loop.time() > deadline:
-            raise SetupError(f"no window named {name!r} within {timeout:g} s")
-        await asyncio.sleep(0.2)
+async def run_setup(client: VMClient, steps: Sequence[dict], *, task_dir: Path | None = None, task_id: str = "",
+                    file_cache: FileCache | None = None, cache_dir: Path | None = None,
+                    facts: DesktopFacts | None = None) -> SetupController:
+    """Run setup (or postconfig) steps as OSWorld does (:mod:`.setup_controller`); SetupError names the step that
+    stopped it. The controller is returned: its `warnings` list what failed and was let go."""
+    controller = SetupController(client, task_id=task_id, task_dir=task_dir, file_cache=file_cache,
+                                 cache_dir=cache_dir, facts=facts)
+    await controller.setup(list(steps))
+    return controller
 
 
 # ------------------------------------------------------------------------------------------------------ evaluation
-
-
-async def get_result(client: VMClient, getter: dict) -> Any:
-    kind = getter["type"]
-    if kind == "vm_file":
-        data = await client.get_file(getter["path"])
-        return None if data is None else data.decode("utf-8", "replace")
-    result = await client.execute(getter["command"], shell=bool(getter.get("shell", False)), timeout=getter.get("timeout"))
-    return result.get("output" if kind == "vm_command_line" else "error", "")
-
-
-def _lookup(data: Any, key: str) -> tuple[bool, Any]:
-    for part in key.split("."):
-        if not isinstance(data, dict) or part not in data:
-            return False, None
-        data = data[part]
-    return True, data
-
-
-def metric(func: str, result: Any, rules: dict, options: dict | None = None) -> float:
-    """One metric on a getter's result (None: the file or value is missing, which scores 0)."""
-    options = options or {}
-    if result is None:
-        return 0.0
-    if func == "exact_match":
-        expected = rules.get("expected")
-        if options.get("strip", True) and isinstance(result, str) and isinstance(expected, str):
-            return float(result.strip() == expected.strip())
-        return float(result == expected)
-    if func == "check_include_exclude":
-        text = str(result)
-        include, exclude = rules.get("include", []), rules.get("exclude", [])
-        return float(all(s in text for s in include) and not any(s in text for s in exclude))
-    if func == "check_lines":
-        lines = [line.strip() for line in str(result).splitlines() if line.strip()]
-        return float(lines == list(rules.get("expected", [])))
-    if func == "check_json_settings":
-        try:
-            data = json.loads(result) if isinstance(result, str) else result
-        except json.JSONDecodeError:
-            return 0.0
-        for key, value in (rules.get("expected") or {}).items():
-            found, got = _lookup(data, key)
-            if not found or got != value:
-                return 0.0
-        return 1.0
-    raise ValueError(f"unknown metric {func!r}")
 
 
 @dataclass(frozen=True)
@@ -270,9 +189,11 @@ class Evaluation:
     parts: tuple[float, ...] = ()
 
 
-async def evaluate(client: VMClient, task: GuiTask, last_action: str | None) -> Evaluation:
+async def evaluate(client: VMClient, task: GuiTask, last_action: str | None, *, file_cache: FileCache | None = None,
+                   cache_dir: Path | None = None) -> Evaluation:
     """Score the episode (module docstring): `last_action` is FAIL when the agent terminated with failure, DONE when
-    it said it succeeded, None when it did neither (out of steps, an error)."""
+    it said it succeeded, None when it did neither (out of steps, an error). `cache_dir`: the episode's directory
+    (setup outputs, fetched files; a fresh one, removed afterwards, when None)."""
     ev = task.evaluator
     if task.infeasible:
         if last_action == FAILED_BY_AGENT:
@@ -281,22 +202,52 @@ async def evaluate(client: VMClient, task: GuiTask, last_action: str | None) -> 
                           + (" (the episode was cut off)" if last_action is None else ""))
     if last_action == FAILED_BY_AGENT:
         return Evaluation(0.0, "the agent gave up on a feasible task")
-    await run_setup(client, ev.get("postconfig", []), task_dir=task.path.parent if task.path else None)
+    if task.unsupported:
+        raise EvaluationError(f"task {task.key} cannot be evaluated here: {'; '.join(task.unsupported)}")
+    own = cache_dir is None
+    cache_dir = new_cache_dir() if own else cache_dir
+    try:
+        await run_setup(client, ev.get("postconfig", []), task_dir=task.path.parent if task.path else None,
+                        task_id=task.id, file_cache=file_cache, cache_dir=cache_dir)
+        env = EvalEnv(client, cache_dir, task.id, file_cache)
+        return await _score(env, ev)
+    finally:
+        if own:
+            import shutil
+
+            shutil.rmtree(cache_dir, ignore_errors=True)
+
+
+async def _score(env: EvalEnv, ev: dict) -> Evaluation:
     funcs = _funcs(ev)
     listify = (lambda v: v if isinstance(v, list) else [v]) if isinstance(ev.get("func"), list) else (lambda v: [v])
-    results, expected = listify(ev.get("result")), listify(ev.get("expected") or {})
-    options = listify(ev.get("options") or {})
-    parts = []
+    results, options = listify(ev.get("result")), listify(ev.get("options") or {})
+    expected = listify(ev["expected"]) if ev.get("expected") is not None else [None] * len(funcs)
+    conj = ev.get("conj", "and")
+    parts: list[float] = []
     for i, func in enumerate(funcs):
-        value = await get_result(client, results[i])
-        rules = (expected[i] if i < len(expected) else {}) or {}
-        parts.append(metric(func, value, rules.get("rules", rules), options[i] if i < len(options) else {}))
-    if ev.get("conj", "and") == "or":
-        score = max(parts)
+        value = await GETTERS[results[i]["type"]](env, results[i])
+        getter = expected[i] if i < len(expected) else None
+        kwargs = (options[i] if i < len(options) else None) or {}
+        try:
+            if getter:
+                score = METRICS[func](value, await GETTERS[getter["type"]](env, getter), **kwargs)
+            else:
+                score = METRICS[func](value, **kwargs)
+        except EvaluationError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a state the metric cannot read (a broken file) scores 0, as OSWorld
+            logger.info("gui evaluation: metric %s failed on the result: %s", func, e)
+            score = 0.0
+        parts.append(float(score))
+        if conj == "and" and score == 0:
+            break  # as OSWorld: the first 0 decides
+    if conj == "or":
+        total = max(parts)
     else:
-        score = 0.0 if any(p == 0 for p in parts) else sum(parts) / len(parts)
-    reason = "" if score == 1.0 else "not met: " + ", ".join(f for f, p in zip(funcs, parts) if p < 1)
-    return Evaluation(score, reason, tuple(parts))
+        total = 0.0 if any(p == 0 for p in parts) else sum(parts) / len(parts)
+    reason = "" if total == 1.0 else "not met: " + ", ".join(f for f, p in zip(funcs, parts) if p < 1)
+    return Evaluation(total, reason, tuple(parts))
 
 
 # ------------------------------------------------------------------------------------------------------ rows
@@ -331,9 +282,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-__all__ = ["FAILED_BY_AGENT", "GETTERS", "METRICS", "SETUP_TYPES", "TASKS_DIR", "Evaluation", "GuiTask",
-           "SetupError", "TaskFormatError", "evaluate", "find_task", "get_result", "load_task", "load_tasks",
-           "metric", "run_setup", "split_of", "task_from_dict", "training_row", "wait_window"]
+__all__ = ["FAILED_BY_AGENT", "TASKS_DIR", "Evaluation", "EvaluationError", "GuiTask", "SetupError", "TaskFormatError",
+           "evaluate", "find_task", "load_task", "load_tasks", "run_setup", "split_of", "task_from_dict",
+           "training_row"]
 
 
 if __name__ == "__main__":

@@ -1,0 +1,7 @@
+"""OSWorld's evaluators: the getters (what the desktop's state is) and the metrics (how it compares), each a
+registry by name as OSWorld's ``desktop_env/evaluators``."""
+
+from .getters import GETTERS, EvalEnv, EvaluationError
+from .metrics import METRICS
+
+__all__ = ["GETTERS", "METRICS", "EvalEnv", "EvaluationError"]
