@@ -1,8 +1,8 @@
 """OSWorld's setup semantics and evaluators on a real local desktop: failed launches, exit statuses and window
 activations are logged and the setup goes on; placeholders become the desktop's values; a download comes from the
 file cache laid out as OSWorld's (and a file it lacks stops the setup naming the file and its URL); a command's
-saved output is a cache_file; vm_file gives a path; a cloud_file comes from the cache. Skipped where the sandbox or
-the desktop tools are missing (scripts/setup_gui.sh installs them)."""
+saved output is a cache_file; `until` repeats a command; vm_file gives a path; a cloud_file comes from the cache.
+Skipped where the sandbox or the desktop tools are missing (scripts/setup_gui.sh installs them)."""
 
 from __future__ import annotations
 
@@ -37,6 +37,8 @@ TASK = {
         {"type": "command", "parameters": {"command": "cat ~/report.txt", "shell": True, "stdout": "report-copy.txt"}},
         {"type": "upload_file",
          "parameters": {"files": [{"path": "~/settings.json", "content": json.dumps(SETTINGS)}]}},
+        {"type": "execute", "parameters": {"command": "echo run >> ~/runs.txt; test $(wc -l < ~/runs.txt) -ge 3",
+                                           "shell": True, "until": {"returncode": 0}}},
     ],
     "evaluator": {
         "func": ["compare_text_file", "exact_match", "check_json_settings", "compare_text_file"],
@@ -71,6 +73,7 @@ def test_osworld_setup_semantics_and_evaluators_on_a_real_desktop(tmp_path):
             task = task_from_dict(data, domain="fixtures")
             controller = await run_setup(desktop.client, task.config, task_id=task_id, file_cache=cache,
                                          cache_dir=episode)
+            runs = await desktop.client.get_file("~/runs.txt")
             solved = await evaluate(desktop.client, task, "DONE", file_cache=cache, cache_dir=episode)
             await desktop.client.upload("~/report.txt", b"quarterly numbers, changed\n")
             changed = await evaluate(desktop.client, task, "DONE", file_cache=cache, cache_dir=episode)
@@ -79,12 +82,13 @@ def test_osworld_setup_semantics_and_evaluators_on_a_real_desktop(tmp_path):
             with pytest.raises(SetupError, match="setup step 0 \\(download\\) failed: the file cache has no .* "
                                                  "\\(it stands for https://files.example.org/other.xlsx\\)"):
                 await run_setup(desktop.client, missing.config, task_id=task_id, file_cache=cache, cache_dir=episode)
-            return controller.warnings, solved, changed
+            return controller.warnings, runs, solved, changed
         finally:
             await desktop.aclose()
 
-    warnings, solved, changed = asyncio.run(go())
-    assert len(warnings) == 3 and "launch" in warnings[0] and "exited 3" in warnings[1], warnings
-    assert "activate_window" in warnings[2]
+    warnings, runs, solved, changed = asyncio.run(go())
+    assert len(warnings) == 5 and "launch" in warnings[0] and "exited 3" in warnings[1], warnings
+    assert "activate_window" in warnings[2] and all("exited 1" in w for w in warnings[3:])
+    assert runs == b"run\nrun\nrun\n"  # `until` repeated it until its exit status was 0
     assert (solved.score, solved.parts) == (1.0, (1.0, 1.0, 1.0, 1.0)), solved
     assert changed.score == 0.0 and changed.parts == (0.0,) and "compare_text_file" in changed.reason

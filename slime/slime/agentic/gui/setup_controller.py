@@ -11,7 +11,8 @@ Step types and what a failure does (as OSWorld; its controller raises for some a
                                                   desktop's values; `stdout`/`stderr` save the output under that
                                                   name in the episode's cache directory (the `cache_file` getter
                                                   reads it); `until` {returncode | stdout | stderr} repeats the
-                                                  command until it holds (at most 5 failures, as OSWorld)
+                                                  command until it holds (at most 5 failures, as OSWorld; and at
+                                                  most MAX_UNTIL_S, where OSWorld would wait forever)
     sleep             {seconds}                   (at most MAX_SLEEP_S)
     open              {path}                      a failure stops the setup (SetupError)
     activate_window, close_window {window_name, strict, by_class}   a failure is logged
@@ -41,6 +42,7 @@ logger = logging.getLogger(__name__)
 
 MAX_SLEEP_S = 60.0
 MAX_UNTIL_FAILURES = 5  # OSWorld gives up an `until` loop after five failed requests
+MAX_UNTIL_S = 120.0  # and never on a condition that does not come true: here it is logged and the setup goes on
 RUNNABLE_STEPS = ("launch", "execute", "command", "sleep", "open", "activate_window", "close_window", "upload_file",
                   "download", "wait_window")
 # OSWorld's step types this desktop does not run, with the reason a task that uses one is not runnable here
@@ -133,6 +135,7 @@ class SetupController:
         facts = await self._facts()
         command = facts.substitute(command) if isinstance(command, str) else [facts.substitute(str(c)) for c in command]
         until, failures = until or {}, 0
+        deadline = asyncio.get_running_loop().time() + MAX_UNTIL_S
         while True:
             try:
                 result = await self.client.execute(command, shell=bool(shell), timeout=timeout)
@@ -148,6 +151,9 @@ class SetupController:
                     self._warn(f"execute {command!r} exited {result.get('returncode')}: "
                                f"{(result.get('error') or '')[-300:]}")
             if not until or failures >= MAX_UNTIL_FAILURES or (result is not None and _holds(until, result)):
+                return
+            if asyncio.get_running_loop().time() > deadline:
+                self._warn(f"execute {command!r}: {until} did not hold within {MAX_UNTIL_S:g} s")
                 return
             await asyncio.sleep(0.3)
 
