@@ -23,7 +23,7 @@ TASKS = {
                "config": [{"type": "execute", "parameters": {"command": "curl https://example.org/x", "shell": True}}],
                "evaluator": {"func": "infeasible"}},
     "gimp/photo": {"id": "photo", "instruction": "x", "related_apps": ["definitely-not-installed-app"],
-                   "config": [], "evaluator": {"func": "compare_images", "result": {"type": "vm_file", "path": "/a",
+                   "config": [], "evaluator": {"func": "compare_audios", "result": {"type": "vm_file", "path": "/a",
                                                                                     "dest": "a"},
                                                "expected": RULE}},
 }
@@ -44,20 +44,21 @@ def test_the_report_counts_what_loads_and_what_can_run_per_domain(tmp_path, caps
     assert main([str(root), "--set", "test_all.json", "--cache", str(cache), "--json", str(tmp_path / "r.json")]) == 0
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["summary"]["domains"]["os"] == {"tasks": 4, "load": 3, "implemented": 3, "apps": 3, "offline": 2,
-                                                  "files": 3, "runnable": 2}
+                                                  "files": 3, "runnable": 2, "with_files": 2}
     gimp = report["summary"]["domains"]["gimp"]
     assert (gimp["load"], gimp["implemented"], gimp["runnable"]) == (1, 0, 0)
     reasons = {t["task_id"]: t["reasons"] for t in report["tasks"]}
     assert reasons["good"] == [] and reasons["cached"] == []
     assert reasons["web"] == ["network: it opens or reads a web page"]
     assert reasons["broken"][0].startswith("does not load: JSONDecodeError")
-    assert reasons["photo"] == ["metric 'compare_images' is not implemented here",
+    assert reasons["photo"] == ["metric 'compare_audios' is not implemented here",
                                 "app definitely-not-installed-app: unknown to this report"]
     assert "| **all** | 5 | 4 |" in capsys.readouterr().out
     # without the cache, the download counts as missing
     assert main([str(root), "--set", "test_all.json", "--json", str(tmp_path / "r2.json")]) == 0
     again = json.loads((tmp_path / "r2.json").read_text())
     assert again["summary"]["domains"]["os"]["runnable"] == 1
+    assert again["summary"]["domains"]["os"]["with_files"] == 2  # the cached task runs once the cache has its file
 
 
 def test_nothing_loaded_is_an_error(tmp_path):

@@ -36,8 +36,20 @@ CHROMIUM = ["chromium", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usag
             "--disable-background-networking", "--disable-component-update", "--disable-sync",
             "--disable-features=Translate", "--test-type", f"--user-data-dir={HOME}/.config/chromium",
             "--window-position=0,0"]
+# OSWorld's VM opens files with xdg-open: its office files in LibreOffice, which picks Calc, Writer or Impress by
+# the file (installed by `scripts/setup_gui.sh --osworld-apps`; without it opening one fails and says so)
+LIBREOFFICE = ["libreoffice", "--norestore"]
+OFFICE_SUFFIXES = (".xlsx", ".xls", ".ods", ".csv", ".docx", ".doc", ".odt", ".rtf", ".pptx", ".ppt", ".odp")
 DEFAULT_OPENERS = {".html": CHROMIUM, ".htm": CHROMIUM,
-                   ".txt": ["python", f"{INNER_APPS}/notes.py"], ".md": ["python", f"{INNER_APPS}/notes.py"]}
+                   ".txt": ["python", f"{INNER_APPS}/notes.py"], ".md": ["python", f"{INNER_APPS}/notes.py"],
+                   **{suffix: LIBREOFFICE for suffix in OFFICE_SUFFIXES}, ".mp4": ["vlc"], ".mp3": ["vlc"]}
+# GSettings keep their values in a key file in the desktop's home: without a D-Bus session and dconf, the default
+# backend takes a `gsettings set` (exit status 0) and forgets it, so a task's settings could never be read back.
+# The XDG directories are named because the sandbox's uid has no passwd entry: LibreOffice looks its home up there
+# and, finding none, tries to make its profile in /libreoffice ("User installation could not be completed").
+DESKTOP_ENV = {"XDG_SESSION_TYPE": "x11", "DISPLAY": ":0", "GSETTINGS_BACKEND": "keyfile",
+               "XDG_CONFIG_HOME": f"{HOME}/.config", "XDG_CACHE_HOME": f"{HOME}/.cache",
+               "XDG_DATA_HOME": f"{HOME}/.local/share"}
 
 
 def desktop_limits(lifetime_s: float = 6 * 3600.0) -> sb.SandboxLimits:
@@ -85,7 +97,7 @@ class LocalDesktop:
                 binds.append((str(Path(self.apps_dir).resolve()), INNER_APPS))
             self.box = await asyncio.to_thread(
                 sb.Sandbox, None, limits=self.limits, base_dir=self.base_dir, mount_at=HOME, ro_binds=binds,
-                env={"SLIME_GUI_OPENERS": json.dumps(self.openers), "XDG_SESSION_TYPE": "x11", "DISPLAY": ":0"})
+                env={"SLIME_GUI_OPENERS": json.dumps(self.openers), **DESKTOP_ENV})
             argv = [self.box.python, "-u", INNER_SERVER, "--listen-fd", str(listener.fileno()),
                     "--width", str(self.width), "--height", str(self.height)]
             if self.window_manager:

@@ -13,7 +13,8 @@ that does not parse or load is counted with its reason, never a crash. A task ca
 * **files**: the files it downloads and the expected files it compares with are in the file cache (``--cache``,
   laid out as OSWorld's cache; without one, every task with such a file is counted as lacking it).
 
-The report counts each per domain and lists the reasons by frequency. Exit 0 when any task loaded, 2 when none.
+The report counts each per domain, and **with_files**: the tasks that lack nothing but files from the cache (they run
+here once the user has filled it), and lists the reasons by frequency. Exit 0 when any task loaded, 2 when none.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ APP_COMMANDS = {
     "picard": ("picard",),
 }
 NETWORK_STEPS = ("googledrive", "login", "proxy")
+COLUMNS = ("tasks", "load", "implemented", "apps", "offline", "files", "runnable", "with_files")
 NOT_IMPLEMENTED = ("config step", "postconfig step", "metric", "result getter", "expected getter")  # GuiTask.unsupported
 _URL = re.compile(r"https?://[^\s'\"<>]+")
 _LOCAL_HOSTS = ("localhost", "127.0.0.1", "0.0.0.0")
@@ -146,15 +148,16 @@ def summarise(reports: list[TaskReport]) -> dict:
         c["offline"] += r.loaded and not any(x.startswith("network") for x in r.reasons)
         c["files"] += r.loaded and not any(x.startswith("files") for x in r.reasons)
         c["runnable"] += r.runnable
+        # everything but the file cache: what runs here once the user has filled it
+        c["with_files"] += r.loaded and all(x.startswith("files") for x in r.reasons)
     reasons = Counter(_kind(x) for r in reports for x in r.reasons)
     return {"domains": {d: dict(c) for d, c in sorted(domains.items())},
-            "total": {k: sum(c[k] for c in domains.values()) for k in
-                      ("tasks", "load", "implemented", "apps", "offline", "files", "runnable")},
+            "total": {k: sum(c[k] for c in domains.values()) for k in COLUMNS},
             "reasons": reasons.most_common()}
 
 
 def markdown(summary: dict) -> str:
-    cols = ("tasks", "load", "implemented", "apps", "offline", "files", "runnable")
+    cols = COLUMNS
     lines = ["| domain | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
     for domain, c in [*summary["domains"].items(), ("**all**", summary["total"])]:
         lines.append(f"| {domain} | " + " | ".join(str(c.get(k, 0)) for k in cols) + " |")

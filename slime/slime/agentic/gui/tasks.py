@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .evaluators import GETTERS, METRICS, EvalEnv, EvaluationError
+from .evaluators import GETTERS, METRICS, EvalEnv, EvaluationError, unsupported_options
 from .file_cache import FileCache
 from .setup_controller import NOT_HERE, SETUP_TYPES, DesktopFacts, SetupController, SetupError, new_cache_dir
 from .vm_client import VMClient
@@ -79,6 +79,11 @@ class GuiTask:
             why += [f"{where} step {s['type']}: {NOT_HERE[s['type']]}" for s in steps if s["type"] in NOT_HERE]
         funcs = _funcs(self.evaluator)
         why += [f"metric {f!r} is not implemented here" for f in funcs if f not in METRICS]
+        options = self.evaluator.get("options")
+        options = options if isinstance(options, list) else [options]  # as _score pairs them
+        for func, opts in zip(funcs, options):
+            if func in METRICS and isinstance(opts, dict):
+                why += [f"metric {func!r}: {what} is not implemented here" for what in unsupported_options(func, opts)]
         if funcs != ["infeasible"]:
             for key in ("result", "expected"):
                 getters = self.evaluator.get(key)

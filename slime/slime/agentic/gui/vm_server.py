@@ -400,6 +400,42 @@ def write_authority(path: str) -> str:
     return path
 
 
+# LibreOffice's settings as OSWorld's VM image has them: no tip of the day and no first-start bar over the sheet,
+# and saving in the file's own format (.xlsx) without asking "Use Excel 2007-365!" / "Use ODF Format!" first, which
+# the tasks' postconfig (Ctrl+S, then read the file) relies on
+_LIBREOFFICE_ITEMS = (
+    ("/org.openoffice.Office.Common/Misc", "ShowTipOfTheDay", "boolean", "false"),
+    ("/org.openoffice.Office.Common/Save/Document", "WarnAlienFormat", "boolean", "false"),
+    ("/org.openoffice.Setup/Product", "ooSetupLastVersion", "string", "7.4"),
+    ("/org.openoffice.Setup/Product", "LastTimeGetInvolvedShown", "long", "2000000000"),
+    ("/org.openoffice.Setup/Product", "LastTimeDonateShown", "long", "2000000000"),
+)
+
+
+def libreoffice_profile() -> str:
+    items = "".join(f'<item oor:path="{path}"><prop oor:name="{name}" oor:op="fuse"><value>{value}</value></prop>'
+                    f"</item>\n" for path, name, _kind, value in _LIBREOFFICE_ITEMS)
+    return ('<?xml version="1.0" encoding="UTF-8"?>\n<oor:items xmlns:oor="http://openoffice.org/2001/registry" '
+            'xmlns:xs="http://www.w3.org/2001/XMLSchema" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">\n'
+            f"{items}</oor:items>\n")
+
+
+def make_user_dirs() -> None:
+    """The XDG directories the desktop names (XDG_CONFIG_HOME, ...), made before any app starts: an app that finds
+    one missing falls back to the passwd entry's home, which the sandbox's uid does not have (LibreOffice then tries
+    to make its profile in /libreoffice and stops with "User installation could not be completed"); and
+    LibreOffice's profile seeded with OSWorld's settings."""
+    for name in ("XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME"):
+        if os.environ.get(name):
+            os.makedirs(os.environ[name], exist_ok=True)
+    config = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    profile = os.path.join(config, "libreoffice", "4", "user", "registrymodifications.xcu")
+    if not os.path.exists(profile):
+        os.makedirs(os.path.dirname(profile), exist_ok=True)
+        with open(profile, "w", encoding="utf-8") as f:
+            f.write(libreoffice_profile())
+
+
 def start_display(width: int, height: int, window_manager: str | None) -> subprocess.Popen:
     """Xvfb on :0 (private to this sandbox), ready when its socket exists; then the window manager, if any."""
     authority = write_authority(os.path.join(os.path.expanduser("~"), ".Xauthority"))
@@ -428,6 +464,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--height", type=int, default=720)
     parser.add_argument("--window-manager", default="", help="a command line, started after Xvfb (default: none)")
     args = parser.parse_args(argv)
+    make_user_dirs()
     xvfb = start_display(args.width, args.height, args.window_manager or None)
     if args.listen_fd is not None:
         server = UnixHTTPServer("", Handler, bind_and_activate=False)

@@ -2,6 +2,6 @@
 registry by name as OSWorld's ``desktop_env/evaluators``."""
 
 from .getters import GETTERS, EvalEnv, EvaluationError
-from .metrics import METRICS
+from .metrics import METRICS, unsupported_options
 
-__all__ = ["GETTERS", "METRICS", "EvalEnv", "EvaluationError"]
+__all__ = ["GETTERS", "METRICS", "EvalEnv", "EvaluationError", "unsupported_options"]

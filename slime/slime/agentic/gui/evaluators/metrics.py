@@ -4,6 +4,9 @@ return (a result, then the expected value when the task has one, then the evalua
 ``cloud_file`` getters' convention), text as text. The semantics are OSWorld's, including where they are strict
 (``exact_match`` compares exactly; ``check_json_settings`` reads its keys at the top level of the file's object,
 so VS Code's ``editor.wordWrapColumn`` is one key). ``check_lines`` and ``check_output_lines`` are this project's.
+The office metrics live in their own modules, named as OSWorld's: ``table.py`` (``compare_table``, ``compare_csv``),
+``docs.py`` (``compare_docx_files``, ``compare_docx_tables``), ``slides.py`` (``compare_pptx_files``),
+``images.py`` (``compare_images``), ``pdf.py`` (``compare_pdfs``).
 """
 
 from __future__ import annotations
@@ -13,6 +16,12 @@ import json
 import re
 from collections.abc import Callable
 from typing import Any
+
+from .docs import DOCX_OPTIONS, compare_docx_files, compare_docx_tables
+from .images import IMAGE_OPTIONS, compare_images
+from .pdf import compare_pdfs
+from .slides import PPTX_OPTIONS, compare_pptx_files
+from .table import compare_csv, compare_table, unsupported_table_rules
 
 
 def _read(path: str) -> str:
@@ -166,7 +175,30 @@ def check_output_lines(result: str | None, rules) -> float:
 METRICS: dict[str, Callable[..., float]] = {f.__name__: f for f in (
     exact_match, match_in_list, is_in_list, literal_match, check_include_exclude, check_list, check_json_settings,
     check_direct_json_object, compare_text_file, diff_text_file, is_expected_url_pattern_match,
-    is_extension_installed, check_lines, check_output_lines)}
+    is_extension_installed, check_lines, check_output_lines, compare_table, compare_csv, compare_docx_files,
+    compare_docx_tables, compare_pptx_files, compare_images, compare_pdfs)}
 METRICS["infeasible"] = lambda *args, **kwargs: 0.0  # decided by the agent's last action (tasks.evaluate), never here
 
-__all__ = ["METRICS", *sorted(n for n in METRICS if n != "infeasible")]
+
+def _unknown_options(accepted) -> Callable[[dict], list[str]]:
+    return lambda options: [f"option {k!r}" for k in sorted(set(options) - set(accepted))]
+
+
+# what a metric's options may ask for that is not implemented here (checked when a task loads, so such a task is
+# reported as not runnable instead of being scored by a comparison it did not ask for)
+OPTION_CHECKS: dict[str, Callable[[dict], list[str]]] = {
+    "compare_table": lambda options: [f"rule {r!r}" for r in unsupported_table_rules(options)],
+    "compare_docx_files": _unknown_options(DOCX_OPTIONS),
+    "compare_pptx_files": _unknown_options(PPTX_OPTIONS),
+    "compare_images": _unknown_options(IMAGE_OPTIONS),
+    "compare_pdfs": _unknown_options(()),
+    "compare_docx_tables": _unknown_options(()),
+}
+
+
+def unsupported_options(func: str, options: dict | None) -> list[str]:
+    """What of `options` the metric `func` does not implement (empty: all of it)."""
+    check = OPTION_CHECKS.get(func)
+    return check(options or {}) if check is not None else []
+
+__all__ = ["METRICS", "OPTION_CHECKS", "unsupported_options", *sorted(n for n in METRICS if n != "infeasible")]
