@@ -37,9 +37,10 @@ CHROMIUM = ["chromium", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usag
             "--disable-features=Translate", "--test-type", f"--user-data-dir={HOME}/.config/chromium",
             "--window-position=0,0"]
 # OSWorld's VM opens files with xdg-open: its office files in LibreOffice, which picks Calc, Writer or Impress by
-# the file (installed by `scripts/setup_gui.sh --osworld-apps`; without it opening one fails and says so)
+# the file (installed by `scripts/setup_gui.sh --osworld-apps`; without it opening one fails and says so), and a PDF
+# in LibreOffice Draw (no PDF viewer is installed; the window is named after the file as evince's is)
 LIBREOFFICE = ["libreoffice", "--norestore"]
-OFFICE_SUFFIXES = (".xlsx", ".xls", ".ods", ".csv", ".docx", ".doc", ".odt", ".rtf", ".pptx", ".ppt", ".odp")
+OFFICE_SUFFIXES = (".xlsx", ".xls", ".ods", ".csv", ".docx", ".doc", ".odt", ".rtf", ".pptx", ".ppt", ".odp", ".pdf")
 DEFAULT_OPENERS = {".html": CHROMIUM, ".htm": CHROMIUM,
                    ".txt": ["python", f"{INNER_APPS}/notes.py"], ".md": ["python", f"{INNER_APPS}/notes.py"],
                    **{suffix: LIBREOFFICE for suffix in OFFICE_SUFFIXES}, ".mp4": ["vlc"], ".mp3": ["vlc"]}

@@ -27,11 +27,13 @@ def solution_path(task: GuiTask) -> Path:
     return task.path.with_name(f"{task.id}.solution.json")
 
 
-def load_solution(task: GuiTask) -> list[dict]:
-    data = json.loads(solution_path(task).read_text(encoding="utf-8"))
+def load_solution(task: GuiTask, path: Path | None = None) -> list[dict]:
+    """The steps of `task`'s solution (beside the task, or at `path`)."""
+    path = path or solution_path(task)
+    data = json.loads(path.read_text(encoding="utf-8"))
     steps = data.get("steps") if isinstance(data, dict) else None
     if not isinstance(steps, list) or not all(isinstance(s, dict) and "action" in s for s in steps):
-        raise SolutionError(f"{solution_path(task)}: 'steps' must be a list of computer_use arguments")
+        raise SolutionError(f"{path}: 'steps' must be a list of computer_use arguments")
     return steps
 
 

@@ -26,6 +26,10 @@ OSWorld VM alike:
 | GET `/accessibility` | | `{AT: xml}`: here a text view of the screen read by OCR (tesseract: one `<text>` per line with its box), not an accessibility tree (a bare X server has none) |
 | GET `/healthz` | | `ok` (ours) |
 
+As on OSWorld's Ubuntu image, Ctrl+Alt+T opens a terminal window (``x-terminal-emulator`` or ``xterm``, in the home
+directory): many of OSWorld's tasks and agents start one that way. The server grabs the key on the display itself
+(python-xlib, which pyautogui brings), since the desktop runs no window manager by default.
+
 Not served: recording, wallpaper, `/terminal`, `/run_python`, `/run_bash_script`, `/setup/download_file` (no
 network inside).
 """
@@ -95,11 +99,11 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
-def launch(command, shell: bool) -> None:
+def launch(command, shell: bool, cwd: str | None = None) -> None:
     if isinstance(command, str) and not shell:
         command = shlex.split(command)
-    proc = subprocess.Popen(command, shell=shell, env=_env(), start_new_session=True, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(command, shell=shell, env=_env(), cwd=cwd, start_new_session=True,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     with _lock:
         _children.append(proc)
 
@@ -436,6 +440,52 @@ def make_user_dirs() -> None:
             f.write(libreoffice_profile())
 
 
+# what Ctrl+Alt+T opens: the first installed (xterm first: with a scalable font the OCR text view reads it; titled
+# "Terminal" as the window OSWorld's setup steps activate by that name)
+TERMINALS = (["xterm", "-title", "Terminal", "-fa", "DejaVu Sans Mono", "-fs", "12", "-geometry", "100x30"],
+             ["x-terminal-emulator"])
+
+
+def terminal_command() -> list[str] | None:
+    import shutil
+
+    return next((argv for argv in TERMINALS if shutil.which(argv[0])), None)
+
+
+def serve_terminal_shortcut() -> threading.Thread | None:
+    """Ctrl+Alt+T opens a terminal, as on OSWorld's image (GNOME's shortcut): a passive grab of the key on the root
+    window, in a thread of its own. None (and a line on stderr) where python-xlib or a terminal is missing."""
+    argv = terminal_command()
+    try:
+        from Xlib import X, XK
+        from Xlib.display import Display
+    except ImportError:
+        argv = None
+    if argv is None:
+        print("vm_server: no Ctrl+Alt+T terminal (python-xlib or a terminal emulator is missing)", file=sys.stderr)
+        return None
+    display = Display(DISPLAY)
+    root = display.screen().root
+    keycode = display.keysym_to_keycode(XK.string_to_keysym("t"))
+    # the grab names exact modifiers: also with NumLock (Mod2) and CapsLock on, or the shortcut dies with them
+    for extra in (0, X.Mod2Mask, X.LockMask, X.Mod2Mask | X.LockMask):
+        root.grab_key(keycode, X.ControlMask | X.Mod1Mask | extra, True, X.GrabModeAsync, X.GrabModeAsync)
+    display.sync()
+
+    def loop() -> None:
+        while True:
+            try:
+                event = display.next_event()
+            except Exception:  # the display went away: the desktop is closing
+                return
+            if event.type == X.KeyPress:
+                launch(argv, False, cwd=os.path.expanduser("~"))
+
+    thread = threading.Thread(target=loop, name="terminal-shortcut", daemon=True)
+    thread.start()
+    return thread
+
+
 def start_display(width: int, height: int, window_manager: str | None) -> subprocess.Popen:
     """Xvfb on :0 (private to this sandbox), ready when its socket exists; then the window manager, if any."""
     authority = write_authority(os.path.join(os.path.expanduser("~"), ".Xauthority"))
@@ -466,6 +516,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     make_user_dirs()
     xvfb = start_display(args.width, args.height, args.window_manager or None)
+    serve_terminal_shortcut()
     if args.listen_fd is not None:
         server = UnixHTTPServer("", Handler, bind_and_activate=False)
         server.socket.close()
