@@ -6,11 +6,13 @@ OSWorld's image, and a settings task in OSWorld's form is solved by typing into 
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
 
 from slime.agentic.gui.check import main
+from slime.agentic.gui.desktop import LocalDesktop
 
 from helpers.gui_env import requires_desktop
 
@@ -34,9 +36,13 @@ TASKS = {
                "config": [{"type": "execute", "parameters": {"command": "curl https://example.org/x", "shell": True}}],
                "evaluator": {"func": "infeasible"}},
 }
+# a window that takes the keyboard focus itself (as VLC's first-run dialog did): the terminal must still get the keys
+FOCUS_TAKER = "import tkinter as tk; r = tk.Tk(); r.title('dialog'); r.after(200, r.focus_force); r.mainloop()"
 BANNERS = {"id": "banners", "instruction": "Switch to 'Do not disturb' mode.", "related_apps": ["os"],
            "config": [{"type": "execute", "parameters": {
-               "command": "gsettings set org.gnome.desktop.notifications show-banners true", "shell": True}}],
+               "command": "gsettings set org.gnome.desktop.notifications show-banners true", "shell": True}},
+                      {"type": "launch", "parameters": {"command": ["python3", "-c", FOCUS_TAKER]}},
+                      {"type": "sleep", "parameters": {"seconds": 1}}],
            "evaluator": {"func": "exact_match",
                          "result": {"type": "vm_command_line", "shell": True,
                                     "command": "gsettings get org.gnome.desktop.notifications show-banners"},
@@ -102,5 +108,115 @@ def test_ctrl_alt_t_opens_a_terminal_that_solves_a_settings_task(tmp_path, capsy
         {"action": "key", "keys": ["ctrl", "alt", "t"]}, {"action": "wait", "time": 2},
         {"action": "type", "text": "gsettings set org.gnome.desktop.notifications show-banners false\n"},
         {"action": "wait", "time": 1}, {"action": "terminate", "status": "success"}])
-    assert main(["--tasks-dir", root, "--set", "test_all.json", "--solutions-dir", solutions]) == 0
+    args = ["--tasks-dir", root, "--set", "test_all.json", "--solutions-dir", solutions]
+    assert main([*args, "--terminal-shortcut"]) == 0
     assert "solution 1.0 (5 steps)  nothing 0.0" in capsys.readouterr().out
+    # off by default: the agent has no shell, the keys open nothing and the task stays unsolved
+    assert main(args) == 1
+    assert "solution 0.0 (5 steps)" in capsys.readouterr().out
+
+
+def test_a_module_planted_in_the_home_does_not_answer_for_the_evaluators_python(tmp_path):
+    async def go():
+        desktop = await LocalDesktop(base_dir=str(tmp_path)).start()
+        try:
+            await desktop.client.upload("/home/user/json.py", b"def dumps(value):\n    return 'forged'\n")
+            return await desktop.client.execute(["python", "-c", "import json; print(json.dumps([1]))"])
+        finally:
+            await desktop.aclose()
+
+    result = asyncio.run(go())
+    assert result["output"] == "[1]\n", result
+
+
+def test_sudo_in_the_desktop_checks_the_password_and_never_gives_root(tmp_path):
+    async def go():
+        desktop = await LocalDesktop(base_dir=str(tmp_path), client_password="s3cret").start()
+        try:
+            run = desktop.client.execute
+            return [await run(cmd, shell=True) for cmd in (
+                "echo s3cret | sudo -S mkdir ~/made && ls -d ~/made",  # what OSWorld's setups do
+                "echo wrong | sudo -S mkdir ~/other",
+                "sudo true < /dev/null",  # no -S and no terminal: refused, as sudo does
+                "echo s3cret | sudo -S id -u; id -u",
+                "echo s3cret | sudo -S touch /etc/owned")]
+        finally:
+            await desktop.aclose()
+
+    made, wrong, no_tty, uid, root_only = asyncio.run(go())
+    assert made["returncode"] == 0 and made["output"].strip() == "/home/user/made"
+    assert wrong["returncode"] != 0 and "incorrect password" in wrong["error"]
+    assert no_tty["returncode"] != 0 and "terminal is required" in no_tty["error"]
+    as_sudo, as_user = uid["output"].split()
+    assert as_sudo == as_user != "0"
+    assert root_only["returncode"] != 0
+
+
+def test_chrome_tabs_open_and_are_read_through_its_devtools_port(tmp_path):
+    """OSWorld's chrome_open_tabs setup step and its Chrome getters on local pages: the tabs opened are the URLs
+    (the fresh browser's blank tab closed), the active tab is the one the window shows, with its document; a closed
+    tab is gone."""
+    import shutil
+
+    from slime.agentic.gui.evaluators import GETTERS, METRICS, EvalEnv
+    from slime.agentic.gui.setup_controller import SetupController
+
+    if shutil.which("chromium") is None:
+        pytest.skip("chromium is not installed: bash scripts/setup_gui.sh")
+    a, b = "file:///home/user/a.html?q=1&lang=en", "file:///home/user/b.html"
+
+    async def go():
+        desktop = await LocalDesktop(base_dir=str(tmp_path)).start()
+        try:
+            client = desktop.client
+            await client.upload("/home/user/a.html", b"<title>Page A</title><p>alpha text</p>")
+            await client.upload("/home/user/b.html", b"<title>Page B</title><p>beta</p>")
+            setup = SetupController(client, task_id="t")
+            await setup.setup([{"type": "chrome_open_tabs", "parameters": {"urls_to_open": [b, a]}}])
+            await asyncio.sleep(1)
+            (tmp_path / "cache").mkdir()
+            env = EvalEnv(client=client, cache_dir=tmp_path / "cache")
+            got = {name: await GETTERS[name](env, config) for name, config in (
+                ("open_tabs_info", {}), ("active_tab_info", {}), ("active_url_from_accessTree", {}),
+                ("active_tab_url_parse", {"goto_prefix": "", "parse_keys": ["q", "lang"], "replace": {"q": "query"}}))}
+            await setup.setup([{"type": "chrome_close_tabs", "parameters": {"urls_to_close": [b]}}])
+            got["after_close"] = await GETTERS["open_tabs_info"](env, {})
+            return got, setup.warnings
+        finally:
+            await desktop.aclose()
+
+    got, warnings = asyncio.run(go())
+    assert warnings == []
+    assert sorted(t["url"] for t in got["open_tabs_info"]) == [a, b]  # no blank tab left
+    assert METRICS["is_expected_tabs"](got["open_tabs_info"], {"type": "url", "urls": [a, b]}) == 1.0
+    active = got["active_tab_info"]
+    assert (active["title"], active["url"]) == ("Page A", a) and "alpha text" in active["content"]
+    assert got["active_url_from_accessTree"] == "https://" + a  # OSWorld's default prefix before the bar's text
+    assert got["active_tab_url_parse"] == {"lang": "en", "query": "1"}
+    assert [t["url"] for t in got["after_close"]] == [a]
+
+
+def test_the_app_settings_getters_copy_the_apps_files_from_the_desktop(tmp_path):
+    from slime.agentic.gui.evaluators import GETTERS, METRICS, EvalEnv
+
+    async def go():
+        desktop = await LocalDesktop(base_dir=str(tmp_path)).start()
+        try:
+            (tmp_path / "cache").mkdir()
+            env = EvalEnv(client=desktop.client, cache_dir=tmp_path / "cache")
+            seeded = await GETTERS["vlc_config"](env, {"dest": "vlcrc-seeded"})  # the seeded preferences
+            missing = await GETTERS["gimp_config_file"](env, {"file_name": "gimprc", "dest": "gimprc"})
+            await desktop.client.execute("printf 'qt-bgcone=0\\n' >> ~/.config/vlc/vlcrc && mkdir -p "
+                                         "~/.config/GIMP/2.10 && echo '(undo-levels 100)' > ~/.config/GIMP/2.10/gimprc",
+                                         shell=True)
+            vlcrc = await GETTERS["vlc_config"](env, {"dest": "vlcrc"})
+            gimprc = await GETTERS["gimp_config_file"](env, {"file_name": "gimprc", "dest": "gimprc"})
+            return seeded, missing, vlcrc, gimprc
+        finally:
+            await desktop.aclose()
+
+    seeded, missing, vlcrc, gimprc = asyncio.run(go())
+    assert missing is None  # GIMP never ran: no file, and its metric scores 0
+    assert METRICS["check_qt_bgcone"](seeded, {"expected_qt_bgcone": 0}) == 0.0
+    assert vlcrc == str(tmp_path / "cache" / "vlcrc") and METRICS["check_qt_bgcone"](vlcrc, {"expected_qt_bgcone": 0}) == 1.0
+    assert METRICS["check_config_status"](gimprc, {"key": "undo-levels", "value": "100"}) == 1.0

@@ -151,18 +151,18 @@ def test_task_format_errors_name_the_field():
 def test_osworld_parts_not_implemented_here_load_and_say_why_the_task_cannot_run():
     t = task_from_dict({"id": "t", "instruction": "x",
                         "config": [{"type": "download", "parameters": {"files": []}},
-                                   {"type": "chrome_open_tabs", "parameters": {"urls_to_open": ["https://x"]}}],
+                                   {"type": "googledrive", "parameters": {"settings_file": "x"}}],
                         "evaluator": {"func": ["compare_table", "exact_match", "compare_audios"],
                                       "result": [{"type": "vm_file", "path": "~/a.xlsx", "dest": "a.xlsx"},
-                                                 {"type": "active_tab_info"}, {"type": "vm_file", "path": "~/a.mp3"}],
+                                                 {"type": "bookmarks"}, {"type": "vm_file", "path": "~/a.mp3"}],
                                       "expected": [{"type": "cloud_file", "path": "https://x/a.xlsx", "dest": "g"},
                                                    {"type": "rule", "rules": {"expected": "x"}}, None],
                                       "options": [{"rules": [{"type": "sheet_data", "sheet_idx0": 0,
                                                               "sheet_idx1": "EI0"}, {"type": "style"}]}, {}, {}]}})
-    assert t.unsupported == ["config step chrome_open_tabs: opens Chrome tabs through its remote-debugging port, "
-                             "which this desktop does not provide", "metric 'compare_audios' is not implemented here",
+    assert t.unsupported == ["config step googledrive: prepares a Google Drive account (network)",
+                             "metric 'compare_audios' is not implemented here",
                              "metric 'compare_table': rule 'style' is not implemented here",
-                             "result getter 'active_tab_info' is not implemented here"]
+                             "result getter 'bookmarks' is not implemented here"]
     pptx = task(func="compare_pptx_files", result={"type": "vm_file", "path": "~/a.pptx"},
                 expected={"type": "cloud_file", "path": "https://x/a.pptx", "dest": "a.pptx"},
                 options={"examine_shape": False, "examine_sparkles": True})

@@ -3,7 +3,7 @@
     python -m slime.agentic.gui.check                       # every shipped task (gui-rl/tasks)
     python -m slime.agentic.gui.check notes/append-line --tasks-dir DIR --json out.json
     python -m slime.agentic.gui.check --tasks-dir OSWORLD/evaluation_examples --set test_all.json --cache DIR \
-        [--solutions-dir gui-rl/osworld_solutions] [--runnable]          # OSWorld's own tasks
+        [--solutions-dir gui-rl/osworld_solutions] [--runnable] [--terminal-shortcut]   # OSWorld's own tasks
 
 For every task, each run on a fresh desktop through the `gui` provider (the same calls a policy makes):
 
@@ -141,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache", type=Path, help="the file cache OSWorld's downloads come from (OSWorld's layout)")
     parser.add_argument("--solutions-dir", type=Path, help="scripted solutions as <domain>/<id>.solution.json")
     parser.add_argument("--client-password", default=None, help="OSWorld's {CLIENT_PASSWORD} (default: password)")
+    parser.add_argument("--terminal-shortcut", action="store_true",
+                        help="Ctrl+Alt+T opens a terminal on the desktops, as on OSWorld's image (its tasks use one)")
     parser.add_argument("--apps-dir", type=Path, default=None, help="the apps the desktops mount (default gui-rl/apps)")
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--json", type=Path, help="write the per-task results here")
@@ -157,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
         options["file_cache"] = str(args.cache)
     if args.client_password is not None:
         options["client_password"] = args.client_password
+    if args.terminal_shortcut:
+        options["terminal_shortcut"] = True
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="slime-gui-check-") as workdir:
         results = asyncio.run(check_tasks(tasks, workdir, args.concurrency, tasks_dir=tasks_dir, **options,

@@ -30,12 +30,18 @@ HERE = Path(__file__).resolve().parent
 APPS_DIR = HERE.parents[3] / "gui-rl" / "apps"  # the shipped apps
 INNER_APPS = "/opt/slime-gui/apps"
 INNER_SERVER = "/opt/slime-gui/vm_server.py"
+# the desktop's own commands, first on its PATH: `sudo` (checks the password, runs as the desktop's user),
+# `google-chrome` (chromium with CHROMIUM's flags) and `slime-cdp` (the DevTools endpoint for the Chrome getters)
+INNER_BIN = "/opt/slime-gui/bin"
 HOME = "/home/user"
+# Chrome's DevTools port on OSWorld's image (its Chrome setup steps and getters use it: bin/slime-cdp), on the
+# desktop's own loopback
+CDP_PORT = 1337
 # what /setup/open_file runs per suffix (argv prefix; the path is appended)
 CHROMIUM = ["chromium", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
             "--disable-background-networking", "--disable-component-update", "--disable-sync",
             "--disable-features=Translate", "--test-type", f"--user-data-dir={HOME}/.config/chromium",
-            "--window-position=0,0"]
+            "--window-position=0,0", f"--remote-debugging-port={CDP_PORT}"]
 # OSWorld's VM opens files with xdg-open: its office files in LibreOffice, which picks Calc, Writer or Impress by
 # the file (installed by `scripts/setup_gui.sh --osworld-apps`; without it opening one fails and says so), and a PDF
 # in LibreOffice Draw (no PDF viewer is installed; the window is named after the file as evince's is)
@@ -48,7 +54,10 @@ DEFAULT_OPENERS = {".html": CHROMIUM, ".htm": CHROMIUM,
 # backend takes a `gsettings set` (exit status 0) and forgets it, so a task's settings could never be read back.
 # The XDG directories are named because the sandbox's uid has no passwd entry: LibreOffice looks its home up there
 # and, finding none, tries to make its profile in /libreoffice ("User installation could not be completed").
-DESKTOP_ENV = {"XDG_SESSION_TYPE": "x11", "DISPLAY": ":0", "GSETTINGS_BACKEND": "keyfile",
+# PYTHONSAFEPATH: `python -c` and `python script.py` do not put the working directory (the home, which the agent
+# can write) first on the module path, so a planted `json.py` or `pyautogui.py` cannot answer for the evaluator's
+# and the postconfig's `python -c` commands.
+DESKTOP_ENV = {"XDG_SESSION_TYPE": "x11", "DISPLAY": ":0", "GSETTINGS_BACKEND": "keyfile", "PYTHONSAFEPATH": "1",
                "XDG_CONFIG_HOME": f"{HOME}/.config", "XDG_CACHE_HOME": f"{HOME}/.cache",
                "XDG_DATA_HOME": f"{HOME}/.local/share"}
 
@@ -70,6 +79,8 @@ class LocalDesktop:
     apps_dir: str | os.PathLike = APPS_DIR
     openers: dict = field(default_factory=lambda: dict(DEFAULT_OPENERS))
     window_manager: str | None = None
+    terminal_shortcut: bool = False  # Ctrl+Alt+T opens a terminal (OSWorld's image does; it gives the agent a shell)
+    client_password: str = "password"  # what the desktop's sudo accepts (OSWorld's {CLIENT_PASSWORD})
     limits: sb.SandboxLimits = field(default_factory=desktop_limits)
     start_timeout_s: float = 30.0
 
@@ -93,16 +104,20 @@ class LocalDesktop:
         try:
             listener.bind(os.path.join(self.socket_dir, "vm.sock"))
             listener.listen(64)
-            binds = [(str(HERE / "vm_server.py"), INNER_SERVER)]
+            binds = [(str(HERE / "vm_server.py"), INNER_SERVER), (str(HERE / "bin"), INNER_BIN)]
             if self.apps_dir and Path(self.apps_dir).is_dir():
                 binds.append((str(Path(self.apps_dir).resolve()), INNER_APPS))
             self.box = await asyncio.to_thread(
                 sb.Sandbox, None, limits=self.limits, base_dir=self.base_dir, mount_at=HOME, ro_binds=binds,
-                env={"SLIME_GUI_OPENERS": json.dumps(self.openers), **DESKTOP_ENV})
+                env={"SLIME_GUI_OPENERS": json.dumps(self.openers), **DESKTOP_ENV,
+                     "PATH": f"{INNER_BIN}:{sb.sandbox_env('/')['PATH']}", "SLIME_GUI_CHROMIUM": json.dumps(CHROMIUM),
+                     "SLIME_GUI_SUDO_PASSWORD": self.client_password})
             argv = [self.box.python, "-u", INNER_SERVER, "--listen-fd", str(listener.fileno()),
                     "--width", str(self.width), "--height", str(self.height)]
             if self.window_manager:
                 argv += ["--window-manager", self.window_manager]
+            if self.terminal_shortcut:
+                argv.append("--terminal-shortcut")
             self.proc = await self.box.spawn(argv, pass_fds=(listener.fileno(),))
             listener.close()
             try:

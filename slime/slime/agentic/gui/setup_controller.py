@@ -20,8 +20,13 @@ Step types and what a failure does (as OSWorld; its controller raises for some a
     download          {files: [{url, path}]}      the file from the local file cache (file_cache.py), uploaded to
                                                   `path`; a file the cache lacks stops the setup, naming it and URL
     wait_window       {window_name, timeout}      ours: until a window of that name shows, else SetupError
+    chrome_open_tabs  {urls_to_open}              each URL in a new tab of the browser on Chrome's DevTools port
+                                                  (1337, started as google-chrome when none answers; the desktop's
+                                                  ``slime-cdp``), the fresh browser's blank tab closed; a browser
+                                                  that never answers is logged
+    chrome_close_tabs {urls_to_close}             every tab whose URL holds one of these, closed
 
-OSWorld's other step types (``chrome_open_tabs``, ``googledrive``, ``login``, ...) load, and a task that has one
+OSWorld's other step types (``googledrive``, ``login``, ...) load, and a task that has one
 is reported as not runnable here with the reason (:data:`NOT_HERE`); any other type is refused when the task loads.
 Our own extension ``check: true`` on an execute step makes a non-zero exit status stop the setup.
 """
@@ -44,11 +49,9 @@ MAX_SLEEP_S = 60.0
 MAX_UNTIL_FAILURES = 5  # OSWorld gives up an `until` loop after five failed requests
 MAX_UNTIL_S = 120.0  # and never on a condition that does not come true: here it is logged and the setup goes on
 RUNNABLE_STEPS = ("launch", "execute", "command", "sleep", "open", "activate_window", "close_window", "upload_file",
-                  "download", "wait_window")
+                  "download", "wait_window", "chrome_open_tabs", "chrome_close_tabs")
 # OSWorld's step types this desktop does not run, with the reason a task that uses one is not runnable here
 NOT_HERE = {
-    "chrome_open_tabs": "opens Chrome tabs through its remote-debugging port, which this desktop does not provide",
-    "chrome_close_tabs": "closes Chrome tabs through its remote-debugging port, which this desktop does not provide",
     "googledrive": "prepares a Google Drive account (network)",
     "login": "logs into a website (network)",
     "update_browse_history": "rewrites Chrome's history database",
@@ -213,6 +216,22 @@ class SetupController:
             except MissingCachedFile as e:
                 raise SetupError(str(e)) from None
             await self.client.upload(path, data)
+
+    async def _chrome_open_tabs(self, urls_to_open: list[str]) -> None:
+        """Each URL in a new tab of the browser answering on the DevTools port (started as google-chrome when none
+        does), the blank tab a fresh browser opens with closed: the tabs are then the URLs, in order."""
+        await self._cdp("open", urls_to_open)
+
+    async def _chrome_close_tabs(self, urls_to_close: list[str]) -> None:
+        """Close every tab whose URL holds one of these."""
+        await self._cdp("close", urls_to_close)
+
+    async def _cdp(self, command: str, urls: list[str]) -> None:
+        if not isinstance(urls, list) or not all(isinstance(u, str) for u in urls):
+            raise SetupError(f"chrome_{command}_tabs needs a list of URLs")
+        result = await self.client.execute(["slime-cdp", command, *urls], timeout=90)
+        if result.get("returncode") != 0:  # OSWorld logs a browser that does not answer and goes on
+            self._warn(f"chrome_{command}_tabs {urls!r} failed: {(result.get('error') or result.get('output'))!r}")
 
     async def _wait_window(self, window_name: str, timeout: float = 30) -> None:
         await wait_window(self.client, window_name, float(timeout))

@@ -26,7 +26,7 @@ OSWorld VM alike:
 | GET `/accessibility` | | `{AT: xml}`: here a text view of the screen read by OCR (tesseract: one `<text>` per line with its box), not an accessibility tree (a bare X server has none) |
 | GET `/healthz` | | `ok` (ours) |
 
-As on OSWorld's Ubuntu image, Ctrl+Alt+T opens a terminal window (``x-terminal-emulator`` or ``xterm``, in the home
+With ``--terminal-shortcut``, as on OSWorld's Ubuntu image, Ctrl+Alt+T opens a terminal window (``x-terminal-emulator`` or ``xterm``, in the home
 directory): many of OSWorld's tasks and agents start one that way. The server grabs the key on the display itself
 (python-xlib, which pyautogui brings), since the desktop runs no window manager by default.
 
@@ -416,6 +416,14 @@ _LIBREOFFICE_ITEMS = (
 )
 
 
+# the home's user directories on OSWorld's Ubuntu image (xdg-user-dirs' defaults)
+USER_DIRS = ("Desktop", "Documents", "Downloads", "Music", "Pictures", "Public", "Templates", "Videos")
+# VLC as run once on OSWorld's image: without this, its first start opens the "Privacy and Network Access Policy"
+# dialog, which takes the keyboard focus (a key meant for another window presses its button, and VLC then writes
+# all of its options). Every other option is absent, so it reads as VLC's default.
+VLCRC = "[qt] # Qt interface\nqt-privacy-ask=0\n"
+
+
 def libreoffice_profile() -> str:
     items = "".join(f'<item oor:path="{path}"><prop oor:name="{name}" oor:op="fuse"><value>{value}</value></prop>'
                     f"</item>\n" for path, name, _kind, value in _LIBREOFFICE_ITEMS)
@@ -428,21 +436,30 @@ def make_user_dirs() -> None:
     """The XDG directories the desktop names (XDG_CONFIG_HOME, ...), made before any app starts: an app that finds
     one missing falls back to the passwd entry's home, which the sandbox's uid does not have (LibreOffice then tries
     to make its profile in /libreoffice and stops with "User installation could not be completed"); and
-    LibreOffice's profile seeded with OSWorld's settings."""
+    LibreOffice's profile and VLC's preferences seeded as OSWorld's image has them; and the user directories its
+    home has (Desktop, Documents, Downloads, ...: its tasks' setups write into them without making them)."""
     for name in ("XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME"):
         if os.environ.get(name):
             os.makedirs(os.environ[name], exist_ok=True)
+    for name in USER_DIRS:
+        os.makedirs(os.path.join(os.path.expanduser("~"), name), exist_ok=True)
     config = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
     profile = os.path.join(config, "libreoffice", "4", "user", "registrymodifications.xcu")
     if not os.path.exists(profile):
         os.makedirs(os.path.dirname(profile), exist_ok=True)
         with open(profile, "w", encoding="utf-8") as f:
             f.write(libreoffice_profile())
+    vlcrc = os.path.join(config, "vlc", "vlcrc")
+    if not os.path.exists(vlcrc):
+        os.makedirs(os.path.dirname(vlcrc), exist_ok=True)
+        with open(vlcrc, "w", encoding="utf-8") as f:
+            f.write(VLCRC)
 
 
 # what Ctrl+Alt+T opens: the first installed (xterm first: with a scalable font the OCR text view reads it; titled
 # "Terminal" as the window OSWorld's setup steps activate by that name)
-TERMINALS = (["xterm", "-title", "Terminal", "-fa", "DejaVu Sans Mono", "-fs", "12", "-geometry", "100x30"],
+TERMINAL_TITLE = "Terminal"
+TERMINALS = (["xterm", "-title", TERMINAL_TITLE, "-fa", "DejaVu Sans Mono", "-fs", "12", "-geometry", "100x30"],
              ["x-terminal-emulator"])
 
 
@@ -450,6 +467,24 @@ def terminal_command() -> list[str] | None:
     import shutil
 
     return next((argv for argv in TERMINALS if shutil.which(argv[0])), None)
+
+
+def focus_when_mapped(title: str, known: set[str], timeout_s: float = 10.0) -> None:
+    """Give the keyboard focus to the first new window named `title` (not in `known`) once it shows, as GNOME
+    gives it to a new window: the desktop runs no window manager, and an app that set the focus to one of its own
+    windows (a dialog) would otherwise keep the keys typed for the terminal. (xterm sets no _NET_WM_PID, so the
+    window is told apart by its name.)"""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            new = [w for w in windows(title, strict=True) if w not in known]
+            if new:
+                subprocess.run(["xdotool", "windowfocus", new[0]], env=_env(), timeout=5,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                return
+        except (OSError, subprocess.TimeoutExpired):
+            return  # no xdotool: the focus stays where it was
+        time.sleep(0.05)
 
 
 def serve_terminal_shortcut() -> threading.Thread | None:
@@ -479,7 +514,9 @@ def serve_terminal_shortcut() -> threading.Thread | None:
             except Exception:  # the display went away: the desktop is closing
                 return
             if event.type == X.KeyPress:
+                known = set(windows(TERMINAL_TITLE, strict=True))
                 launch(argv, False, cwd=os.path.expanduser("~"))
+                threading.Thread(target=focus_when_mapped, args=(TERMINAL_TITLE, known), daemon=True).start()
 
     thread = threading.Thread(target=loop, name="terminal-shortcut", daemon=True)
     thread.start()
@@ -513,10 +550,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--width", type=int, default=1280)
     parser.add_argument("--height", type=int, default=720)
     parser.add_argument("--window-manager", default="", help="a command line, started after Xvfb (default: none)")
+    parser.add_argument("--terminal-shortcut", action="store_true",
+                        help="Ctrl+Alt+T opens a terminal, as on OSWorld's image (a shell for the agent)")
     args = parser.parse_args(argv)
     make_user_dirs()
     xvfb = start_display(args.width, args.height, args.window_manager or None)
-    serve_terminal_shortcut()
+    if args.terminal_shortcut:
+        serve_terminal_shortcut()
     if args.listen_fd is not None:
         server = UnixHTTPServer("", Handler, bind_and_activate=False)
         server.socket.close()

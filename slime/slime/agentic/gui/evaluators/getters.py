@@ -9,6 +9,10 @@ API. A getter takes the episode (:class:`EvalEnv`) and its config from the task 
     cloud_file         {path: url, dest, multi, gives}   the expected file from the user's file cache
                                                     (file_cache.py: ``<cache>/<task id>/<dest>``), never downloaded
     cache_file         {path}                       a file a setup step saved in the episode's cache directory
+    vlc_config         {dest}                       VLC's preferences (``~/.config/vlc/vlcrc``) as `dest`: its
+                                                    local path, None when VLC has not written it
+    gimp_config_file   {file_name, dest}            a file of GIMP 2.10's profile (``~/.config/GIMP/2.10/``), the
+                                                    same way
 
 `multi`: `path` and `dest` are lists; `gives` picks which of them reach the metric (one: the path, several: a list).
 """
@@ -108,9 +112,22 @@ async def get_cache_file(env: EvalEnv, config: dict):
     return str(path)
 
 
+HOME = "/home/user"  # the desktop's home (OSWorld's VMs: the same path)
+
+
+async def get_vlc_config(env: EvalEnv, config: dict):
+    return await get_vm_file(env, {"path": f"{HOME}/.config/vlc/vlcrc", "dest": config.get("dest", "vlcrc")})
+
+
+async def get_gimp_config_file(env: EvalEnv, config: dict):
+    name = _plain(config["file_name"], "gimp_config_file file_name")
+    return await get_vm_file(env, {"path": f"{HOME}/.config/GIMP/2.10/{name}", "dest": config.get("dest", name)})
+
+
 GETTERS: dict[str, Callable[[EvalEnv, dict], Awaitable[Any]]] = {
     "vm_file": get_vm_file, "vm_command_line": get_vm_command_line, "vm_command_error": get_vm_command_error,
-    "rule": get_rule, "cloud_file": get_cloud_file, "cache_file": get_cache_file}
+    "rule": get_rule, "cloud_file": get_cloud_file, "cache_file": get_cache_file, "vlc_config": get_vlc_config,
+    "gimp_config_file": get_gimp_config_file}
 
-__all__ = ["GETTERS", "EvalEnv", "EvaluationError", "get_cache_file", "get_cloud_file", "get_rule",
-           "get_vm_command_error", "get_vm_command_line", "get_vm_file"]
+__all__ = ["GETTERS", "EvalEnv", "EvaluationError", "get_cache_file", "get_cloud_file", "get_gimp_config_file",
+           "get_rule", "get_vlc_config", "get_vm_command_error", "get_vm_command_line", "get_vm_file"]

@@ -6,7 +6,9 @@ return (a result, then the expected value when the task has one, then the evalua
 so VS Code's ``editor.wordWrapColumn`` is one key). ``check_lines`` and ``check_output_lines`` are this project's.
 The office metrics live in their own modules, named as OSWorld's: ``table.py`` (``compare_table``, ``compare_csv``),
 ``docs.py`` (``compare_docx_files``, ``compare_docx_tables``), ``slides.py`` (``compare_pptx_files``),
-``images.py`` (``compare_images``), ``pdf.py`` (``compare_pdfs``).
+``images.py`` (``compare_images``), ``pdf.py`` (``compare_pdfs``), and the apps' settings: ``vlc.py`` (VLC's
+``vlcrc`` options), ``gimp.py`` (``check_config_status``), ``thunderbird.py`` (``check_thunderbird_prefs``), and
+``chrome.py`` (the tabs, with its getters).
 """
 
 from __future__ import annotations
@@ -17,11 +19,15 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from .chrome import CHROME_METRICS
 from .docs import DOCX_OPTIONS, compare_docx_files, compare_docx_tables
+from .gimp import check_config_status
 from .images import IMAGE_OPTIONS, compare_images
 from .pdf import compare_pdfs
 from .slides import PPTX_OPTIONS, compare_pptx_files
 from .table import compare_csv, compare_table, unsupported_table_rules
+from .thunderbird import check_thunderbird_prefs
+from .vlc import VLC_METRICS
 
 
 def _read(path: str) -> str:
@@ -176,7 +182,8 @@ METRICS: dict[str, Callable[..., float]] = {f.__name__: f for f in (
     exact_match, match_in_list, is_in_list, literal_match, check_include_exclude, check_list, check_json_settings,
     check_direct_json_object, compare_text_file, diff_text_file, is_expected_url_pattern_match,
     is_extension_installed, check_lines, check_output_lines, compare_table, compare_csv, compare_docx_files,
-    compare_docx_tables, compare_pptx_files, compare_images, compare_pdfs)}
+    compare_docx_tables, compare_pptx_files, compare_images, compare_pdfs, check_config_status,
+    check_thunderbird_prefs, *VLC_METRICS, *CHROME_METRICS)}
 METRICS["infeasible"] = lambda *args, **kwargs: 0.0  # decided by the agent's last action (tasks.evaluate), never here
 
 
