@@ -97,7 +97,7 @@ def test_the_registries_name_what_the_loader_accepts():
     assert {"exact_match", "check_json_settings", "compare_text_file", "infeasible"} <= set(METRICS)
     assert set(GETTERS) == {"vm_file", "vm_command_line", "vm_command_error", "rule", "cloud_file", "cache_file",
                             "vlc_config", "gimp_config_file", "open_tabs_info", "active_tab_info",
-                            "active_url_from_accessTree", "active_tab_url_parse"}
+                            "active_url_from_accessTree", "active_tab_url_parse", "rule_relativeTime"}
 
 
 def test_the_file_cache_is_laid_out_as_osworlds(tmp_path):
