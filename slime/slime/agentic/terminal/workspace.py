@@ -586,9 +586,12 @@ class TaskWorkspace:
         # scratch places are emptied only where nothing of the agent's runs on (a server's socket may be in /tmp)
         await asyncio.to_thread(self.tests.stage, self._staged_test_files(), self._tests_folders(),
                                 scratch=not keep, kill=not keep)
-        if self.task.format == HARBOR and self.sandbox.isolation == "docker":
+        if self.sandbox.isolation == "docker":
             # Harbor starts every verifier with an empty /logs/verifier: nothing planted there (a reward.txt, a
-            # file that moves pytest's rootdir, as a report an earlier run left at `--ctrf`'s path does) counts
+            # file that moves pytest's rootdir, as a report an earlier run left at `--ctrf`'s path does) counts.
+            # Done for every format: a TB 1.x run-tests.sh may write its report there too, and the listing of the
+            # tests before the episode (a run of ours in the same container) left one, which moved the real run's
+            # rootdir to / (every test id "tests/..."; seen only on a machine without the listing cached)
             await asyncio.to_thread(self.sandbox.root_exec, 'rm -rf "$1" && mkdir -m 0777 -p "$1"',
                                     HARBOR_VERIFIER_LOGS)
         try:
