@@ -6,7 +6,8 @@
 #   bash scripts/setup_gui.sh --osworld-apps   # also the apps OSWorld's tasks use (opt-in, ~1 GB installed)
 #
 # --osworld-apps installs Debian's LibreOffice (Calc, Impress, Writer), GIMP, VLC, Thunderbird, xterm (the terminal
-# window OSWorld's tasks open) and dbus-x11, only what is missing. Measured on Debian 12 here: see gui-rl/README.md,
+# window OSWorld's tasks open), PulseAudio (a null sink the desktop's apps and volume settings use) and dbus-x11, only
+# what is missing. Measured on Debian 12 here: see gui-rl/README.md,
 # "OSWorld's own tasks".
 # Installs Debian's xvfb, xdotool, tesseract-ocr (+ English), chromium and the DejaVu fonts with apt-get, only
 # what is missing (root, or sudo without a password; scripts/apt_install.sh). Without them the GUI tests are skipped
@@ -22,6 +23,7 @@ if [ "${1:-}" = --osworld-apps ]; then
     command -v thunderbird >/dev/null 2>&1 || pkgs="$pkgs thunderbird"
     command -v xterm >/dev/null 2>&1 || pkgs="$pkgs xterm"
     command -v dbus-launch >/dev/null 2>&1 || pkgs="$pkgs dbus-x11"
+    command -v pactl >/dev/null 2>&1 || pkgs="$pkgs pulseaudio pulseaudio-utils"
 elif [ -n "${1:-}" ]; then
     log "unknown option $1 (--osworld-apps or nothing)"
     exit 2

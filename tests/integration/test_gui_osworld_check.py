@@ -220,3 +220,25 @@ def test_the_app_settings_getters_copy_the_apps_files_from_the_desktop(tmp_path)
     assert METRICS["check_qt_bgcone"](seeded, {"expected_qt_bgcone": 0}) == 0.0
     assert vlcrc == str(tmp_path / "cache" / "vlcrc") and METRICS["check_qt_bgcone"](vlcrc, {"expected_qt_bgcone": 0}) == 1.0
     assert METRICS["check_config_status"](gimprc, {"key": "undo-levels", "value": "100"}) == 1.0
+
+
+@pytest.mark.osworld_apps
+def test_the_desktop_has_a_sound_sink_at_half_volume(tmp_path):
+    import shutil
+
+    if shutil.which("pactl") is None or shutil.which("pulseaudio") is None:
+        pytest.skip("PulseAudio is not installed: bash scripts/setup_gui.sh --osworld-apps")
+    volume = "pactl list sinks | grep '^[[:space:]]Volume:' | head -n 1 | awk '{print $5}' | sed 's/%//g'"  # OSWorld's
+
+    async def go():
+        desktop = await LocalDesktop(base_dir=str(tmp_path)).start()
+        try:
+            run = desktop.client.execute
+            before = await run(f"pulseaudio --start\n{volume}", shell=True)
+            await run("pactl set-sink-volume @DEFAULT_SINK@ 100%", shell=True)
+            after = await run(volume, shell=True)
+            return before["output"], after["output"]
+        finally:
+            await desktop.aclose()
+
+    assert asyncio.run(go()) == ("50\n", "100\n")

@@ -26,7 +26,8 @@ OSWorld VM alike:
 | GET `/accessibility` | | `{AT: xml}`: here a text view of the screen read by OCR (tesseract: one `<text>` per line with its box), not an accessibility tree (a bare X server has none) |
 | GET `/healthz` | | `ok` (ours) |
 
-With ``--terminal-shortcut``, as on OSWorld's Ubuntu image, Ctrl+Alt+T opens a terminal window (``x-terminal-emulator`` or ``xterm``, in the home
+Where PulseAudio is installed, the desktop has a sound server with its null sink (half volume at the start). With
+``--terminal-shortcut``, as on OSWorld's Ubuntu image, Ctrl+Alt+T opens a terminal window (``x-terminal-emulator`` or ``xterm``, in the home
 directory): many of OSWorld's tasks and agents start one that way. The server grabs the key on the display itself
 (python-xlib, which pyautogui brings), since the desktop runs no window manager by default.
 
@@ -469,6 +470,29 @@ def terminal_command() -> list[str] | None:
     return next((argv for argv in TERMINALS if shutil.which(argv[0])), None)
 
 
+# the desktop's sound: PulseAudio's null sink (no hardware), at half volume as a desktop in use is (OSWorld's volume
+# task asks to turn it up to the maximum; a fresh null sink starts at 100 %)
+START_VOLUME = "50%"
+
+
+def start_audio() -> bool:
+    """PulseAudio with its null sink, where it is installed (`scripts/setup_gui.sh --osworld-apps`): apps play into it
+    and `pactl` reads and sets its volume, as on OSWorld's image. False (and a line on stderr) where it cannot."""
+    import shutil
+
+    if shutil.which("pulseaudio") is None or shutil.which("pactl") is None:
+        return False
+    try:
+        subprocess.run(["pulseaudio", "--start", "--exit-idle-time=-1"], env=_env(), timeout=20, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        subprocess.run(["pactl", "set-sink-volume", "@DEFAULT_SINK@", START_VOLUME], env=_env(), timeout=10,
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    except (OSError, subprocess.SubprocessError) as e:
+        print(f"vm_server: no audio sink: {e}", file=sys.stderr)
+        return False
+    return True
+
+
 def focus_when_mapped(title: str, known: set[str], timeout_s: float = 10.0) -> None:
     """Give the keyboard focus to the first new window named `title` (not in `known`) once it shows, as GNOME
     gives it to a new window: the desktop runs no window manager, and an app that set the focus to one of its own
@@ -557,6 +581,7 @@ def main(argv: list[str] | None = None) -> None:
     xvfb = start_display(args.width, args.height, args.window_manager or None)
     if args.terminal_shortcut:
         serve_terminal_shortcut()
+    start_audio()
     if args.listen_fd is not None:
         server = UnixHTTPServer("", Handler, bind_and_activate=False)
         server.socket.close()
