@@ -218,7 +218,8 @@ def test_the_app_settings_getters_copy_the_apps_files_from_the_desktop(tmp_path)
     seeded, missing, vlcrc, gimprc = asyncio.run(go())
     assert missing is None  # GIMP never ran: no file, and its metric scores 0
     assert METRICS["check_qt_bgcone"](seeded, {"expected_qt_bgcone": 0}) == 0.0
-    assert vlcrc == str(tmp_path / "cache" / "vlcrc") and METRICS["check_qt_bgcone"](vlcrc, {"expected_qt_bgcone": 0}) == 1.0
+    assert vlcrc == str(tmp_path / "cache" / "vlcrc")
+    assert METRICS["check_qt_bgcone"](vlcrc, {"expected_qt_bgcone": 0}) == 1.0
     assert METRICS["check_config_status"](gimprc, {"key": "undo-levels", "value": "100"}) == 1.0
 
 

@@ -3,7 +3,10 @@ ignored, a trailing / ignored), the tab-list and active-tab checks, and the addr
 
 from __future__ import annotations
 
-from slime.agentic.gui.evaluators import METRICS
+import asyncio
+from pathlib import Path
+
+from slime.agentic.gui.evaluators import GETTERS, METRICS, EvalEnv
 from slime.agentic.gui.evaluators.chrome import (address_bar_text, compare_urls, is_expected_active_tab,
                                                  is_expected_active_tab_approximate, is_expected_tabs)
 
@@ -37,3 +40,22 @@ def test_the_address_bar_elides_the_scheme_and_www():
     assert address_bar_text("https://www.google.com/search?q=1") == "google.com/search?q=1"
     assert address_bar_text("http://example.org/") == "example.org/"
     assert address_bar_text("file:///home/user/a.html") == "file:///home/user/a.html"
+
+
+class _Desktop:
+    """What a desktop answers for `slime-cdp`: here something on the DevTools port that is not Chrome."""
+
+    def __init__(self, returncode: int, output: str):
+        self.reply = {"returncode": returncode, "output": output, "error": ""}
+
+    async def execute(self, command, **kwargs):
+        return self.reply
+
+
+def test_a_port_that_does_not_answer_as_chrome_gives_no_tabs(tmp_path):
+    # the agent's code can put anything on the desktop's port 1337: output that is not DevTools' JSON is no browser
+    for desktop in (_Desktop(0, "<html>not json</html>"), _Desktop(1, "")):
+        env = EvalEnv(client=desktop, cache_dir=Path(tmp_path))
+        assert asyncio.run(GETTERS["open_tabs_info"](env, {})) == []
+        assert asyncio.run(GETTERS["active_tab_info"](env, {})) is None
+        assert asyncio.run(GETTERS["active_url_from_accessTree"](env, {})) is None

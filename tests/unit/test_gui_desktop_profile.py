@@ -1,6 +1,7 @@
 """The desktop's home as OSWorld's image has it, made by the VM server before any app starts: the XDG directories,
-the user directories of OSWorld's image (Desktop, Documents, ...), LibreOffice's profile without its first-start dialogs, and VLC's preferences without its first-run privacy dialog
-(which took the keyboard focus). An existing file is never overwritten (a task's setup may have written it)."""
+the user directories of OSWorld's image (Desktop, Documents, ...), LibreOffice's profile without its first-start
+dialogs, and VLC's preferences without its first-run privacy dialog (which took the keyboard focus). An existing file
+is never overwritten (a task's setup may have written it)."""
 
 from __future__ import annotations
 

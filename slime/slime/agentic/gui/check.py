@@ -32,9 +32,9 @@ from slime.agentic.env_service.providers import LeaseContext
 
 from .provider import GuiProvider
 from .file_cache import FileCache
-from .osworld_report import assess, task_files
+from .osworld_report import assess, examples_dir, task_files
 from .scripted import load_solution, resolve, solution_path
-from .tasks import TASKS_DIR, GuiTask, load_task, load_tasks
+from .tasks import TASKS_DIR, GuiTask, load_tasks
 
 
 @dataclass
@@ -117,16 +117,16 @@ def select(args) -> tuple[Path, list[GuiTask], list[str]]:
         tasks = [t for t in load_tasks(args.tasks_dir) if not args.keys or t.key in args.keys]
         return args.tasks_dir, tasks, []
     cache = FileCache(args.cache) if args.cache else None
-    files = [(d, p) for d, p in task_files(args.tasks_dir, args.set_file) if not args.keys or f"{d}/{p.stem}" in args.keys]
     tasks, skipped, installed = [], [], {}
-    for domain, path in files:
+    for domain, path in task_files(args.tasks_dir, args.set_file):
+        if args.keys and f"{domain}/{path.stem}" not in args.keys:
+            continue
         report = assess(domain, path, cache, installed)
         if not report.loaded or (args.runnable and report.reasons):
             skipped.append(f"skip {domain}/{path.stem:40s} {'; '.join(report.reasons)[:300]}")
         else:
-            tasks.append(load_task(path))
-    examples = args.tasks_dir / "examples" if (args.tasks_dir / "examples").is_dir() else args.tasks_dir
-    return examples, tasks, skipped
+            tasks.append(report.task)
+    return examples_dir(args.tasks_dir), tasks, skipped
 
 
 def main(argv: list[str] | None = None) -> int:

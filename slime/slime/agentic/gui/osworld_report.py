@@ -54,15 +54,21 @@ class TaskReport:
     task_id: str
     loaded: bool = False
     reasons: list[str] = field(default_factory=list)  # why it cannot run here (empty: it can)
+    task: GuiTask | None = field(default=None, repr=False)  # the task as loaded (None: it did not load)
 
     @property
     def runnable(self) -> bool:
         return self.loaded and not self.reasons
 
 
+def examples_dir(root: Path) -> Path:
+    """Where the `<domain>/<id>.json` files are: OSWorld's `examples/` under `root`, or `root` itself."""
+    return root / "examples" if (root / "examples").is_dir() else root
+
+
 def task_files(root: Path, set_file: str | None) -> list[tuple[str, Path]]:
     """(domain, path) of the tasks: the set file's, or every <domain>/<id>.json under examples/ (or under root)."""
-    examples = root / "examples" if (root / "examples").is_dir() else root
+    examples = examples_dir(root)
     if set_file:
         names = json.loads((root / set_file if not Path(set_file).is_absolute() else Path(set_file)).read_text())
         return [(domain, examples / domain / f"{task_id}.json") for domain, ids in names.items() for task_id in ids]
@@ -109,7 +115,7 @@ def assess(domain: str, path: Path, cache: FileCache | None, installed: dict[str
     except (OSError, json.JSONDecodeError, TaskFormatError) as e:
         report.reasons.append(f"does not load: {type(e).__name__}: {str(e)[:200]}")
         return report
-    report.loaded = True
+    report.loaded, report.task = True, task
     report.reasons += task.unsupported
     for app in task.related_apps:
         commands = APP_COMMANDS.get(app.strip().lower().replace(" ", "_"))
@@ -188,7 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.markdown:
         args.markdown.write_text(table)
     if args.json:
-        args.json.write_text(json.dumps({"summary": summary, "tasks": [r.__dict__ for r in reports]}, indent=1))
+        rows = [{k: v for k, v in r.__dict__.items() if k != "task"} for r in reports]
+        args.json.write_text(json.dumps({"summary": summary, "tasks": rows}, indent=1))
     if not summary["total"].get("load"):
         print(f"osworld_report: no task loaded from {args.tasks_dir}", file=sys.stderr)
         return 2

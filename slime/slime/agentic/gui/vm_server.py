@@ -27,8 +27,8 @@ OSWorld VM alike:
 | GET `/healthz` | | `ok` (ours) |
 
 Where PulseAudio is installed, the desktop has a sound server with its null sink (half volume at the start). With
-``--terminal-shortcut``, as on OSWorld's Ubuntu image, Ctrl+Alt+T opens a terminal window (``x-terminal-emulator`` or ``xterm``, in the home
-directory): many of OSWorld's tasks and agents start one that way. The server grabs the key on the display itself
+``--terminal-shortcut``, as on OSWorld's Ubuntu image, Ctrl+Alt+T opens a terminal window (``xterm`` or
+``x-terminal-emulator``, in the home directory): many of OSWorld's tasks and agents start one that way. The server grabs the key on the display itself
 (python-xlib, which pyautogui brings), since the desktop runs no window manager by default.
 
 Not served: recording, wallpaper, `/terminal`, `/run_python`, `/run_bash_script`, `/setup/download_file` (no
@@ -44,6 +44,7 @@ import io
 import json
 import os
 import shlex
+import shutil
 import signal
 import socket
 import socketserver
@@ -465,8 +466,6 @@ TERMINALS = (["xterm", "-title", TERMINAL_TITLE, "-fa", "DejaVu Sans Mono", "-fs
 
 
 def terminal_command() -> list[str] | None:
-    import shutil
-
     return next((argv for argv in TERMINALS if shutil.which(argv[0])), None)
 
 
@@ -477,9 +476,8 @@ START_VOLUME = "50%"
 
 def start_audio() -> bool:
     """PulseAudio with its null sink, where it is installed (`scripts/setup_gui.sh --osworld-apps`): apps play into it
-    and `pactl` reads and sets its volume, as on OSWorld's image. False (and a line on stderr) where it cannot."""
-    import shutil
-
+    and `pactl` reads and sets its volume, as on OSWorld's image (~30 ms of the desktop's start). False (and a line on
+    stderr) where it cannot."""
     if shutil.which("pulseaudio") is None or shutil.which("pactl") is None:
         return False
     try:

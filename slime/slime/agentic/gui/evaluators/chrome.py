@@ -22,6 +22,7 @@ suffix ignored (``airbnb.com`` = ``airbnb.com.sg``), a lone trailing ``/`` ignor
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any
@@ -37,7 +38,12 @@ async def _cdp(env: EvalEnv, *args: str):
     if result.get("returncode") != 0:
         return None  # no browser answers: as OSWorld's getters, an empty result
     output = result.get("output", "")
-    return output if args[0] == "html" else json.loads(output or "null")
+    if args[0] == "html":
+        return output
+    try:
+        return json.loads(output or "null")
+    except json.JSONDecodeError:  # what answered on the port is not Chrome's DevTools: no browser, as OSWorld scores it
+        return None
 
 
 async def get_open_tabs_info(env: EvalEnv, config: dict):
@@ -87,18 +93,17 @@ CHROME_GETTERS = {"open_tabs_info": get_open_tabs_info, "active_tab_info": get_a
 
 # ------------------------------------------------------------------------------------------------------ metrics
 
-_SUFFIXES = None
+@functools.lru_cache(maxsize=1)
+def _suffixes():
+    import tldextract
+
+    # the public suffix list tldextract ships, never fetched (no network here, and a fixed list scores the same URL
+    # the same way every time)
+    return tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)
 
 
 def _extract(netloc: str):
-    global _SUFFIXES
-    if _SUFFIXES is None:
-        import tldextract
-
-        # the public suffix list tldextract ships, never fetched (no network here, and a fixed list scores the same
-        # URL the same way every time)
-        _SUFFIXES = tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)
-    return _SUFFIXES(netloc)
+    return _suffixes()(netloc)
 
 
 def normalize_url(url: str, full: bool = True) -> str:
@@ -158,6 +163,6 @@ def _without_query(url: str) -> str:
 
 CHROME_METRICS = (is_expected_tabs, is_expected_active_tab, is_expected_active_tab_approximate)
 
-__all__ = ["CHROME_GETTERS", "CHROME_METRICS", "address_bar_text", "compare_urls", "normalize_url",
-           "get_active_tab_info", "get_active_tab_url_parse", "get_active_url_from_accessTree", "get_open_tabs_info", "is_expected_tabs",
-           "is_expected_active_tab", "is_expected_active_tab_approximate"]
+__all__ = ["CHROME_GETTERS", "CHROME_METRICS", "address_bar_text", "compare_urls", "get_active_tab_info",
+           "get_active_tab_url_parse", "get_active_url_from_accessTree", "get_open_tabs_info", "is_expected_active_tab",
+           "is_expected_active_tab_approximate", "is_expected_tabs", "normalize_url"]

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..desktop import HOME  # the desktop's home (OSWorld's VMs: the same path)
 from ..file_cache import FileCache
 from ..vm_client import VMClient
 
@@ -110,9 +111,6 @@ async def get_cache_file(env: EvalEnv, config: dict):
     if not path.is_file():
         raise EvaluationError(f"cache_file {config['path']!r}: no setup step saved it")
     return str(path)
-
-
-HOME = "/home/user"  # the desktop's home (OSWorld's VMs: the same path)
 
 
 async def get_vlc_config(env: EvalEnv, config: dict):
