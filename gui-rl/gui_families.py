@@ -147,8 +147,17 @@ ORDINALS = ["first", "second", "third", "fourth", "fifth"]
 EXT_WORDS = {"txt": "text file", "csv": "CSV file", "pdf": "PDF", "png": "PNG image", "md": "Markdown file",
              "doc": "Word document"}
 PREFIXES = ["old-", "copy-", "2024-", "final-"]
-NAME_FIELD = {"action": "triple_click", "target": "Display name", "offset": [100, 0]}
-SIZE_FIELD = {"action": "triple_click", "target": "Font size", "offset": [80, 0]}
+# A field is selected by clicking the value the screen shows in it (its own line of the text view): the policy copies
+# that line's coordinates, where clicking beside the label asked a small model for arithmetic on them (the 0.5B warm
+# start clicked the label's own coordinates instead).
+
+
+def name_field(current: str) -> dict:
+    return {"action": "triple_click", "target": current}
+
+
+def size_field(current: int) -> dict:
+    return {"action": "triple_click", "target": str(current)}
 
 
 def display_name(rng: random.Random) -> Instance:
@@ -173,7 +182,8 @@ def display_name(rng: random.Random) -> Instance:
         name = ""
         instruction = "Clear the display name in the Demo settings (leave it empty) and save."
     edit = [{"action": "type", "text": name}] if name else [{"action": "key", "keys": ["delete"]}]
-    return _settings_instance(rng, instruction, state, {"display_name": name}, [NAME_FIELD, *edit], variant)
+    return _settings_instance(rng, instruction, state, {"display_name": name},
+                              [name_field(state["display_name"]), *edit], variant)
 
 
 def font_size(rng: random.Random) -> Instance:
@@ -190,7 +200,7 @@ def font_size(rng: random.Random) -> Instance:
         instruction = (f"Make the Demo editor's font {step} point{'s' if step > 1 else ''} "
                        f"{'bigger' if variant == 'bigger' else 'smaller'} than it is now, and save.")
     return _settings_instance(rng, instruction, state, {"font_size": size},
-                              [SIZE_FIELD, {"action": "type", "text": str(size)}], variant)
+                              [size_field(current), {"action": "type", "text": str(size)}], variant)
 
 
 def turn_on(rng: random.Random) -> Instance:
@@ -210,7 +220,7 @@ def turn_on(rng: random.Random) -> Instance:
     else:
         size = rng.choice([n for n in range(8, 33) if n != state["font_size"]])
         changed["font_size"] = size
-        steps += [SIZE_FIELD, {"action": "type", "text": str(size)}]
+        steps += [size_field(state["font_size"]), {"action": "type", "text": str(size)}]
         instruction = f"In the Demo settings, enable '{labels[0]}' and set the font size to {size}; save both."
     return _settings_instance(rng, instruction, state, changed, steps, variant)
 

@@ -13,6 +13,7 @@ from slime.agentic.gui.actions import ACTIONS, ActionError, key_name, parse_resp
 from slime.agentic.gui.observation import text_view
 from slime.models.vision import smart_resize
 from slime.agentic.gui.scripted import SolutionError, locate, resolve
+from slime.agentic.gui.vm_server import ocr_elements
 from slime.agentic.gui.tasks import (
     TASKS_DIR,
     TaskFormatError,
@@ -128,6 +129,29 @@ def test_the_text_view_gives_line_centres_in_policy_coordinates_and_targets_reso
         {"action": "left_click", "coordinate": [139, 980]}
     with pytest.raises(SolutionError, match="no text 'Cancel'"):
         locate(view, "Cancel")
+
+
+def test_a_target_prefers_the_line_that_reads_it_over_one_that_contains_it():
+    view = "Volume [50, 386]\n100 [320, 386]\nFont size [55, 663]\n10 [145, 663]"
+    assert locate(view, "10") == (145, 663)  # the font size's own line, not the volume's 100 above it
+    assert locate(view, "volu") == (50, 386)
+
+
+def tsv(*words):
+    """Tesseract TSV rows for (line, x, y, w, h, text, confidence) words."""
+    head = "level\tpage_num\tblock_num\tpar_num\tline_num\tword_num\tleft\ttop\twidth\theight\tconf\ttext"
+    return "\n".join([head] + [f"5\t1\t{line}\t1\t1\t{k}\t{x}\t{y}\t{w}\t{h}\t{conf}\t{text}"
+                               for k, (line, x, y, w, h, text, conf) in enumerate(words)])
+
+
+def test_ocr_elements_split_a_label_from_the_field_beside_it_and_scale_boxes_back():
+    # words as tesseract reads the settings dialog at 2x: the label, then the entry's text with its border as "|"
+    rows = tsv((2, 64, 124, 126, 36, "Display", 96), (2, 208, 132, 96, 20, "name", 96),
+               (2, 350, 126, 74, 26, "|Sam", 95), (2, 442, 124, 114, 28, "Weber", 95),
+               (3, 60, 204, 168, 34, "Language", 90), (3, 300, 204, 20, 30, "~~", 12))
+    assert ocr_elements(rows, scale=2) == [(32, 62, 120, 18, "Display name"), (175, 62, 103, 14, "Sam Weber"),
+                                           (30, 102, 84, 17, "Language")]
+    assert ocr_elements(rows.splitlines()[0]) == []
 
 
 def task(**evaluator):

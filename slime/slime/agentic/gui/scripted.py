@@ -3,9 +3,9 @@ through the same path as a policy (the provider's tool calls, the real desktop),
 ``python -m slime.agentic.gui.check``.
 
 A step is a computer_use ``arguments`` object, where a click-like step may give ``"target": "<text>"`` instead of a
-coordinate: the first line of the current observation's text view (the OCR of the screen) that contains the text
-(case-insensitive) gives the coordinate, as a text policy would read it. ``"offset": [dx, dy]`` (0-999 units) moves
-the point from the text's centre (e.g. into the entry field beside a label)."""
+coordinate: the line of the current observation's text view (the OCR of the screen) that reads the text, else the
+first that contains it (case-insensitive), gives the coordinate, as a text policy would read it. ``"offset":
+[dx, dy]`` (0-999 units) moves the point from the text's centre (e.g. into the entry field beside a label)."""
 
 from __future__ import annotations
 
@@ -38,12 +38,12 @@ def load_solution(task: GuiTask, path: Path | None = None) -> list[dict]:
 
 
 def locate(text_view: str, target: str) -> tuple[int, int]:
-    """The 0-999 centre of the first text-view line that contains `target` (case-insensitive)."""
+    """The 0-999 centre of the text-view line that reads `target` (case-insensitive), else of the first line that
+    contains it: a field's value such as a font size of 10 is its own line, while "100" above it also contains it."""
     wanted = target.lower()
-    for line in text_view.splitlines():
-        parsed = parse_view_line(line)
-        if parsed and wanted in parsed[0].lower():
-            return parsed[1], parsed[2]
+    lines = [parsed for parsed in map(parse_view_line, text_view.splitlines()) if parsed]
+    for text, x, y in [p for p in lines if p[0].lower() == wanted] or [p for p in lines if wanted in p[0].lower()]:
+        return x, y
     raise SolutionError(f"no text {target!r} on the screen; the text view reads:\n{text_view[:1500]}")
 
 
