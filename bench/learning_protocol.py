@@ -383,6 +383,10 @@ def report(out: Path, timings: dict, name: str, target: float,
         row = table[policy].get(set_name)
         return f"{row['success']:.3f}" if row else "-"
 
+    missing = [label for policy, label in POLICIES if "instances" not in table[policy]]
+    if missing:  # a run stopped before its last evaluation: the table of what it measured, no RESULT
+        raise SystemExit(f"{name}: no evaluation of the unseen instances for {', '.join(missing)}: the run is not "
+                         f"finished (--resume continues it)")
     gain = table["rl"]["instances"]["success"] - table["warm"]["instances"]["success"]
     print(f"unseen instances: base {rate('base', 'instances')}, warm start {rate('warm', 'instances')}, after RL "
           f"{rate('rl', 'instances')}; unseen tasks: base {rate('base', 'tasks')}, warm start {rate('warm', 'tasks')}, "

@@ -148,8 +148,8 @@ EXT_WORDS = {"txt": "text file", "csv": "CSV file", "pdf": "PDF", "png": "PNG im
              "doc": "Word document"}
 PREFIXES = ["old-", "copy-", "2024-", "final-"]
 # A field is selected by clicking the value the screen shows in it (its own line of the text view): the policy copies
-# that line's coordinates, where clicking beside the label asked a small model for arithmetic on them (the 0.5B warm
-# start clicked the label's own coordinates instead).
+# that line's coordinates, where clicking beside the label asked a small model for arithmetic on them (the label +
+# offset the demonstrations used was the 0.5B warm start's most frequent wrong click, gui-rl/README.md).
 
 
 def name_field(current: str) -> dict:

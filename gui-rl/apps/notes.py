@@ -20,8 +20,7 @@ def main(path: str) -> None:
     root.option_add("*Font", ("DejaVu Sans", 13))
     root.option_add("*Background", "white")
     root.option_add("*highlightBackground", "white")
-    # a button under the pointer keeps its text black: Tk's default drew it pale on grey, which OCR did not read
-    # ("New Folder" vanished from the text view after a click on it, so a second folder could not be made)
+    # a button under the pointer keeps its text black: Tk's default is pale on grey, which OCR does not read (files.py)
     root.option_add("*activeForeground", "black")
     root.configure(background="white", padx=8, pady=8)
     bar = tk.Frame(root)

@@ -46,8 +46,7 @@ def main(path: str) -> None:
     root.option_add("*Font", UI_FONT)
     root.option_add("*Background", "white")  # plain white: easier to read (for people and OCR)
     root.option_add("*highlightBackground", "white")
-    # a button under the pointer keeps its text black: Tk's default drew it pale on grey, which OCR did not read
-    # ("New Folder" vanished from the text view after a click on it, so a second folder could not be made)
+    # a button under the pointer keeps its text black: Tk's default is pale on grey, which OCR does not read (files.py)
     root.option_add("*activeForeground", "black")
     root.configure(padx=16, pady=12, background="white")
     for cls in ("Entry", "Spinbox"):

@@ -148,3 +148,56 @@ def test_the_host_reaches_the_desktop_through_a_socket_no_agent_can_replace(tmp_
     assert output.strip().splitlines()[-1] == "0"  # a command the server starts holds no socket of the server's
     assert st.st_uid == 0 and stat.S_IMODE(st.st_mode) == 0o700 and uid != 0
     assert shot[:8] == b"\x89PNG\r\n\x1a\n"  # and the host still reaches its desktop
+
+
+def test_the_text_view_reads_field_values_apart_from_their_labels_and_a_hovered_button(tmp_path):
+    """What a text policy must be able to read (gui-rl/README.md, "Verification"): the settings dialog's display name
+    and font size each as an element of their own (the entry's border once glued the name to its label), and the
+    file manager's New Folder button still there with the pointer on it after a click (Tk drew it pale)."""
+    import json
+
+    from slime.agentic.gui.observation import parse_view_line, text_view
+
+    names = ["Chen Silva", "Jonas Novak", "Sam Lund"]  # the three that read wrong before
+
+    async def view(desktop) -> list[str]:
+        xml = await desktop.client.accessibility()
+        return [parse_view_line(line)[0] for line in text_view(xml, await desktop.client.screen_size()).splitlines()]
+
+    async def go():
+        desktop = await LocalDesktop(base_dir=str(tmp_path)).start()
+        seen = []
+        try:
+            for k, name in enumerate(names):
+                path = f"~/s{k}.json"
+                await desktop.client.upload(path, json.dumps({"display_name": name, "font_size": 10,
+                                                              "volume": 100}).encode())
+                await desktop.client.launch(["python", "/opt/slime-gui/apps/settings.py", path])
+                assert await wait_for_window(desktop, "Demo Settings")
+                seen.append(await view(desktop))
+                await desktop.client.close_window("Demo Settings")
+                for _ in range(40):  # until it has gone: the next dialog opens where this one was
+                    if not (await desktop.client.execute(["xdotool", "search", "--onlyvisible", "--name",
+                                                          "Demo Settings"]))["output"].strip():
+                        break
+                    await asyncio.sleep(0.25)
+            await desktop.client.execute(["mkdir", "-p", "docs"])
+            await desktop.client.launch(["python", "/opt/slime-gui/apps/files.py", "~/docs"])
+            assert await wait_for_window(desktop, "Files - docs")
+            button = next(line for line in (await desktop.client.accessibility()).splitlines() if "New Folder" in line)
+            x, y, w, h = (float(button.split(f'{k}="')[1].split('"')[0]) for k in ("x", "y", "w", "h"))
+            await desktop.client.execute(["xdotool", "mousemove", str(int(x + w / 2)), str(int(y + h / 2)), "click", "1"])
+            await asyncio.sleep(0.5)  # the name bar opens
+            await desktop.client.execute(["xdotool", "type", "--delay", "20", "photos"])
+            await desktop.client.execute(["xdotool", "key", "Return"])
+            await asyncio.sleep(0.5)
+            after = await view(desktop)
+        finally:
+            await desktop.aclose()
+        return seen, after
+
+    seen, after = asyncio.run(go())
+    for name, lines in zip(names, seen):
+        assert name in lines and "Display name" in lines, lines
+        assert "10" in lines and "100" in lines  # the font size apart from the volume that contains it
+    assert "photos/" in after and "New Folder" in after, after

@@ -62,6 +62,15 @@ def test_the_result_is_rl_minus_warm_start_on_unseen_instances_and_recomputes_fr
     assert capsys.readouterr().out.strip().endswith("value=0.500 target=>=0.6 FAIL")
 
 
+def test_a_run_stopped_before_rl_prints_its_table_and_no_result(tmp_path, capsys):
+    _write_policy(tmp_path, "base", {"instances": [0, 0], "tasks": [0]})
+    _write_policy(tmp_path, "warm", {"instances": [1, 0], "tasks": [1]})
+    with pytest.raises(SystemExit, match="for after RL: the run is not finished"):
+        lp.report(tmp_path, {}, "x_learning", 0.1)
+    out = capsys.readouterr().out
+    assert "warm start  instances         2    0.500" in out and "RESULT" not in out
+
+
 def test_a_finished_stage_is_reused_only_with_resume_and_the_same_settings(tmp_path):
     from train_stages import record_stage_settings
 
