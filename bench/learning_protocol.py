@@ -20,7 +20,9 @@ Stages (each skipped with `--resume` when it finished with the same settings, `s
 `--temperature` (default 1.0) is every evaluation's and the RL rollouts' (the trainer scores at it too). A warm start
 trains the same at any temperature, so `--resume` at another one keeps a finished SFT stage and evaluates the base
 model and the warm start again at it (`sft/eval_t<temperature>/`: the SFT script with no steps); a finished RL stage
-is not reused at another temperature (remove `<out>/rl` to run it again). `--constant-groups
+is not reused at another temperature (remove `<out>/rl` to run it again). `--resume` with more `--sft-steps` than a
+finished warm start trained continues it from its last checkpoint to the new count (`extend_warm_start`: the shorter
+warm start's evaluations and the RL stage trained from it move to `<out>/superseded_sft<steps>/`). `--constant-groups
 drop-all` (GRPO groups whose episodes all scored the same left out, none kept) skips the optimizer step of a rollout
 that found no contrast: on 2 cores a GUI step that only the KL term would move costs 8-10 minutes.
 
@@ -181,7 +183,7 @@ def eval_flags(opts, families: Path) -> list[str]:
             "--n-samples-per-eval-prompt", str(opts.eval_samples), "--max-turns", str(opts.max_steps)]
 
 
-EVAL_TEMPERATURE = "eval_temperature.json"  # the temperature a stage's own evaluations ran at (missing: 1.0)
+EVAL_TEMPERATURE = "eval_temperature.json"  # the temperature a stage evaluates at, recorded when it starts (missing: 1.0)
 EVAL_ONLY = ["--update-weights-interval", "1", "--save-interval", "1", "--eval-interval", "1"]  # with NUM_ROLLOUT=0
 
 
@@ -262,6 +264,38 @@ def continue_flags(run_dir: Path, resume: bool, settings: dict | None = None,
         run_dir.mkdir(parents=True)
         started.write_text(json.dumps(settings, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return []
+
+
+def extend_warm_start(out: Path, settings: dict) -> int | None:
+    """`--resume` with more `--sft-steps` than a finished warm start trained (every other setting the same): the SFT
+    stage is made unfinished again so that it continues from its last checkpoint (`--load`: optimizer, data order
+    and step kept; the cosine schedule is recomputed for the new total, so the rate rises back to its value at that
+    step of it) up to the new count. What was measured on the shorter warm start no longer describes the policy:
+    its evaluation (`sft/eval/rollout_*`, `sft/eval_t*/warm`) and the RL stage trained from it are moved to
+    `<out>/superseded_sft<steps>/`; the base model's evaluations stay. Returns the earlier step count, or None
+    when there is nothing to extend (any other difference is `stage_done`'s to report)."""
+    sft_dir = out / "sft"
+    path = sft_dir / "stage_settings.json"
+    if not path.is_file():
+        return None
+    recorded = json.loads(path.read_text(encoding="utf-8"))
+    steps = recorded.get("sft_steps")
+    others = {k: v for k, v in settings.items() if k != "sft_steps"}
+    if not isinstance(steps, int) or steps >= settings["sft_steps"] or \
+            {k: recorded.get(k) for k in others} != others:
+        return None
+    superseded = out / f"superseded_sft{steps}"
+    moves = [*((d, superseded / "sft" / "eval" / d.name) for d in sorted((sft_dir / "eval").glob("rollout_*"))),
+             *((d, superseded / "sft" / d.parent.name / "warm") for d in sorted(sft_dir.glob("eval_t*/warm"))),
+             *((out / name, superseded / name) for name in ("rl", "rl.log") if (out / name).exists())]
+    for source, target in moves:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(source, target)
+    (sft_dir / STAGE_STARTED).write_text(json.dumps(settings, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    path.unlink()  # last: interrupted before it, the next --resume extends again (what is left to move)
+    print(f"[sft] extending the finished warm start from {steps} to {settings['sft_steps']} steps (its evaluation "
+          f"and the RL stage trained from it moved to {superseded})", flush=True)
+    return steps
 
 
 def check_stage_settings_file(path: Path, run_dir: Path, settings: dict) -> None:
@@ -460,11 +494,19 @@ def run(setting: Setting, opts) -> int:
 
     sft_dir = opts.out / "sft"
     sft_settings = sft_stage_settings(demo_settings, opts, setting.settings_keys)
+    if opts.resume:
+        extend_warm_start(opts.out, sft_settings)
     if not stage_done(sft_dir, sft_settings, opts.resume):
         sft_resume = continue_flags(sft_dir, opts.resume, sft_settings, keep_first_eval=True)
+        if not sft_resume:  # a fresh stage: its evaluation before training runs at this temperature
+            record_evaluated_at(sft_dir, opts.temperature)
+        # the stage evaluates its last step only at the temperature its base model was evaluated at (a stage continued
+        # at another: policy_evaluations evaluates both policies in sft/eval_t<temperature>/)
+        own_eval = evaluated_at(sft_dir) == opts.temperature
         # the engine idles while SFT trains: the trainer gets both cores
         timed("sft", timings.get("sft", 0.0) + run_stage("sft", setting.sft_script,
-                               {**env, "RUN_DIR": str(sft_dir), "NUM_ROLLOUT": str(opts.sft_steps), "EVAL": "1",
+                               {**env, "RUN_DIR": str(sft_dir), "NUM_ROLLOUT": str(opts.sft_steps),
+                                "EVAL": "1" if own_eval else "loop",
                                 "OMP_NUM_THREADS": "2", "HF_CKPT": opts.model, "LR": str(opts.sft_lr),
                                 "SFT_DATA": str(demos / "sft_demos.jsonl")},
                                [*flags, *lora_flags(opts),
@@ -472,7 +514,6 @@ def run(setting: Setting, opts) -> int:
                                 "--save-interval", str(opts.sft_save_interval), *sft_resume],
                                opts.out / "sft.log"))
         record_stage_settings(sft_dir, sft_settings)
-        record_evaluated_at(sft_dir, opts.temperature)
     warm_model = full_model(sft_dir / "ckpt", opts.model)
     # the SFT script's own data, though nothing trains: without it a script builds its default demonstrations first
     base_files, warm_files = policy_evaluations(setting, opts, sft_dir, warm_model,

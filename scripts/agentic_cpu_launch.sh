@@ -19,7 +19,9 @@
 #       SFT scripts; `sample`: each trace's mean, then over traces: measured worse, toolcall-rl/README.md)
 #   agentic_cpu_sft_eval RESPONSE_LEN CONTEXT_LEN [FLAG ..]  with EVAL=1, appends the held-out evaluation before
 #       training and after the last step: EVAL_DATA (HERE/data/heldout.jsonl) as `heldout`, the FLAGs (the setting's
-#       loop), EVAL_TEMPERATURE (0), RESPONSE_LEN tokens per response and CONTEXT_LEN per episode, reward key acc
+#       loop), EVAL_TEMPERATURE (0), RESPONSE_LEN tokens per response and CONTEXT_LEN per episode, reward key acc;
+#       EVAL=loop: all of that but no evaluation (the loop's flags accepted: a warm start continued from its
+#       checkpoint whose evaluation runs elsewhere, bench/learning_protocol.py)
 #   agentic_cpu_launch LAYOUT SUMMARY "$@"  RL: with --dry-run (DRY_RUN=1) validates ARGS and the extra flags with
 #       the trainer's parser (mode async; an invalid flag ends the script with its error) and prints the CPU layout
 #       (the trainer process and the embedded engine, then LAYOUT: what else runs, e.g. ", the environment service
@@ -80,12 +82,15 @@ agentic_cpu_sft_args() {
 agentic_cpu_sft_eval() {
     local response_len=$1 context_len=$2
     shift 2
-    if [ "${EVAL:-0}" = 1 ]; then
-        ARGS+=(--eval-interval "$NUM_ROLLOUT" --eval-prompt-data heldout "${EVAL_DATA:-$HERE/data/heldout.jsonl}"
-               "$@"
-               --eval-temperature "${EVAL_TEMPERATURE:-0}" --eval-max-response-len "$response_len"
-               --rollout-max-context-len "$context_len" --eval-reward-key acc)
-    fi
+    case "${EVAL:-0}" in
+        1) ARGS+=(--eval-interval "$NUM_ROLLOUT") ;;
+        loop) ;;
+        *) return 0 ;;
+    esac
+    ARGS+=(--eval-prompt-data heldout "${EVAL_DATA:-$HERE/data/heldout.jsonl}"
+           "$@"
+           --eval-temperature "${EVAL_TEMPERATURE:-0}" --eval-max-response-len "$response_len"
+           --rollout-max-context-len "$context_len" --eval-reward-key acc)
 }
 
 # _agentic_cpu_run MODE ENTRY LAYOUT SUMMARY "$@": the dry run (the layout line, the summary, the command) or exec;

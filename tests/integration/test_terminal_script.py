@@ -68,3 +68,22 @@ def test_the_sft_warm_start_trains_on_the_demonstrations_and_evaluates_through_t
     evals = [m for m in metrics if "eval/heldout/acc" in m]
     assert len(evals) == 2  # before training and after the last step, through the terminal loop (9 tasks)
     assert (run / "ckpt" / "iter_0000002" / "model").is_dir()
+
+
+def test_eval_loop_registers_the_loop_and_evaluates_nothing(tmp_path):
+    """EVAL=loop (a warm start continued by bench/learning_protocol.py whose evaluation runs elsewhere): the setting's
+    loop flags are accepted by the trainer's parser, and no `--eval-interval` is set, so nothing is evaluated."""
+    def dry(value):
+        env = {**os.environ, "RUN_DIR": str(tmp_path / "sft"), "NUM_ROLLOUT": "5", "EVAL": value}
+        env.pop("ENV_SERVER_URL", None)
+        done = subprocess.run(["bash", "terminal-rl/run_cpu_smollm2_terminal_sft.sh", "--dry-run",
+                               "--hf-checkpoint", "tiny", "--terminal-tools", "lean"],
+                              cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+        return done
+
+    for value, interval in (("1", True), ("loop", False)):
+        done = dry(value)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        assert ("--eval-interval 5" in done.stdout) is interval and "--eval-prompt-data heldout" in done.stdout
+    done = dry("0")  # no loop registered: the loop's own flag is unknown to the parser
+    assert done.returncode != 0 and "--terminal-tools" in done.stderr

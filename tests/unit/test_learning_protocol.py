@@ -245,3 +245,39 @@ def test_a_stage_continues_only_with_the_settings_it_was_started_with(tmp_path):
     with pytest.raises(SystemExit, match="lr 1e-05 there, 2e-05 now"):
         lp.continue_flags(stage, resume=True, settings={"lr": 2e-5})
     assert (stage / "ckpt" / "iter_0000004").is_dir()  # refused: nothing removed
+
+
+def test_more_sft_steps_extend_a_finished_warm_start_from_its_checkpoint(tmp_path):
+    sft = tmp_path / "sft"
+    settings = {"model": "m", "sft_steps": 48, "lr": 1e-4}
+    for folder in ("before_training", "rollout_000047"):
+        for name in lp.SETS:
+            _dump(sft / "eval" / folder / f"{name}.jsonl", [])
+    for policy in ("base", "warm"):
+        _dump(sft / "eval_t0.7" / policy / "eval" / "before_training" / "tasks.jsonl", [])
+    (sft / "ckpt" / "iter_0000048").mkdir(parents=True)
+    (tmp_path / "rl" / "ckpt").mkdir(parents=True)
+    lp.record_stage_settings(sft, settings)
+    # nothing to extend: the same steps, fewer steps, or another setting changed too (stage_done reports that)
+    assert lp.extend_warm_start(tmp_path, settings) is None
+    assert lp.extend_warm_start(tmp_path, {**settings, "sft_steps": 24}) is None
+    assert lp.extend_warm_start(tmp_path, {**settings, "sft_steps": 96, "lr": 2e-4}) is None
+    assert (sft / "stage_settings.json").is_file() and (tmp_path / "rl").is_dir()
+
+    longer = {**settings, "sft_steps": 96}
+    assert lp.extend_warm_start(tmp_path, longer) == 48
+    superseded = tmp_path / "superseded_sft48"
+    # the shorter warm start's evaluations and the RL trained from it are kept aside; the base model's stay
+    assert (superseded / "sft" / "eval" / "rollout_000047" / "tasks.jsonl").is_file()
+    assert (superseded / "sft" / "eval_t0.7" / "warm").is_dir() and (superseded / "rl" / "ckpt").is_dir()
+    assert not (tmp_path / "rl").exists() and not (sft / "eval_t0.7" / "warm").exists()
+    assert (sft / "eval" / "before_training" / "tasks.jsonl").is_file() and (sft / "eval_t0.7" / "base").is_dir()
+    # the stage is unfinished again, started with the longer settings, and continues from its checkpoint
+    assert not lp.stage_done(sft, longer, resume=True)
+    assert lp.continue_flags(sft, resume=True, settings=longer, keep_first_eval=True) == ["--load", str(sft / "ckpt")]
+    assert lp.extend_warm_start(tmp_path, longer) is None  # once
+    # its own evaluation after the new last step and the base model's are the two the stage then holds
+    for name in lp.SETS:
+        _dump(sft / "eval" / "rollout_000095" / f"{name}.jsonl", [])
+    base, warm = lp.evaluations(sft, 2)
+    assert base["tasks"].parent.name == "before_training" and warm["tasks"].parent.name == "rollout_000095"
