@@ -42,7 +42,7 @@ def run_stage(tag: str, script: str, env: dict, flags: list[str], log: Path) -> 
                     now = time.monotonic()
                     if first_step is None:  # the rate counts from the first step (a resumed stage starts later),
                         first_step = (done, now)  # not from the start, which includes loading and an evaluation
-                        rate = (now - started) / max(1, done)
+                        rate = now - started  # one step of this process (a resumed stage's first is not step 1)
                     else:
                         rate = (now - first_step[1]) / max(1, done - first_step[0])
                     text += f" | {(now - started) / 60:.1f} min, ETA {rate * (total - done) / 60:.1f} min"
