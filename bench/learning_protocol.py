@@ -46,8 +46,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from train_stages import (REPO, check_stage_settings, episode_outcome, episode_samples, eval_sample_files,
-                          record_stage_settings, run_stage, summarize)
+from train_stages import (REPO, STAGE_SETTINGS, check_stage_settings, episode_outcome, episode_samples,
+                          eval_sample_files, record_stage_settings, run_stage, settings_differ, summarize)
 
 SETS = ("instances", "tasks")  # unseen instances of trained families; unseen families
 POLICIES = (("base", "base"), ("warm", "warm start"), ("rl", "after RL"))
@@ -262,7 +262,7 @@ def continue_flags(run_dir: Path, resume: bool, settings: dict | None = None,
     shutil.rmtree(run_dir, ignore_errors=True)
     if settings is not None:
         run_dir.mkdir(parents=True)
-        started.write_text(json.dumps(settings, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        record_stage_settings(run_dir, settings, STAGE_STARTED)
     return []
 
 
@@ -275,23 +275,25 @@ def extend_warm_start(out: Path, settings: dict) -> int | None:
     `<out>/superseded_sft<steps>/`; the base model's evaluations stay. Returns the earlier step count, or None
     when there is nothing to extend (any other difference is `stage_done`'s to report)."""
     sft_dir = out / "sft"
-    path = sft_dir / "stage_settings.json"
+    path = sft_dir / STAGE_SETTINGS
     if not path.is_file():
         return None
     recorded = json.loads(path.read_text(encoding="utf-8"))
     steps = recorded.get("sft_steps")
-    others = {k: v for k, v in settings.items() if k != "sft_steps"}
     if not isinstance(steps, int) or steps >= settings["sft_steps"] or \
-            {k: recorded.get(k) for k in others} != others:
+            set(settings_differ(recorded, settings)) != {"sft_steps"}:
         return None
     superseded = out / f"superseded_sft{steps}"
     moves = [*((d, superseded / "sft" / "eval" / d.name) for d in sorted((sft_dir / "eval").glob("rollout_*"))),
              *((d, superseded / "sft" / d.parent.name / "warm") for d in sorted(sft_dir.glob("eval_t*/warm"))),
-             *((out / name, superseded / name) for name in ("rl", "rl.log") if (out / name).exists())]
+             # the run's own files of that warm start and its RL (a --recompute now says the run is not finished)
+             *((path, superseded / path.name) for path in sorted([out / "rl", out / "rl.log", out / "result.json",
+                                                                  *out.glob("eval_warm_*"), *out.glob("eval_rl_*")])
+               if path.exists())]
     for source, target in moves:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(source, target)
-    (sft_dir / STAGE_STARTED).write_text(json.dumps(settings, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    record_stage_settings(sft_dir, settings, STAGE_STARTED)
     path.unlink()  # last: interrupted before it, the next --resume extends again (what is left to move)
     print(f"[sft] extending the finished warm start from {steps} to {settings['sft_steps']} steps (its evaluation "
           f"and the RL stage trained from it moved to {superseded})", flush=True)
@@ -299,8 +301,7 @@ def extend_warm_start(out: Path, settings: dict) -> int | None:
 
 
 def check_stage_settings_file(path: Path, run_dir: Path, settings: dict) -> None:
-    recorded = json.loads(path.read_text(encoding="utf-8"))
-    differ = {k: (recorded.get(k), v) for k, v in settings.items() if recorded.get(k) != v}
+    differ = settings_differ(json.loads(path.read_text(encoding="utf-8")), settings)
     if differ:
         raise SystemExit(f"--resume: {run_dir} was started with other settings: "
                          + ", ".join(f"{k} {was!r} there, {now!r} now" for k, (was, now) in sorted(differ.items()))

@@ -40,12 +40,10 @@ def run_stage(tag: str, script: str, env: dict, flags: list[str], log: Path) -> 
                 if step:
                     done, total = int(step.group(1)), int(step.group(2))
                     now = time.monotonic()
-                    if first_step is None:  # the rate counts from the first step (a resumed stage starts later),
-                        first_step = (done, now)  # not from the start, which includes loading and an evaluation
-                        rate = now - started  # one step of this process (a resumed stage's first is not step 1)
-                    else:
-                        rate = (now - first_step[1]) / max(1, done - first_step[0])
-                    text += f" | {(now - started) / 60:.1f} min, ETA {rate * (total - done) / 60:.1f} min"
+                    # the rate counts from the first step, not from the start (loading and an evaluation)
+                    first_step = first_step or (done, now)
+                    eta = eta_seconds(started, first_step, done, total, now)
+                    text += f" | {(now - started) / 60:.1f} min, ETA {eta / 60:.1f} min"
                 print(f"[{tag}] {text}", flush=True)
         code = proc.wait()
     if code != 0:
@@ -56,9 +54,23 @@ def run_stage(tag: str, script: str, env: dict, flags: list[str], log: Path) -> 
 STAGE_SETTINGS = "stage_settings.json"
 
 
-def record_stage_settings(run_dir: Path, settings: dict) -> None:
-    """What a finished stage was run with, so a later run that reuses it can check it is the same stage."""
-    (run_dir / STAGE_SETTINGS).write_text(json.dumps(settings, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+def record_stage_settings(run_dir: Path, settings: dict, name: str = STAGE_SETTINGS) -> None:
+    """What a finished stage was run with (or, `name` stage_started.json, an unfinished one was started with), so a
+    later run that reuses or continues it can check it is the same stage."""
+    (run_dir / name).write_text(json.dumps(settings, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def settings_differ(recorded: dict, settings: dict) -> dict:
+    """{key: (recorded, now)} for every setting a recorded stage had otherwise."""
+    return {k: (recorded.get(k), v) for k, v in settings.items() if recorded.get(k) != v}
+
+
+def eta_seconds(started: float, first_step: tuple[int, float], done: int, total: int, now: float) -> float:
+    """Seconds left at step `done` of `total`: the rate from this process's first step line on, or, at that first
+    line, the whole time so far for the one step it ran (a resumed stage's first step is not step 1)."""
+    first, first_at = first_step
+    rate = (now - first_at) / (done - first) if done > first else now - started
+    return rate * (total - done)
 
 
 def check_stage_settings(run_dir: Path, settings: dict, flag: str) -> None:
@@ -67,8 +79,7 @@ def check_stage_settings(run_dir: Path, settings: dict, flag: str) -> None:
     if not path.is_file():
         raise SystemExit(f"{flag}: {path} is missing (a stage from before settings were recorded, or unfinished): "
                          "run the stage again")
-    recorded = json.loads(path.read_text(encoding="utf-8"))
-    differ = {k: (recorded.get(k), v) for k, v in settings.items() if recorded.get(k) != v}
+    differ = settings_differ(json.loads(path.read_text(encoding="utf-8")), settings)
     if differ:
         raise SystemExit(f"{flag}: {run_dir} was run with other settings: "
                          + ", ".join(f"{k} {was!r} there, {now!r} now" for k, (was, now) in sorted(differ.items())))

@@ -76,10 +76,9 @@ def test_eval_loop_registers_the_loop_and_evaluates_nothing(tmp_path):
     def dry(value):
         env = {**os.environ, "RUN_DIR": str(tmp_path / "sft"), "NUM_ROLLOUT": "5", "EVAL": value}
         env.pop("ENV_SERVER_URL", None)
-        done = subprocess.run(["bash", "terminal-rl/run_cpu_smollm2_terminal_sft.sh", "--dry-run",
+        return subprocess.run(["bash", "terminal-rl/run_cpu_smollm2_terminal_sft.sh", "--dry-run",
                                "--hf-checkpoint", "tiny", "--terminal-tools", "lean"],
                               cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
-        return done
 
     for value, interval in (("1", True), ("loop", False)):
         done = dry(value)

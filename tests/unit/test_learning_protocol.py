@@ -257,6 +257,8 @@ def test_more_sft_steps_extend_a_finished_warm_start_from_its_checkpoint(tmp_pat
         _dump(sft / "eval_t0.7" / policy / "eval" / "before_training" / "tasks.jsonl", [])
     (sft / "ckpt" / "iter_0000048").mkdir(parents=True)
     (tmp_path / "rl" / "ckpt").mkdir(parents=True)
+    for name in ("eval_base_instances.jsonl", "eval_warm_instances.jsonl", "eval_rl_tasks.jsonl", "result.json"):
+        (tmp_path / name).write_text("{}\n")
     lp.record_stage_settings(sft, settings)
     # nothing to extend: the same steps, fewer steps, or another setting changed too (stage_done reports that)
     assert lp.extend_warm_start(tmp_path, settings) is None
@@ -271,6 +273,10 @@ def test_more_sft_steps_extend_a_finished_warm_start_from_its_checkpoint(tmp_pat
     assert (superseded / "sft" / "eval" / "rollout_000047" / "tasks.jsonl").is_file()
     assert (superseded / "sft" / "eval_t0.7" / "warm").is_dir() and (superseded / "rl" / "ckpt").is_dir()
     assert not (tmp_path / "rl").exists() and not (sft / "eval_t0.7" / "warm").exists()
+    # so are the run's own files of them (a --recompute then reports an unfinished run, not the old numbers)
+    assert sorted(p.name for p in superseded.glob("*.json*")) == ["eval_rl_tasks.jsonl", "eval_warm_instances.jsonl",
+                                                                  "result.json"]
+    assert (tmp_path / "eval_base_instances.jsonl").is_file()
     assert (sft / "eval" / "before_training" / "tasks.jsonl").is_file() and (sft / "eval_t0.7" / "base").is_dir()
     # the stage is unfinished again, started with the longer settings, and continues from its checkpoint
     assert not lp.stage_done(sft, longer, resume=True)
