@@ -13,7 +13,8 @@ Stages (each skipped with `--resume` when it finished with the same settings, `s
    passed.
 2. `sft/`: the SFT warm start (the setting's SFT script, LoRA by default), both held-out sets evaluated before it
    (the base model) and after it (the warm start); the adapter merged into a full model folder for RL. A checkpoint
-   every `--sft-save-interval` steps; interrupted before the first, it keeps its evaluation of the base model.
+   every `--sft-save-interval` steps; interrupted before the first, it keeps its evaluation of the base model,
+   and a `--resume` may then change how it trains (`TRAINING_ONLY_SETTINGS`: steps, rate, LoRA, plain tokens).
 3. `rl/`: RL from the warm start (the setting's RL script, LoRA), both sets evaluated after the last step; a
    checkpoint every `--save-interval` rollouts, from which `--resume` continues an interrupted stage (`--load`).
 
@@ -237,6 +238,9 @@ def stage_done(run_dir: Path, settings: dict, resume: bool) -> bool:
 
 
 STAGE_STARTED = "stage_started.json"  # what an unfinished training stage was started with
+# what only training reads: an SFT stage interrupted before its first checkpoint may go on with other values of
+# these and keep its evaluation of the base model (a second try at a warm start need not pay for it again)
+TRAINING_ONLY_SETTINGS = ("sft_steps", "sft_lr", "lora_rank", "lora_top_layers", "sft_plain_tokens")
 
 
 def continue_flags(run_dir: Path, resume: bool, settings: dict | None = None,
@@ -245,16 +249,27 @@ def continue_flags(run_dir: Path, resume: bool, settings: dict | None = None,
     again from an empty folder (its metrics.jsonl is appended to). `keep_first_eval` (the SFT stage, whose evaluation
     of the base model before training costs half an hour on the GUI): interrupted before its first checkpoint but
     after that evaluation, it starts training again with `--skip-eval-before-train` and keeps the evaluation (its
-    files and its metrics row). `settings` are recorded when a stage starts and checked when it continues (a stage
-    started before they were recorded continues unchecked)."""
+    files and its metrics row), and may then change its `TRAINING_ONLY_SETTINGS`. `settings` are recorded when a
+    stage starts and checked when it continues (a stage started before they were recorded continues unchecked)."""
     started = run_dir / STAGE_STARTED
+    checkpointed = any((run_dir / "ckpt").glob("iter_*"))
+    first_eval_kept = keep_first_eval and all((run_dir / "eval" / "before_training" / f"{name}.jsonl").is_file()
+                                              for name in SETS)
     if resume and started.is_file() and settings is not None:
-        check_stage_settings_file(started, run_dir, settings)
-    if resume and any((run_dir / "ckpt").glob("iter_*")):
+        recorded = json.loads(started.read_text(encoding="utf-8"))
+        if not checkpointed and first_eval_kept and settings_differ(recorded, settings) and \
+                set(settings_differ(recorded, settings)) <= set(TRAINING_ONLY_SETTINGS):
+            # nothing trained is kept, and the evaluation before training does not depend on how training runs
+            print(f"[{run_dir.name}] training again with "
+                  + ", ".join(f"{k} {now!r} (was {was!r})" for k, (was, now)
+                              in sorted(settings_differ(recorded, settings).items())), flush=True)
+            record_stage_settings(run_dir, settings, STAGE_STARTED)
+        else:
+            check_stage_settings_file(started, run_dir, settings)
+    if resume and checkpointed:
         print(f"[{run_dir.name}] continuing from the last checkpoint in {run_dir / 'ckpt'}", flush=True)
         return ["--load", str(run_dir / "ckpt")]
-    if resume and keep_first_eval and all((run_dir / "eval" / "before_training" / f"{name}.jsonl").is_file()
-                                          for name in SETS):
+    if resume and first_eval_kept:
         keep_metrics_rows(run_dir / "metrics.jsonl", step=0)
         shutil.rmtree(run_dir / "ckpt", ignore_errors=True)
         print(f"[{run_dir.name}] keeping its evaluation before training; training from the start", flush=True)

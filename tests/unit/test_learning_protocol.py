@@ -237,6 +237,29 @@ def test_an_interrupted_warm_start_keeps_its_evaluation_before_training(tmp_path
     assert json.loads((stage / lp.STAGE_STARTED).read_text()) == {"a": 1}
 
 
+def test_a_warm_start_stopped_before_its_first_checkpoint_may_change_only_how_it_trains(tmp_path):
+    stage = tmp_path / "sft"
+    started = {"model": "m", "max_steps": 8, "sft_steps": 20, "sft_lr": 2e-4}
+    assert lp.continue_flags(stage, resume=False, settings=started, keep_first_eval=True) == []
+    before = stage / "eval" / "before_training"
+    before.mkdir(parents=True)
+    for name in lp.SETS:
+        (before / f"{name}.jsonl").write_text("{}\n")
+    shorter = {**started, "sft_steps": 12, "sft_lr": 1e-4}
+    assert lp.continue_flags(stage, resume=True, settings=shorter, keep_first_eval=True) \
+        == ["--skip-eval-before-train"]
+    assert json.loads((stage / lp.STAGE_STARTED).read_text()) == shorter  # what it goes on with
+    assert all((before / f"{name}.jsonl").is_file() for name in lp.SETS)
+    # the evaluation depends on the episode shape: refused, nothing removed
+    with pytest.raises(SystemExit, match="max_steps 8 there, 6 now"):
+        lp.continue_flags(stage, resume=True, settings={**shorter, "max_steps": 6}, keep_first_eval=True)
+    assert all((before / f"{name}.jsonl").is_file() for name in lp.SETS)
+    # a checkpoint holds what was trained with the recorded values: no change once there is one
+    (stage / "ckpt" / "iter_0000010").mkdir(parents=True)
+    with pytest.raises(SystemExit, match="sft_steps 12 there, 20 now"):
+        lp.continue_flags(stage, resume=True, settings=started, keep_first_eval=True)
+
+
 def test_a_stage_continues_only_with_the_settings_it_was_started_with(tmp_path):
     stage = tmp_path / "rl"
     assert lp.continue_flags(stage, resume=False, settings={"lr": 1e-5}) == []
