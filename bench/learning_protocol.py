@@ -23,7 +23,11 @@ trains the same at any temperature, so `--resume` at another one keeps a finishe
 model and the warm start again at it (`sft/eval_t<temperature>/`: the SFT script with no steps); a finished RL stage
 is not reused at another temperature (remove `<out>/rl` to run it again). `--resume` with more `--sft-steps` than a
 finished warm start trained continues it from its last checkpoint to the new count (`extend_warm_start`: the shorter
-warm start's evaluations and the RL stage trained from it move to `<out>/superseded_sft<steps>/`). `--constant-groups
+warm start's evaluations and the RL stage trained from it move to `<out>/superseded_sft<steps>/`); `--resume
+--rerun-rl` sets an RL stage run with other RL settings aside (`<out>/superseded_rl<N>/`) and runs RL again from the
+kept warm start, whose evaluations are reused. `--rollout-temperature` samples the RL rollouts at another
+temperature than the evaluations', and `--rl-over-sampling N` is dynamic sampling (groups generated N at a time until
+`--rl-tasks` of them have a contrast). `--constant-groups
 drop-all` (GRPO groups whose episodes all scored the same left out, none kept) skips the optimizer step of a rollout
 that found no contrast: on 2 cores a GUI step that only the KL term would move costs 8-10 minutes.
 
@@ -114,6 +118,15 @@ def add_arguments(parser: argparse.ArgumentParser, setting: str, defaults: dict)
     parser.add_argument("--temperature", type=_positive_float, default=d.get("temperature", 1.0),
                         help="sampling temperature of every evaluation and of the RL rollouts (the trainer scores "
                              "at the same temperature)")
+    parser.add_argument("--rollout-temperature", type=_positive_float, default=None,
+                        help="the RL rollouts' temperature when not --temperature's (the trainer scores at it): a "
+                             "warm start that solves most training instances at the evaluation's temperature leaves "
+                             "most GRPO groups without a contrast")
+    parser.add_argument("--rl-over-sampling", type=int, default=0, metavar="GROUPS",
+                        help="dynamic sampling (DAPO): generate groups GROUPS at a time until --rl-tasks of them "
+                             "have a contrast (slime.rollout.filter_hub.check_reward_nonzero_std), so that every "
+                             "rollout takes its steps; 0: off (with --constant-groups drop-all a rollout whose "
+                             "groups all agree takes none)")
     parser.add_argument("--max-steps", type=int, default=d["max_steps"], help="model turns per episode")
     parser.add_argument("--engine-threads", type=int, default=d["engine_threads"],
                         help="the embedded engine's torch threads (evaluations run while the trainer waits)")
@@ -124,6 +137,9 @@ def add_arguments(parser: argparse.ArgumentParser, setting: str, defaults: dict)
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "bench" / setting)
     parser.add_argument("--resume", action="store_true",
                         help="continue the run in --out: reuse finished stages, continue RL from its checkpoint")
+    parser.add_argument("--rerun-rl", action="store_true",
+                        help="with --resume: set the run's RL stage aside (<out>/superseded_rl<N>/) and run RL again "
+                             "from the kept warm start with this run's RL flags")
     parser.add_argument("--recompute", action="store_true", help="print the table and RESULT from --out's run files")
     parser.add_argument("--commit-results", action="store_true",
                         help=f"copy the run files to bench/results/{setting}/<model> at the end")
@@ -164,7 +180,14 @@ def rl_stage_settings(sft_settings: dict, opts) -> dict:
             "rl_samples": opts.rl_samples, "lr": opts.lr, "old_log_probs": "rollout",
             # recorded only when not the default, so runs from before the flag still resume
             **({"constant_groups": opts.constant_groups} if opts.constant_groups != "keep" else {}),
-            **({"temperature": opts.temperature} if opts.temperature != 1.0 else {})}
+            **({"temperature": opts.temperature} if opts.temperature != 1.0 else {}),
+            **({"rollout_temperature": rollout_temperature(opts)}
+               if rollout_temperature(opts) != opts.temperature else {}),
+            **({"rl_over_sampling": opts.rl_over_sampling} if opts.rl_over_sampling else {})}
+
+
+def rollout_temperature(opts) -> float:
+    return opts.temperature if opts.rollout_temperature is None else opts.rollout_temperature
 
 
 def rl_flags(opts) -> list[str]:
@@ -172,9 +195,12 @@ def rl_flags(opts) -> list[str]:
     PPO's old log-probs are the engine's own (`--use-rollout-logprobs`): in async mode they are the behaviour
     policy's (a version behind the trainer), engine and trainer agree on them (mean |d log p| 0.01 on the 0.5B), and
     recomputing them was a forward pass over every sample: a quarter of an RL step's time on the CPU."""
+    dynamic = ["--over-sampling-batch-size", str(opts.rl_over_sampling),
+               "--dynamic-sampling-filter-path", "slime.rollout.filter_hub.check_reward_nonzero_std"] \
+        if opts.rl_over_sampling else []
     return ["--eval-interval", str(opts.rl_rollouts), "--skip-eval-before-train", "--use-rollout-logprobs",
-            "--rollout-temperature", str(opts.temperature),
-            "--constant-groups", opts.constant_groups, "--save-interval", str(opts.save_interval)]
+            "--rollout-temperature", str(rollout_temperature(opts)),
+            "--constant-groups", opts.constant_groups, "--save-interval", str(opts.save_interval), *dynamic]
 
 
 def eval_flags(opts, families: Path) -> list[str]:
@@ -299,20 +325,58 @@ def extend_warm_start(out: Path, settings: dict) -> int | None:
             set(settings_differ(recorded, settings)) != {"sft_steps"}:
         return None
     superseded = out / f"superseded_sft{steps}"
-    moves = [*((d, superseded / "sft" / "eval" / d.name) for d in sorted((sft_dir / "eval").glob("rollout_*"))),
-             *((d, superseded / "sft" / d.parent.name / "warm") for d in sorted(sft_dir.glob("eval_t*/warm"))),
-             # the run's own files of that warm start and its RL (a --recompute now says the run is not finished)
-             *((path, superseded / path.name) for path in sorted([out / "rl", out / "rl.log", out / "result.json",
-                                                                  *out.glob("eval_warm_*"), *out.glob("eval_rl_*")])
-               if path.exists())]
-    for source, target in moves:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(source, target)
+    set_aside(out, superseded, [
+        *((d, superseded / "sft" / "eval" / d.name) for d in sorted((sft_dir / "eval").glob("rollout_*"))),
+        *((d, superseded / "sft" / d.parent.name / "warm") for d in sorted(sft_dir.glob("eval_t*/warm")))],
+        warm_start=True)
     record_stage_settings(sft_dir, settings, STAGE_STARTED)
     path.unlink()  # last: interrupted before it, the next --resume extends again (what is left to move)
     print(f"[sft] extending the finished warm start from {steps} to {settings['sft_steps']} steps (its evaluation "
           f"and the RL stage trained from it moved to {superseded})", flush=True)
     return steps
+
+
+def set_aside(out: Path, superseded: Path, moves: list[tuple[Path, Path]] = (), warm_start: bool = False) -> None:
+    """Move a superseded RL stage into `superseded`: `<out>/rl`, `rl.log`, the run's after-RL files (with
+    `warm_start`, the warm start's too, and `moves`) and its `result.json`, so that a `--recompute` reports an
+    unfinished run, not the old numbers; its time leaves `timings.json` for `superseded/timings.json` (a stage run
+    again adds to what is left)."""
+    own = [(path, superseded / path.name)
+           for path in sorted([out / "rl", out / "rl.log", out / "result.json", *out.glob("eval_rl_*"),
+                               *(out.glob("eval_warm_*") if warm_start else ())])
+           if path.exists()]
+    for source, target in [*moves, *own]:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(source, target)
+    timings_path = out / "timings.json"
+    if timings_path.is_file():
+        timings = json.loads(timings_path.read_text(encoding="utf-8"))
+        if "rl" in timings:
+            superseded.mkdir(parents=True, exist_ok=True)
+            (superseded / "timings.json").write_text(json.dumps({"rl": timings.pop("rl")}, indent=1))
+            timings_path.write_text(json.dumps(timings, indent=1))
+
+
+def rerun_rl(out: Path, settings: dict) -> Path | None:
+    """`--resume --rerun-rl`: an RL stage run or started with other RL settings than `settings` is set aside in
+    `<out>/superseded_rl<N>/` (the first free N), with its evaluation and its time; the warm start and both
+    policies' evaluations are kept, so the run goes on with RL under this run's RL flags (another temperature for
+    rollouts, dynamic sampling, a rate). One with these settings is this rerun itself: it is continued (the same
+    command resumes an interrupted rerun)."""
+    rl_dir = out / "rl"
+    if not rl_dir.exists():
+        return None
+    recorded = next((json.loads(path.read_text(encoding="utf-8")) for path in
+                     (rl_dir / STAGE_SETTINGS, rl_dir / STAGE_STARTED) if path.is_file()), None)
+    if recorded is not None and not settings_differ(recorded, settings):
+        return None
+    number = 1
+    while (out / f"superseded_rl{number}").exists():
+        number += 1
+    superseded = out / f"superseded_rl{number}"
+    set_aside(out, superseded)
+    print(f"[rl] the earlier RL stage set aside in {superseded}; RL runs again", flush=True)
+    return superseded
 
 
 def check_stage_settings_file(path: Path, run_dir: Path, settings: dict) -> None:
@@ -471,6 +535,9 @@ def run(setting: Setting, opts) -> int:
         report(opts.out, json.loads(timings_path.read_text()) if timings_path.exists() else {}, setting.name,
                setting.target, setting.signals)
         return 0
+    if opts.rl_over_sampling and opts.rl_over_sampling < opts.rl_tasks:  # the trainer's rule, said before any stage
+        raise SystemExit(f"--rl-over-sampling {opts.rl_over_sampling} must be 0 or at least --rl-tasks "
+                         f"({opts.rl_tasks}): it is how many groups are generated at a time")
     if not opts.resume:
         shutil.rmtree(opts.out, ignore_errors=True)  # metrics.jsonl is appended to: start from empty folders
     opts.out.mkdir(parents=True, exist_ok=True)
@@ -512,6 +579,8 @@ def run(setting: Setting, opts) -> int:
     sft_settings = sft_stage_settings(demo_settings, opts, setting.settings_keys)
     if opts.resume:
         extend_warm_start(opts.out, sft_settings)
+    elif opts.rerun_rl:
+        raise SystemExit("--rerun-rl runs the RL stage of a kept run again: give --resume too")
     if not stage_done(sft_dir, sft_settings, opts.resume):
         sft_resume = continue_flags(sft_dir, opts.resume, sft_settings, keep_first_eval=True)
         if not sft_resume:  # a fresh stage: its evaluation before training runs at this temperature
@@ -539,6 +608,8 @@ def run(setting: Setting, opts) -> int:
 
     rl_dir = opts.out / "rl"
     rl_settings = rl_stage_settings(sft_settings, opts)
+    if opts.rerun_rl:
+        rerun_rl(opts.out, rl_settings)
     if not stage_done(rl_dir, rl_settings, opts.resume):
         resume_flags = continue_flags(rl_dir, opts.resume, rl_settings)
         seconds = run_stage("rl", setting.rl_script,

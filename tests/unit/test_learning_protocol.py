@@ -172,6 +172,58 @@ def test_temperature_reaches_evaluations_and_rollouts_and_is_recorded_only_when_
         parser.parse_args(["--temperature", "0"])
 
 
+def test_rerun_rl_sets_the_rl_stage_aside_and_keeps_the_warm_start(tmp_path):
+    old, new = {"model": "m", "temperature": 0.7}, {"model": "m", "temperature": 0.7, "rollout_temperature": 1.0}
+    assert lp.rerun_rl(tmp_path, new) is None  # no RL stage yet: nothing to set aside
+    (tmp_path / "rl" / "ckpt" / "iter_0000008").mkdir(parents=True)
+    lp.record_stage_settings(tmp_path / "rl", old)
+    (tmp_path / "sft" / "ckpt" / "iter_0000140").mkdir(parents=True)
+    for name in ("rl.log", "result.json", "eval_rl_instances.jsonl", "eval_warm_instances.jsonl",
+                 "eval_warm_t0.7.log", "eval_base_tasks.jsonl"):
+        (tmp_path / name).write_text("{}\n")
+    (tmp_path / "timings.json").write_text(json.dumps({"sft": 100.0, "rl": 300.0}))
+    assert lp.rerun_rl(tmp_path, old) is None  # the same settings: nothing to run again
+    assert lp.rerun_rl(tmp_path, new) == tmp_path / "superseded_rl1"
+    aside = tmp_path / "superseded_rl1"
+    assert sorted(p.name for p in aside.iterdir()) == ["eval_rl_instances.jsonl", "result.json", "rl", "rl.log",
+                                                       "timings.json"]
+    # the warm start, its evaluation and the base model's stay; the old RL time goes with its stage
+    assert (tmp_path / "sft" / "ckpt" / "iter_0000140").is_dir() and (tmp_path / "eval_warm_t0.7.log").is_file()
+    assert (tmp_path / "eval_warm_instances.jsonl").is_file() and (tmp_path / "eval_base_tasks.jsonl").is_file()
+    assert json.loads((tmp_path / "timings.json").read_text()) == {"sft": 100.0}
+    assert json.loads((aside / "timings.json").read_text()) == {"rl": 300.0}
+    # the rerun interrupted: the same command continues it, another one sets it aside in the next free folder
+    (tmp_path / "rl").mkdir()
+    lp.record_stage_settings(tmp_path / "rl", new, lp.STAGE_STARTED)
+    assert lp.rerun_rl(tmp_path, new) is None and (tmp_path / "rl").is_dir()
+    assert lp.rerun_rl(tmp_path, {**new, "lr": 1e-5}) == tmp_path / "superseded_rl2"
+
+
+def test_rl_may_sample_hotter_than_it_is_evaluated_and_keep_sampling_until_groups_contrast(tmp_path):
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    lp.add_arguments(parser, "demo_learning", {})
+    opts = parser.parse_args(["--temperature", "0.7"])
+    rl = lp.rl_flags(opts)
+    assert rl[rl.index("--rollout-temperature") + 1] == "0.7" and "--dynamic-sampling-filter-path" not in rl
+    # the defaults are not recorded: a run from before the flags still resumes
+    before = lp.rl_stage_settings({"seed": 0}, opts)
+    assert "rollout_temperature" not in before and "rl_over_sampling" not in before
+    opts = parser.parse_args(["--temperature", "0.7", "--rollout-temperature", "1.0", "--rl-over-sampling", "4"])
+    flags = lp.eval_flags(opts, tmp_path)
+    assert flags[flags.index("--eval-temperature") + 1] == "0.7"  # the evaluations stay comparable
+    rl = lp.rl_flags(opts)
+    assert rl[rl.index("--rollout-temperature") + 1] == "1.0"
+    assert rl[rl.index("--over-sampling-batch-size") + 1] == "4"
+    assert rl[rl.index("--dynamic-sampling-filter-path") + 1] == "slime.rollout.filter_hub.check_reward_nonzero_std"
+    settings = lp.rl_stage_settings({"seed": 0}, opts)
+    assert settings["rollout_temperature"] == 1.0 and settings["rl_over_sampling"] == 4
+    # the warm start and its evaluations do not depend on how RL samples
+    assert lp.sft_stage_settings({"seed": 0}, opts) == lp.sft_stage_settings(
+        {"seed": 0}, parser.parse_args(["--temperature", "0.7"]))
+
+
 def test_a_warm_start_evaluated_at_another_temperature_is_evaluated_again_not_retrained(tmp_path, monkeypatch):
     import argparse
 
@@ -282,6 +334,7 @@ def test_more_sft_steps_extend_a_finished_warm_start_from_its_checkpoint(tmp_pat
     (tmp_path / "rl" / "ckpt").mkdir(parents=True)
     for name in ("eval_base_instances.jsonl", "eval_warm_instances.jsonl", "eval_rl_tasks.jsonl", "result.json"):
         (tmp_path / name).write_text("{}\n")
+    (tmp_path / "timings.json").write_text(json.dumps({"demonstrations": 5.0, "sft": 100.0, "rl": 300.0}))
     lp.record_stage_settings(sft, settings)
     # nothing to extend: the same steps, fewer steps, or another setting changed too (stage_done reports that)
     assert lp.extend_warm_start(tmp_path, settings) is None
@@ -298,7 +351,10 @@ def test_more_sft_steps_extend_a_finished_warm_start_from_its_checkpoint(tmp_pat
     assert not (tmp_path / "rl").exists() and not (sft / "eval_t0.7" / "warm").exists()
     # so are the run's own files of them (a --recompute then reports an unfinished run, not the old numbers)
     assert sorted(p.name for p in superseded.glob("*.json*")) == ["eval_rl_tasks.jsonl", "eval_warm_instances.jsonl",
-                                                                  "result.json"]
+                                                                  "result.json", "timings.json"]
+    # the old RL stage's time goes with it (the new stage's is added to what is left), the SFT time stays
+    assert json.loads((tmp_path / "timings.json").read_text()) == {"demonstrations": 5.0, "sft": 100.0}
+    assert json.loads((superseded / "timings.json").read_text()) == {"rl": 300.0}
     assert (tmp_path / "eval_base_instances.jsonl").is_file()
     assert (sft / "eval" / "before_training" / "tasks.jsonl").is_file() and (sft / "eval_t0.7" / "base").is_dir()
     # the stage is unfinished again, started with the longer settings, and continues from its checkpoint
