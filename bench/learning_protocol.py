@@ -125,8 +125,10 @@ def add_arguments(parser: argparse.ArgumentParser, setting: str, defaults: dict)
     parser.add_argument("--rl-over-sampling", type=int, default=0, metavar="GROUPS",
                         help="dynamic sampling (DAPO): generate groups GROUPS at a time until --rl-tasks of them "
                              "have a contrast (slime.rollout.filter_hub.check_reward_nonzero_std), so that every "
-                             "rollout takes its steps; 0: off (with --constant-groups drop-all a rollout whose "
-                             "groups all agree takes none)")
+                             "rollout takes its steps (a rollout that finds none in max(16 x --rl-tasks, 4 x "
+                             "GROUPS) groups stops the stage with an error; --resume continues from its last "
+                             "checkpoint); 0: off (with --constant-groups drop-all a rollout whose groups all agree "
+                             "takes no step)")
     parser.add_argument("--max-steps", type=int, default=d["max_steps"], help="model turns per episode")
     parser.add_argument("--engine-threads", type=int, default=d["engine_threads"],
                         help="the embedded engine's torch threads (evaluations run while the trainer waits)")
