@@ -284,13 +284,11 @@ def continue_flags(run_dir: Path, resume: bool, settings: dict | None = None,
     first_eval_kept = keep_first_eval and all((run_dir / "eval" / "before_training" / f"{name}.jsonl").is_file()
                                               for name in SETS)
     if resume and started.is_file() and settings is not None:
-        recorded = json.loads(started.read_text(encoding="utf-8"))
-        if not checkpointed and first_eval_kept and settings_differ(recorded, settings) and \
-                set(settings_differ(recorded, settings)) <= set(TRAINING_ONLY_SETTINGS):
+        differ = settings_differ(json.loads(started.read_text(encoding="utf-8")), settings)
+        if differ and not checkpointed and first_eval_kept and set(differ) <= set(TRAINING_ONLY_SETTINGS):
             # nothing trained is kept, and the evaluation before training does not depend on how training runs
             print(f"[{run_dir.name}] training again with "
-                  + ", ".join(f"{k} {now!r} (was {was!r})" for k, (was, now)
-                              in sorted(settings_differ(recorded, settings).items())), flush=True)
+                  + ", ".join(f"{k} {now!r} (was {was!r})" for k, (was, now) in sorted(differ.items())), flush=True)
             record_stage_settings(run_dir, settings, STAGE_STARTED)
         else:
             check_stage_settings_file(started, run_dir, settings)
@@ -540,15 +538,22 @@ def run(setting: Setting, opts) -> int:
     if opts.rl_over_sampling and opts.rl_over_sampling < opts.rl_tasks:  # the trainer's rule, said before any stage
         raise SystemExit(f"--rl-over-sampling {opts.rl_over_sampling} must be 0 or at least --rl-tasks "
                          f"({opts.rl_tasks}): it is how many groups are generated at a time")
+    if opts.rerun_rl and not opts.resume:  # before anything is removed
+        raise SystemExit("--rerun-rl runs the RL stage of a kept run again: give --resume too")
     if not opts.resume:
         shutil.rmtree(opts.out, ignore_errors=True)  # metrics.jsonl is appended to: start from empty folders
     opts.out.mkdir(parents=True, exist_ok=True)
     timings_path = opts.out / "timings.json"
-    timings = json.loads(timings_path.read_text()) if opts.resume and timings_path.exists() else {}
 
-    def timed(name: str, seconds: float) -> None:
-        timings[name] = seconds
-        timings_path.write_text(json.dumps(timings, indent=1))
+    def timings() -> dict:
+        # read each time: setting a stage aside (set_aside) takes its time out of the file
+        return json.loads(timings_path.read_text()) if timings_path.exists() else {}
+
+    def timed(name: str, seconds: float, add: bool = False) -> None:
+        """A stage's time; `add`: to what earlier, interrupted parts of the same stage took."""
+        recorded = timings()
+        recorded[name] = recorded.get(name, 0.0) + seconds if add else seconds
+        timings_path.write_text(json.dumps(recorded, indent=1))
 
     families = opts.out / "families"
     family_settings = {"seed": opts.seed, "train_instances": opts.train_instances,
@@ -581,8 +586,6 @@ def run(setting: Setting, opts) -> int:
     sft_settings = sft_stage_settings(demo_settings, opts, setting.settings_keys)
     if opts.resume:
         extend_warm_start(opts.out, sft_settings)
-    elif opts.rerun_rl:
-        raise SystemExit("--rerun-rl runs the RL stage of a kept run again: give --resume too")
     if not stage_done(sft_dir, sft_settings, opts.resume):
         sft_resume = continue_flags(sft_dir, opts.resume, sft_settings, keep_first_eval=True)
         if not sft_resume:  # a fresh stage: its evaluation before training runs at this temperature
@@ -591,7 +594,7 @@ def run(setting: Setting, opts) -> int:
         # at another: policy_evaluations evaluates both policies in sft/eval_t<temperature>/)
         own_eval = evaluated_at(sft_dir) == opts.temperature
         # the engine idles while SFT trains: the trainer gets both cores
-        timed("sft", timings.get("sft", 0.0) + run_stage("sft", setting.sft_script,
+        timed("sft", add=True, seconds=run_stage("sft", setting.sft_script,
                                {**env, "RUN_DIR": str(sft_dir), "NUM_ROLLOUT": str(opts.sft_steps),
                                 "EVAL": "1" if own_eval else "loop",
                                 "OMP_NUM_THREADS": "2", "HF_CKPT": opts.model, "LR": str(opts.sft_lr),
@@ -621,14 +624,14 @@ def run(setting: Setting, opts) -> int:
                              "LR": str(opts.lr), "MAX_STEPS": str(opts.max_steps)},
                             [*rl_flags(opts), *flags, *lora_flags(opts), *resume_flags],
                             opts.out / "rl.log")
-        timed("rl", timings.get("rl", 0.0) + seconds)
+        timed("rl", seconds, add=True)
         record_stage_settings(rl_dir, rl_settings)
     (rl_files,) = evaluations(rl_dir, 1)
     keep_episodes(opts.out, "rl", rl_files, setting)
 
-    gain = report(opts.out, timings, setting.name, setting.target, setting.signals)
+    gain = report(opts.out, timings(), setting.name, setting.target, setting.signals)
     (opts.out / "result.json").write_text(json.dumps(
-        {"settings": rl_settings, "demonstration_rows": demo_rows, "timings": timings,
+        {"settings": rl_settings, "demonstration_rows": demo_rows, "timings": timings(),
          "summaries": summaries(opts.out, setting.signals), "value": gain, "target": setting.target}, indent=1))
     if opts.commit_results:
         commit_results(opts.out, setting.name, opts.model)

@@ -199,6 +199,53 @@ def test_rerun_rl_sets_the_rl_stage_aside_and_keeps_the_warm_start(tmp_path):
     assert lp.rerun_rl(tmp_path, {**new, "lr": 1e-5}) == tmp_path / "superseded_rl2"
 
 
+def test_a_rerun_rl_run_times_only_its_own_rl_stage_and_refuses_without_resume(tmp_path, monkeypatch):
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    lp.add_arguments(parser, "demo_learning", {})
+    episode = [_sample("copy-1", 0, 0, 1.0, "done")]
+    setting = lp.Setting(name="demo_learning", target=0.1, sft_script="sft.sh", rl_script="rl.sh",
+                         write_families=None, demonstrate=None, stage_flags=lambda opts, families: [],
+                         stage_env=lambda opts, families: {}, family_of=family)
+    first = parser.parse_args(["--out", str(tmp_path), "--resume", "--model", "m"])
+    # a kept run: families, demonstrations and warm start finished, an RL stage run with the default sampling
+    family_settings = {"seed": 0, "train_instances": first.train_instances,
+                       "heldout_instances": first.heldout_instances}
+    sft_settings = lp.sft_stage_settings(family_settings, first)
+    for stage, settings in (("families", family_settings), ("demos", family_settings), ("sft", sft_settings),
+                            ("rl", lp.rl_stage_settings(sft_settings, first))):
+        (tmp_path / stage).mkdir()
+        lp.record_stage_settings(tmp_path / stage, settings)
+    (tmp_path / "demos" / "sft_demos.jsonl").write_text("{}\n")
+    (tmp_path / "sft" / "ckpt" / "iter_0000003" / "model").mkdir(parents=True)
+    (tmp_path / "sft" / "ckpt" / "iter_0000003" / "model" / "config.json").write_text("{}")
+    for folder in ("before_training", "rollout_000002"):
+        for name in lp.SETS:
+            _dump(tmp_path / "sft" / "eval" / folder / f"{name}.jsonl", episode)
+    (tmp_path / "timings.json").write_text(json.dumps({"sft": 100.0, "rl": 300.0}))
+    ran = []
+
+    def fake_stage(tag, script, env, flags, log):  # the RL script: its evaluation after the last rollout
+        ran.append((tag, flags))
+        for name in lp.SETS:
+            _dump(Path(env["RUN_DIR"]) / "eval" / "rollout_000007" / f"{name}.jsonl", episode)
+        return 50.0
+
+    monkeypatch.setattr(lp, "run_stage", fake_stage)
+    rerun = parser.parse_args(["--out", str(tmp_path), "--model", "m", "--rerun-rl", "--rollout-temperature", "1.5"])
+    with pytest.raises(SystemExit, match="give --resume too"):
+        lp.run(setting, rerun)
+    assert (tmp_path / "sft" / "ckpt").is_dir()  # refused before anything was removed
+    rerun.resume = True
+    assert lp.run(setting, rerun) == 0
+    assert [tag for tag, _ in ran] == ["rl"] and "1.5" in ran[0][1]
+    # the set-aside stage's 300 s went with it: the RL time is this stage's alone, here and in result.json
+    assert json.loads((tmp_path / "timings.json").read_text()) == {"sft": 100.0, "rl": 50.0}
+    assert json.loads((tmp_path / "result.json").read_text())["timings"]["rl"] == 50.0
+    assert json.loads((tmp_path / "superseded_rl1" / "timings.json").read_text()) == {"rl": 300.0}
+
+
 def test_rl_may_sample_hotter_than_it_is_evaluated_and_keep_sampling_until_groups_contrast(tmp_path):
     import argparse
 

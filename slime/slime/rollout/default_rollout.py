@@ -42,7 +42,8 @@ from typing import Any
 
 from slime.engine.client import AsyncEngineClient, engine_dialect
 from slime.rollout.data_source import load_prompt_samples, load_tokenizer, render_prompt
-from slime.utils.types import DynamicFilterOutput, RolloutFnEvalOutput, RolloutFnTrainOutput, Sample
+from slime.utils.types import (DynamicFilterOutput, RolloutFnEvalOutput, RolloutFnTrainOutput, Sample,
+                               flatten_samples)
 
 __all__ = [
     "RolloutState",
@@ -331,16 +332,6 @@ async def generate_and_rm(args, sample: Sample, sampling_params: dict, evaluatio
     return result
 
 
-def _flatten(items) -> list[Sample]:
-    out = []
-    for item in items:
-        if isinstance(item, list):
-            out.extend(_flatten(item))
-        else:
-            out.append(item)
-    return out
-
-
 def _trajectories(groups) -> list[Sample]:
     """One sample per trajectory of generated groups: a multi-step generator (dynamic history) returns its steps as a
     list, all with the trajectory's reward, and counting steps would weigh long trajectories more."""
@@ -356,7 +347,7 @@ async def generate_and_rm_group(args, group: list[Sample], sampling_params: dict
                  for s in group]
     results = [t.result() for t in tasks]
     if getattr(args, "group_rm", False):
-        await _score(args, _flatten(results))
+        await _score(args, flatten_samples(results))
     return results
 
 
@@ -378,7 +369,7 @@ def _filter_decision(fn, args, group) -> tuple[bool, str | None]:
 
 
 def _group_key(group: list) -> tuple:
-    first = _flatten(group)[0]
+    first = flatten_samples(group)[0]
     gi = first.group_index
     return (gi is None, gi if gi is not None else 0, first.index if first.index is not None else 0)
 
@@ -433,11 +424,11 @@ async def generate_rollout_async(args, rollout_id: int, data_source, evaluation:
                         data_source.add_samples([group])
                     surplus += 1
                     continue
-                if any(s.status == Sample.Status.ABORTED for s in _flatten(results)):
+                if any(s.status == Sample.Status.ABORTED for s in flatten_samples(results)):
                     if partial:
                         data_source.add_samples([group])
                     drops["aborted"] += 1
-                    last_abort = next((s.metadata["abort_reason"] for s in _flatten(results)
+                    last_abort = next((s.metadata["abort_reason"] for s in flatten_samples(results)
                                        if s.metadata.get("abort_reason")), last_abort)
                     if not accepted and drops["aborted"] >= ABORTED_BATCHES_BEFORE_FAILING * target:
                         raise RuntimeError(
@@ -494,12 +485,12 @@ def _mean_std(values: list[float]) -> tuple[float, float]:
 
 
 def _train_metrics(args, accepted, finished, drops: Counter, submitted: int, elapsed: float) -> dict:
-    samples = _flatten(accepted)
+    samples = flatten_samples(accepted)
     rewards = [float(s.get_reward_value(args)) for s in samples]
     lengths = [s.effective_response_length for s in samples]
     reward_mean, reward_std = _mean_std(rewards)
-    zero_std = sum(1 for g in accepted if len({float(s.get_reward_value(args)) for s in _flatten(g)}) <= 1)
-    generated = sum(s.response_length for g in finished for s in _flatten(g))
+    zero_std = sum(1 for g in accepted if len({float(s.get_reward_value(args)) for s in flatten_samples(g)}) <= 1)
+    generated = sum(s.response_length for g in finished for s in flatten_samples(g))
     metrics = {
         "rollout/reward_mean": reward_mean,
         "rollout/reward_std": reward_std,
@@ -631,7 +622,7 @@ async def eval_rollout_async(args, rollout_id: int) -> RolloutFnEvalOutput:
         truncated = [s.status == Sample.Status.TRUNCATED for s in samples]
         # metrics count trajectories; the dump keeps every step sample of a multi-step generator, so an episode's
         # earlier turns (the commands an agent ran) are in the run files, not only its last reply
-        data[name] = {"rewards": rewards, "truncated": truncated, "samples": samples, "steps": _flatten(results)}
+        data[name] = {"rewards": rewards, "truncated": truncated, "samples": samples, "steps": flatten_samples(results)}
         metrics[f"eval/{name}"] = statistics.fmean(rewards) if rewards else math.nan
         metrics[f"eval/{name}-truncated_ratio"] = sum(truncated) / len(truncated) if truncated else math.nan
         lengths = [s.response_length for s in samples]

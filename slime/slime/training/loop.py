@@ -31,11 +31,11 @@ from slime.training import checkpoint
 from slime.training.advantages import attach_advantages
 from slime.training.engines import EnginesFailedOnSomeNode, RolloutEngines, set_router_addresses, start_node_engines
 from slime.training.tracking import Tracker, console_line
-from slime.training.train_data import (drop_constant, flatten, post_process_rewards, rollout_metrics, shard_for_ranks,
+from slime.training.train_data import (drop_constant, post_process_rewards, rollout_metrics, shard_for_ranks,
                                        take_whole_steps, to_rows)
 from slime.training.weight_sync import check_vllm_can_take_full_weights, make_publisher
 from slime.utils.ppo_utils import SingletonGroupTracker
-from slime.utils.types import RolloutFnTrainOutput
+from slime.utils.types import RolloutFnTrainOutput, flatten_samples
 
 log = logging.getLogger("slime.train")
 
@@ -80,7 +80,7 @@ class RolloutProducer:
         output = self.rollout_fn(self.args, rollout_id, self.data_source)
         if not isinstance(output, RolloutFnTrainOutput):
             output = RolloutFnTrainOutput(samples=output)
-        samples = flatten(output.samples)
+        samples = flatten_samples(output.samples)
         if self.args.save_debug_rollout_data:
             _dump_samples(self.args.save_debug_rollout_data.format(rollout_id=rollout_id), samples)
         produced = samples  # what the custom rollout log sees: every sample, before constant groups are dropped

@@ -21,16 +21,6 @@ log = logging.getLogger(__name__)
 GROUP_NORMALISED = ("grpo", "gspo")
 
 
-def flatten(groups) -> list[Sample]:
-    out: list[Sample] = []
-    for item in groups:
-        if isinstance(item, Sample):
-            out.append(item)
-        else:
-            out.extend(flatten(item))
-    return out
-
-
 def drop_constant(args, samples: list[Sample]) -> tuple[list[Sample], dict]:
     """`--constant-groups drop|drop-all`: leave out groups whose raw rewards all agree (zero advantage under GRPO, but
     they would still count in the loss's per-sample mean). An explicit choice, reported in the metrics. `drop` keeps

@@ -252,6 +252,18 @@ class RolloutFnEvalOutput:
     metrics: dict[str, Any] | None = None
 
 
+def flatten_samples(items) -> list[Sample]:
+    """The samples of a rollout's nested lists (groups of samples, or of a multi-step agent's episodes, each a list
+    of its step samples), in order."""
+    out: list[Sample] = []
+    for item in items:
+        if isinstance(item, (list, tuple)):
+            out.extend(flatten_samples(item))
+        else:
+            out.append(item)
+    return out
+
+
 @dataclass
 class DynamicFilterOutput:
     keep: bool
