@@ -32,9 +32,11 @@ drop-all` (GRPO groups whose episodes all scored the same left out, none kept) s
 that found no contrast: on 2 cores a GUI step that only the KL term would move costs 8-10 minutes.
 
 Run files in `--out`: `eval_<base|warm|rl>_<instances|tasks>.jsonl` (every evaluated episode: task, family,
-accuracy, status, the evaluation, the turns' text), both stages' `metrics.jsonl`, `timings.json`, `result.json`;
-`--commit-results` copies them (compressed) to `bench/results/<setting>/<model>/`, and `--recompute` prints the
-table and the RESULT line from them again.
+accuracy, status, the evaluation, the turns' text), both stages' `metrics.jsonl`, `timings.json`, `result.json`,
+and RL's training episodes (`rl/rollouts/rollout_<n>.jsonl`, every step sample the trainer got, written by its
+`--save-debug-rollout-data`); `--commit-results` copies them (compressed; the training episodes as one
+`rl_rollouts.jsonl.gz` without token ids, log-probs and chat prompts) to `bench/results/<setting>/<model>/`, and
+`--recompute` prints the table and the RESULT line from them again.
 """
 
 from __future__ import annotations
@@ -510,6 +512,26 @@ def report(out: Path, timings: dict, name: str, target: float,
     return gain
 
 
+ROLLOUTS = "rollouts"  # the RL stage's training episodes, one file per rollout (the trainer's --save-debug-rollout-data)
+HEAVY_SAMPLE_FIELDS = ("tokens", "loss_mask", "rollout_log_probs", "teacher_log_probs", "teacher_topk_log_probs",
+                       "teacher_topk_indices", "multimodal_inputs", "multimodal_train_inputs")
+
+
+def compact_rollout_lines(path: Path) -> list[str]:
+    """A rollout file's samples without their token ids, log-probs and chat prompts (what a reader of the committed
+    run needs is each step's reply, reward, status and task, not a 10 KB array per step); an agent's prompt that is
+    its task's record (a dict: name, family, variant) is kept. Each line gets its rollout's number."""
+    rollout = path.stem.rsplit("_", 1)[-1]
+    lines = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            sample = {k: v for k, v in json.loads(line).items()
+                      if k not in HEAVY_SAMPLE_FIELDS and not (k == "prompt" and not isinstance(v, dict))}
+            lines.append(json.dumps({"rollout": int(rollout) if rollout.isdigit() else rollout, **sample},
+                                    ensure_ascii=False))
+    return lines
+
+
 def commit_results(out: Path, setting: str, model: str) -> Path:
     """The run files a RESULT line can be recomputed from, compressed, under bench/results/<setting>/<model>."""
     dest = REPO / "bench" / "results" / setting / model.replace("/", "_")
@@ -521,6 +543,11 @@ def commit_results(out: Path, setting: str, model: str) -> Path:
         metrics = out / stage / "metrics.jsonl"
         if metrics.exists():
             (dest / f"{stage}_metrics.jsonl.gz").write_bytes(gzip.compress(metrics.read_bytes(), mtime=0))
+    rollout_files = sorted((out / "rl" / ROLLOUTS).glob("rollout_*.jsonl"),
+                           key=lambda path: int(path.stem.rsplit("_", 1)[-1]))
+    if rollout_files:
+        text = "".join(line + "\n" for path in rollout_files for line in compact_rollout_lines(path))
+        (dest / "rl_rollouts.jsonl.gz").write_bytes(gzip.compress(text.encode("utf-8"), mtime=0))
     for name in ("result.json", "timings.json"):
         if (out / name).exists():
             shutil.copyfile(out / name, dest / name)
@@ -622,7 +649,8 @@ def run(setting: Setting, opts) -> int:
                              "PROMPT_DATA": str(families / "rl.jsonl"), "NUM_ROLLOUT": str(opts.rl_rollouts),
                              "ROLLOUT_BATCH_SIZE": str(opts.rl_tasks), "N_SAMPLES": str(opts.rl_samples),
                              "LR": str(opts.lr), "MAX_STEPS": str(opts.max_steps)},
-                            [*rl_flags(opts), *flags, *lora_flags(opts), *resume_flags],
+                            [*rl_flags(opts), *flags, *lora_flags(opts), *resume_flags,
+                             "--save-debug-rollout-data", str(rl_dir / ROLLOUTS / "rollout_{rollout_id}.jsonl")],
                             opts.out / "rl.log")
         timed("rl", seconds, add=True)
         record_stage_settings(rl_dir, rl_settings)

@@ -1,5 +1,6 @@
 """bench/learning_protocol.py: run files -> episodes -> the table and the RESULT line, from plain or committed
 (compressed) files; a finished stage is reused only with the same settings."""
+import gzip
 import json
 import sys
 from pathlib import Path
@@ -53,8 +54,19 @@ def test_the_result_is_rl_minus_warm_start_on_unseen_instances_and_recomputes_fr
     assert out.strip().endswith("RESULT x_learning value=0.500 target=>=0.1 PASS")
     assert "unseen tasks: base 0.000, warm start 0.500, after RL 0.000" in out
     (tmp_path / "result.json").write_text("{}")
+    rollouts = tmp_path / "rl" / lp.ROLLOUTS
+    rollouts.mkdir(parents=True)
+    for rollout in (10, 2):  # numeric order, not the files' names' order
+        (rollouts / f"rollout_{rollout}.jsonl").write_text(json.dumps(
+            {"index": rollout, "response": "Action: click", "reward": 1.0, "tokens": [1, 2, 3],
+             "rollout_log_probs": [-0.1], "prompt": "a long observation" if rollout == 2 else {"task_name": "t1"}})
+            + "\n")
     monkeypatch.setattr(lp, "REPO", tmp_path / "repo")
     dest = lp.commit_results(tmp_path, "x_learning", "org/model")
+    committed = [json.loads(line) for line in gzip.decompress((dest / "rl_rollouts.jsonl.gz").read_bytes()).splitlines()]
+    assert committed == [{"rollout": 2, "index": 2, "response": "Action: click", "reward": 1.0},
+                         {"rollout": 10, "index": 10, "response": "Action: click", "reward": 1.0,
+                          "prompt": {"task_name": "t1"}}]  # a task record is kept, a chat prompt is not
     assert dest == tmp_path / "repo" / "bench" / "results" / "x_learning" / "org_model"
     assert sorted(p.name for p in dest.glob("eval_*.jsonl.gz")) == [
         f"eval_{p}_{s}.jsonl.gz" for p in ("base", "rl", "warm") for s in ("instances", "tasks")]
