@@ -517,19 +517,21 @@ HEAVY_SAMPLE_FIELDS = ("tokens", "loss_mask", "rollout_log_probs", "teacher_log_
                        "teacher_topk_indices", "multimodal_inputs", "multimodal_train_inputs")
 
 
+def rollout_number(path: Path) -> int:
+    """`rollout_<n>.jsonl` -> n (the trainer fills in `{rollout_id}`)."""
+    return int(path.stem.rsplit("_", 1)[-1])
+
+
 def compact_rollout_lines(path: Path) -> list[str]:
     """A rollout file's samples without their token ids, log-probs and chat prompts (what a reader of the committed
     run needs is each step's reply, reward, status and task, not a 10 KB array per step); an agent's prompt that is
     its task's record (a dict: name, family, variant) is kept. Each line gets its rollout's number."""
-    rollout = path.stem.rsplit("_", 1)[-1]
-    lines = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            sample = {k: v for k, v in json.loads(line).items()
-                      if k not in HEAVY_SAMPLE_FIELDS and not (k == "prompt" and not isinstance(v, dict))}
-            lines.append(json.dumps({"rollout": int(rollout) if rollout.isdigit() else rollout, **sample},
-                                    ensure_ascii=False))
-    return lines
+    rollout = rollout_number(path)
+    return [json.dumps({"rollout": rollout, **{k: v for k, v in json.loads(line).items()
+                                              if k not in HEAVY_SAMPLE_FIELDS
+                                              and not (k == "prompt" and not isinstance(v, dict))}},
+                       ensure_ascii=False)
+            for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def commit_results(out: Path, setting: str, model: str) -> Path:
@@ -543,8 +545,7 @@ def commit_results(out: Path, setting: str, model: str) -> Path:
         metrics = out / stage / "metrics.jsonl"
         if metrics.exists():
             (dest / f"{stage}_metrics.jsonl.gz").write_bytes(gzip.compress(metrics.read_bytes(), mtime=0))
-    rollout_files = sorted((out / "rl" / ROLLOUTS).glob("rollout_*.jsonl"),
-                           key=lambda path: int(path.stem.rsplit("_", 1)[-1]))
+    rollout_files = sorted((out / "rl" / ROLLOUTS).glob("rollout_*.jsonl"), key=rollout_number)
     if rollout_files:
         text = "".join(line + "\n" for path in rollout_files for line in compact_rollout_lines(path))
         (dest / "rl_rollouts.jsonl.gz").write_bytes(gzip.compress(text.encode("utf-8"), mtime=0))

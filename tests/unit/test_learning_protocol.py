@@ -54,24 +54,29 @@ def test_the_result_is_rl_minus_warm_start_on_unseen_instances_and_recomputes_fr
     assert out.strip().endswith("RESULT x_learning value=0.500 target=>=0.1 PASS")
     assert "unseen tasks: base 0.000, warm start 0.500, after RL 0.000" in out
     (tmp_path / "result.json").write_text("{}")
+    monkeypatch.setattr(lp, "REPO", tmp_path / "repo")
+    dest = lp.commit_results(tmp_path, "x_learning", "org/model")
+    assert dest == tmp_path / "repo" / "bench" / "results" / "x_learning" / "org_model"
+    assert sorted(p.name for p in dest.glob("eval_*.jsonl.gz")) == [
+        f"eval_{p}_{s}.jsonl.gz" for p in ("base", "rl", "warm") for s in ("instances", "tasks")]
+    assert lp.report(dest, {}, "x_learning", 0.6) == pytest.approx(0.5)  # from the .gz files alone
+    assert capsys.readouterr().out.strip().endswith("value=0.500 target=>=0.6 FAIL")
+
+
+def test_rl_training_episodes_are_committed_compact_in_rollout_order(tmp_path, monkeypatch):
     rollouts = tmp_path / "rl" / lp.ROLLOUTS
     rollouts.mkdir(parents=True)
     for rollout in (10, 2):  # numeric order, not the files' names' order
         (rollouts / f"rollout_{rollout}.jsonl").write_text(json.dumps(
             {"index": rollout, "response": "Action: click", "reward": 1.0, "tokens": [1, 2, 3],
              "rollout_log_probs": [-0.1], "prompt": "a long observation" if rollout == 2 else {"task_name": "t1"}})
-            + "\n")
+            + "\n\n")
     monkeypatch.setattr(lp, "REPO", tmp_path / "repo")
     dest = lp.commit_results(tmp_path, "x_learning", "org/model")
     committed = [json.loads(line) for line in gzip.decompress((dest / "rl_rollouts.jsonl.gz").read_bytes()).splitlines()]
     assert committed == [{"rollout": 2, "index": 2, "response": "Action: click", "reward": 1.0},
                          {"rollout": 10, "index": 10, "response": "Action: click", "reward": 1.0,
                           "prompt": {"task_name": "t1"}}]  # a task record is kept, a chat prompt is not
-    assert dest == tmp_path / "repo" / "bench" / "results" / "x_learning" / "org_model"
-    assert sorted(p.name for p in dest.glob("eval_*.jsonl.gz")) == [
-        f"eval_{p}_{s}.jsonl.gz" for p in ("base", "rl", "warm") for s in ("instances", "tasks")]
-    assert lp.report(dest, {}, "x_learning", 0.6) == pytest.approx(0.5)  # from the .gz files alone
-    assert capsys.readouterr().out.strip().endswith("value=0.500 target=>=0.6 FAIL")
 
 
 def test_a_run_stopped_before_rl_prints_its_table_and_no_result(tmp_path, capsys):
@@ -252,6 +257,9 @@ def test_a_rerun_rl_run_times_only_its_own_rl_stage_and_refuses_without_resume(t
     rerun.resume = True
     assert lp.run(setting, rerun) == 0
     assert [tag for tag, _ in ran] == ["rl"] and "1.5" in ran[0][1]
+    flags = ran[0][1]  # the trainer keeps the training episodes where commit_results looks for them
+    assert flags[flags.index("--save-debug-rollout-data") + 1] == str(tmp_path / "rl" / lp.ROLLOUTS
+                                                                      / "rollout_{rollout_id}.jsonl")
     # the set-aside stage's 300 s went with it: the RL time is this stage's alone, here and in result.json
     assert json.loads((tmp_path / "timings.json").read_text()) == {"sft": 100.0, "rl": 50.0}
     assert json.loads((tmp_path / "result.json").read_text())["timings"]["rl"] == 50.0
